@@ -1,0 +1,141 @@
+// The hot-path parser: header, the one question and the OPT record of a query, nothing more.
+// Names are built with one pass over the bytes into a scratch buffer and one latin1 slice.
+
+import { QType } from './constants.js';
+import { decodeName, skipName, NameError } from './name.js';
+
+export interface EdnsInfo {
+  udpSize: number;
+  version: number;
+  do: boolean;
+  /** Offset of the OPT RR in the query, and its length, to copy options when needed. */
+  optOffset: number;
+  optLength: number;
+}
+
+/** What the server needs to route and answer a query. */
+export interface ParsedQuery {
+  id: number;
+  flags: number;
+  opcode: number;
+  qname: string;
+  qnameLower: string;
+  qtype: number;
+  qclass: number;
+  /** Offset just after the question (header + question can be copied verbatim into a reply). */
+  questionEnd: number;
+  edns: EdnsInfo | null;
+}
+
+/** Why a message could not be taken as a query. */
+export const enum QueryProblem {
+  /** Not even a header, or QR set: drop silently. */
+  Drop = -1,
+  FormErr = 1,
+  NotImp = 4,
+}
+
+const scratch = Buffer.allocUnsafe(256);
+const scratchLower = Buffer.allocUnsafe(256);
+
+function parseQname(buf: Buffer): { qname: string; lower: string; end: number } | null {
+  let pos = 12;
+  let out = 0;
+  for (;;) {
+    if (pos >= buf.length) return null;
+    const len = buf[pos]!;
+    if (len === 0) {
+      pos++;
+      break;
+    }
+    if (len > 63) return null; // pointers and extended labels never appear in a sane query name
+    if (pos + 1 + len > buf.length || out + len + 1 > 254) return null;
+    for (let i = 1; i <= len; i++) {
+      const b = buf[pos + i]!;
+      if (b <= 0x20 || b >= 0x7f || b === 0x2e || b === 0x5c) return null; // needs escaping: slow path
+      scratch[out] = b;
+      scratchLower[out] = b >= 0x41 && b <= 0x5a ? b | 0x20 : b;
+      out++;
+    }
+    scratch[out] = 0x2e;
+    scratchLower[out] = 0x2e;
+    out++;
+    pos += 1 + len;
+  }
+  if (out === 0) return { qname: '.', lower: '.', end: pos };
+  return { qname: scratch.latin1Slice(0, out), lower: scratchLower.latin1Slice(0, out), end: pos };
+}
+
+/**
+ * Parses a query. Returns the parsed header and question, or a QueryProblem
+ * (Drop, or the rcode to answer with) for anything that is not a well-formed query.
+ */
+export function parseQuery(buf: Buffer): ParsedQuery | QueryProblem {
+  if (buf.length < 12) return QueryProblem.Drop;
+  const flags = buf.readUInt16BE(2);
+  if (flags & 0x8000) return QueryProblem.Drop;
+  const opcode = (flags >> 11) & 0xf;
+  const qd = buf.readUInt16BE(4);
+  const an = buf.readUInt16BE(6);
+  const ns = buf.readUInt16BE(8);
+  const ar = buf.readUInt16BE(10);
+  if (opcode !== 0 && opcode !== 4) return QueryProblem.NotImp;
+  if (qd !== 1 || an > 1 || ns > 1 || ar > 2) return QueryProblem.FormErr;
+  let q = parseQname(buf);
+  if (q === null) {
+    try {
+      const d = decodeName(buf, 12);
+      q = { qname: d.name, lower: d.name.toLowerCase(), end: d.end };
+    } catch (e) {
+      if (e instanceof NameError) return QueryProblem.FormErr;
+      throw e;
+    }
+  }
+  if (q.end + 4 > buf.length) return QueryProblem.FormErr;
+  const qtype = buf.readUInt16BE(q.end);
+  const qclass = buf.readUInt16BE(q.end + 2);
+  const questionEnd = q.end + 4;
+  let edns: EdnsInfo | null = null;
+  if (an !== 0 || ns !== 0 || ar !== 0) {
+    // Walk the remaining records only to find the OPT; anything malformed is FORMERR.
+    let pos = questionEnd;
+    const total = an + ns + ar;
+    try {
+      for (let i = 0; i < total; i++) {
+        const start = pos;
+        const nameEnd = skipName(buf, pos);
+        if (nameEnd + 10 > buf.length) return QueryProblem.FormErr;
+        const type = buf.readUInt16BE(nameEnd);
+        const rdlen = buf.readUInt16BE(nameEnd + 8);
+        const end = nameEnd + 10 + rdlen;
+        if (end > buf.length) return QueryProblem.FormErr;
+        if (type === QType.OPT) {
+          if (i < an + ns || edns !== null || buf[start] !== 0) return QueryProblem.FormErr;
+          const ttl = buf.readUInt32BE(nameEnd + 4);
+          edns = {
+            udpSize: buf.readUInt16BE(nameEnd + 2),
+            version: (ttl >>> 16) & 0xff,
+            do: (ttl & 0x8000) !== 0,
+            optOffset: start,
+            optLength: end - start,
+          };
+        }
+        pos = end;
+      }
+    } catch (e) {
+      if (e instanceof NameError) return QueryProblem.FormErr;
+      throw e;
+    }
+  }
+  return {
+    id: buf.readUInt16BE(0),
+    flags,
+    opcode,
+    qname: q.qname,
+    qnameLower: q.lower,
+    qtype,
+    qclass,
+    questionEnd,
+    edns,
+  };
+}
