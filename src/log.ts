@@ -1,0 +1,49 @@
+// CoreDNS-style log lines: "[INFO] plugin/NAME: message". Plain writes, no JSON, no library:
+// measured faster than pino for this format (../shared/reference/node-ecosystem.md 3.2).
+
+export type Level = 'DEBUG' | 'INFO' | 'WARNING' | 'ERROR' | 'FATAL';
+
+export interface Logger {
+  debug(msg: string): void;
+  info(msg: string): void;
+  warn(msg: string): void;
+  error(msg: string): void;
+  fatal(msg: string): void;
+  /** Writes a raw line (the log plugin's query lines). */
+  line(text: string): void;
+}
+
+let debugEnabled = false;
+let sink: (text: string) => void = (text) => {
+  process.stdout.write(text);
+};
+
+export function setDebug(on: boolean): void {
+  debugEnabled = on;
+}
+
+/** For tests: capture log output. Returns a function that restores the previous sink. */
+export function setLogSink(fn: (text: string) => void): () => void {
+  const prev = sink;
+  sink = fn;
+  return () => {
+    sink = prev;
+  };
+}
+
+export function logger(name: string): Logger {
+  const prefix = name ? `plugin/${name}: ` : '';
+  const emit = (level: Level, msg: string) => sink(`[${level}] ${prefix}${msg}\n`);
+  return {
+    debug: (m) => {
+      if (debugEnabled) emit('DEBUG', m);
+    },
+    info: (m) => emit('INFO', m),
+    warn: (m) => emit('WARNING', m),
+    error: (m) => emit('ERROR', m),
+    fatal: (m) => emit('FATAL', m),
+    line: (t) => sink(t + '\n'),
+  };
+}
+
+export const coreLog = logger('');

@@ -1,0 +1,336 @@
+// UDP and TCP listeners. The server owns all socket I/O: parsing the question, routing to
+// a server block, FORMERR/NOTIMP/REFUSED/BADVERS, truncation, TCP framing and limits.
+
+import dgram from 'node:dgram';
+import net from 'node:net';
+import { QClass, Rcode } from '../dns/constants.js';
+import { parseQuery, QueryProblem } from '../dns/query.js';
+import { logger } from '../log.js';
+import { bareReply, finalizeReply } from './reply.js';
+import { Request, type ClientInfo, type HandlerResult, type Response } from './request.js';
+
+const log = logger('');
+
+/** A server block as the listener sees it. */
+export interface RoutedBlock {
+  zone: string;
+  serverLabel: string;
+  chain: (req: Request) => HandlerResult;
+}
+
+/** Finds the block with the longest zone that contains a (lowercase) name. */
+export class Router {
+  private readonly zones = new Map<string, RoutedBlock>();
+  private root: RoutedBlock | undefined;
+
+  add(block: RoutedBlock): void {
+    if (block.zone === '.') this.root = block;
+    else this.zones.set(block.zone, block);
+  }
+
+  match(name: string): RoutedBlock | undefined {
+    if (this.zones.size !== 0) {
+      let n = name;
+      for (;;) {
+        const b = this.zones.get(n);
+        if (b !== undefined) return b;
+        const dot = n.indexOf('.');
+        if (dot < 0 || dot === n.length - 1) break;
+        n = n.slice(dot + 1);
+      }
+    }
+    return this.root;
+  }
+}
+
+/** Hooks the prometheus plugin and tests use; undefined hooks cost nothing. */
+export interface ServerObserver {
+  onReply(req: Request, reply: Buffer, res: Response | null, startNs: bigint): void;
+  onDropped?(proto: 'udp' | 'tcp'): void;
+  onPanic?(): void;
+}
+
+export interface ListenerOptions {
+  host: string;
+  port: number;
+  /** Which routing table this listener uses (several sockets can share one). */
+  routerKey: string;
+  ipv6Only?: boolean;
+  tcpIdleMs?: number;
+  tcpMaxConnections?: number;
+  /** Largest number of queries answered concurrently on one TCP connection. */
+  tcpMaxInflightPerConn?: number;
+  udpRecvBuffer?: number;
+}
+
+/** State shared by all listeners of a process: the current routing tables and counters. */
+export class Dispatcher {
+  routers = new Map<string, Router>();
+  observer: ServerObserver | undefined;
+  inflight = 0;
+  private idleWaiters: Array<() => void> = [];
+
+  /** Handles one message; `send` is called exactly once, with null when the message is dropped. */
+  handle(buf: Buffer, client: ClientInfo, router: Router | undefined, send: (b: Buffer | null) => void): void {
+    const q = parseQuery(buf);
+    if (typeof q === 'number') {
+      if (q === QueryProblem.Drop) {
+        send(null);
+        return;
+      }
+      send(headerOnlyReply(buf, q));
+      return;
+    }
+    const req = new Request(buf, q, client);
+    if (q.edns !== null && q.edns.version > 0) {
+      send(bareReply(req, Rcode.BADVERS));
+      return;
+    }
+    if (q.qclass !== QClass.IN) {
+      send(bareReply(req, Rcode.REFUSED));
+      return;
+    }
+    const block = router?.match(req.name);
+    if (block === undefined) {
+      send(bareReply(req, Rcode.REFUSED));
+      return;
+    }
+    req.zone = block.zone;
+    req.server = block.serverLabel;
+    const obs = this.observer;
+    const start = obs ? process.hrtime.bigint() : 0n;
+    let result: HandlerResult;
+    try {
+      result = block.chain(req);
+    } catch (e) {
+      this.panic(req, e);
+      const out = bareReply(req, Rcode.SERVFAIL);
+      send(out);
+      if (obs) obs.onReply(req, out, null, start);
+      return;
+    }
+    if (result instanceof Promise) {
+      this.inflight++;
+      result.then(
+        (res) => {
+          const out = finalizeReply(req, res);
+          send(out);
+          if (obs) obs.onReply(req, out, res, start);
+          this.done();
+        },
+        (e: unknown) => {
+          this.panic(req, e);
+          const out = bareReply(req, Rcode.SERVFAIL);
+          send(out);
+          if (obs) obs.onReply(req, out, null, start);
+          this.done();
+        },
+      );
+      return;
+    }
+    const out = finalizeReply(req, result);
+    send(out);
+    if (obs) obs.onReply(req, out, result, start);
+  }
+
+  private panic(req: Request, e: unknown): void {
+    this.observer?.onPanic?.();
+    log.error(`plugin failed on ${req.qname}: ${(e as Error)?.stack ?? String(e)}`);
+  }
+
+  private done(): void {
+    this.inflight--;
+    if (this.inflight === 0 && this.idleWaiters.length) {
+      const w = this.idleWaiters;
+      this.idleWaiters = [];
+      for (const f of w) f();
+    }
+  }
+
+  /** Resolves when no query is in flight (or after `timeoutMs`). */
+  drained(timeoutMs: number): Promise<void> {
+    if (this.inflight === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const t = setTimeout(resolve, timeoutMs);
+      this.idleWaiters.push(() => {
+        clearTimeout(t);
+        resolve();
+      });
+    });
+  }
+}
+
+/** FORMERR/NOTIMP for a message whose header is readable but that is not a usable query. */
+function headerOnlyReply(buf: Buffer, rcode: number): Buffer {
+  const out = Buffer.alloc(12);
+  out.writeUInt16BE(buf.readUInt16BE(0), 0);
+  const flags = buf.readUInt16BE(2);
+  out.writeUInt16BE(0x8000 | (flags & 0x7900) | (rcode & 0xf), 2);
+  return out;
+}
+
+export class DnsListener {
+  readonly key: string;
+  private udp: dgram.Socket | null = null;
+  private tcp: net.Server | null = null;
+  private readonly conns = new Set<net.Socket>();
+  private closing = false;
+  boundPort = 0;
+
+  constructor(
+    private readonly opts: ListenerOptions,
+    private readonly dispatcher: Dispatcher,
+  ) {
+    this.key = opts.routerKey;
+  }
+
+  private router(): Router | undefined {
+    return this.dispatcher.routers.get(this.key);
+  }
+
+  async start(): Promise<void> {
+    const { host, port } = this.opts;
+    const family = host.includes(':') ? 'udp6' : 'udp4';
+    const udp = dgram.createSocket({ type: family, reuseAddr: false, ipv6Only: this.opts.ipv6Only === true });
+    await new Promise<void>((resolve, reject) => {
+      udp.once('error', reject);
+      udp.bind({ address: host || (family === 'udp6' ? '::' : '0.0.0.0'), port }, () => {
+        udp.off('error', reject);
+        resolve();
+      });
+    });
+    try {
+      // The default buffer (~208 KiB) drops bursts of a few hundred queries.
+      udp.setRecvBufferSize(this.opts.udpRecvBuffer ?? 4 * 1024 * 1024);
+      udp.setSendBufferSize(1024 * 1024);
+    } catch {
+      // The kernel caps these at net.core.rmem_max; a smaller buffer still works.
+    }
+    this.boundPort = udp.address().port;
+    udp.on('error', (e) => log.error(`udp ${this.key}: ${e.message}`));
+    const d = this.dispatcher;
+    const family2: 1 | 2 = family === 'udp6' ? 2 : 1;
+    const localAddress = udp.address().address;
+    const localPort = this.boundPort;
+    udp.on('message', (msg, rinfo) => {
+      const client: ClientInfo = {
+        proto: 'udp',
+        remoteAddress: rinfo.address,
+        remotePort: rinfo.port,
+        family: rinfo.family === 'IPv6' ? 2 : family2,
+        localAddress,
+        localPort,
+      };
+      d.handle(msg, client, this.router(), (out) => {
+        if (out !== null) udp.send(out, rinfo.port, rinfo.address);
+      });
+    });
+    this.udp = udp;
+    await this.startTcp(port === 0 ? this.boundPort : port);
+  }
+
+  private async startTcp(port: number): Promise<void> {
+    const { host } = this.opts;
+    const idleMs = this.opts.tcpIdleMs ?? 10_000;
+    const maxInflight = this.opts.tcpMaxInflightPerConn ?? 128;
+    const server = net.createServer({ pauseOnConnect: false, noDelay: true });
+    server.maxConnections = this.opts.tcpMaxConnections ?? 1000;
+    server.on('connection', (sock) => this.onConnection(sock, idleMs, maxInflight));
+    server.on('error', (e) => log.error(`tcp ${this.key}: ${e.message}`));
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen({ host: host || '0.0.0.0', port, exclusive: false, ipv6Only: this.opts.ipv6Only === true }, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    this.tcp = server;
+  }
+
+  private onConnection(sock: net.Socket, idleMs: number, maxInflight: number): void {
+    if (this.closing) {
+      sock.destroy();
+      return;
+    }
+    this.conns.add(sock);
+    sock.setTimeout(idleMs, () => sock.destroy());
+    sock.on('error', () => sock.destroy());
+    sock.on('close', () => this.conns.delete(sock));
+    const client: ClientInfo = {
+      proto: 'tcp',
+      remoteAddress: sock.remoteAddress ?? '',
+      remotePort: sock.remotePort ?? 0,
+      family: sock.remoteFamily === 'IPv6' ? 2 : 1,
+      localAddress: sock.localAddress ?? '',
+      localPort: sock.localPort ?? 0,
+    };
+    let pending: Buffer | null = null;
+    let inflight = 0;
+    let paused = false;
+    const send = (out: Buffer | null) => {
+      inflight--;
+      if (sock.destroyed || out === null) return;
+      const frame = Buffer.allocUnsafe(2 + out.length);
+      frame.writeUInt16BE(out.length, 0);
+      out.copy(frame, 2);
+      sock.write(frame);
+      // A client that does not read its answers is cut off rather than buffered without bound.
+      if (sock.writableLength > 4 * 1024 * 1024) sock.destroy();
+      if (paused && inflight < maxInflight) {
+        paused = false;
+        sock.resume();
+      }
+    };
+    sock.on('data', (chunk: Buffer) => {
+      let buf = pending ? Buffer.concat([pending, chunk]) : chunk;
+      pending = null;
+      let off = 0;
+      while (buf.length - off >= 2) {
+        const len = buf.readUInt16BE(off);
+        if (len < 12) {
+          // Not even a DNS header: the stream cannot be resynchronised.
+          sock.destroy();
+          return;
+        }
+        if (buf.length - off - 2 < len) break;
+        const msg = buf.subarray(off + 2, off + 2 + len);
+        off += 2 + len;
+        inflight++;
+        this.dispatcher.handle(Buffer.from(msg), client, this.router(), send);
+        if (inflight >= maxInflight && !paused) {
+          paused = true;
+          sock.pause();
+        }
+      }
+      if (off < buf.length) pending = Buffer.from(buf.subarray(off));
+      buf = Buffer.alloc(0);
+    });
+  }
+
+  /** Number of open TCP connections (for tests and metrics). */
+  get tcpConnections(): number {
+    return this.conns.size;
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    const tasks: Promise<void>[] = [];
+    if (this.udp) {
+      const u = this.udp;
+      tasks.push(new Promise<void>((r) => u.close(() => r())));
+    }
+    if (this.tcp) {
+      const t = this.tcp;
+      tasks.push(new Promise<void>((r) => t.close(() => r())));
+    }
+    for (const c of this.conns) c.end();
+    setTimeout(() => {
+      for (const c of this.conns) c.destroy();
+    }, 1000).unref();
+    await Promise.all(tasks);
+  }
+}
+
+export function listenerKey(host: string, port: number): string {
+  return `${host}|${port}`;
+}

@@ -1,0 +1,206 @@
+// What a plugin sees (Request) and what it gives back (Response). Plugins never touch
+// sockets: the server turns a Response into bytes, truncates it and sends it.
+
+import { QClass, QType, Rcode } from '../dns/constants.js';
+import type { EdnsInfo, ParsedQuery } from '../dns/query.js';
+import { decodeMessage, emptyMessage, encodeMessage, type Message } from '../dns/message.js';
+
+export type Transport = 'udp' | 'tcp';
+
+export interface ClientInfo {
+  proto: Transport;
+  remoteAddress: string;
+  remotePort: number;
+  /** 1 for IPv4, 2 for IPv6 (CoreDNS's `family` label). */
+  family: 1 | 2;
+  localAddress: string;
+  localPort: number;
+}
+
+export class Request {
+  readonly raw: Buffer;
+  readonly id: number;
+  readonly flags: number;
+  readonly opcode: number;
+  /** The name as asked, letter case kept, fully qualified. */
+  readonly qname: string;
+  /** The name lowercased, for lookups. */
+  readonly name: string;
+  readonly qtype: number;
+  readonly qclass: number;
+  readonly questionEnd: number;
+  readonly edns: EdnsInfo | null;
+  readonly client: ClientInfo;
+  /** The zone of the server block that is answering (lowercase FQDN). */
+  zone = '.';
+  /** The server block's address, as CoreDNS labels metrics: "dns://:53". */
+  server = '';
+  /** Set by plugins that re-enter the chain (ExternalName targets, autopath) to bound recursion. */
+  depth = 0;
+
+  constructor(raw: Buffer, q: ParsedQuery, client: ClientInfo) {
+    this.raw = raw;
+    this.id = q.id;
+    this.flags = q.flags;
+    this.opcode = q.opcode;
+    this.qname = q.qname;
+    this.name = q.qnameLower;
+    this.qtype = q.qtype;
+    this.qclass = q.qclass;
+    this.questionEnd = q.questionEnd;
+    this.edns = q.edns;
+    this.client = client;
+  }
+
+  get rd(): boolean {
+    return (this.flags & 0x0100) !== 0;
+  }
+
+  get cd(): boolean {
+    return (this.flags & 0x0010) !== 0;
+  }
+
+  get do(): boolean {
+    return this.edns !== null && this.edns.do;
+  }
+
+  /** The largest reply the client accepts on this transport. */
+  get maxSize(): number {
+    if (this.client.proto === 'tcp') return 65535;
+    if (this.edns === null) return 512;
+    return this.edns.udpSize < 512 ? 512 : this.edns.udpSize;
+  }
+
+  /** A reply skeleton: same ID, opcode, RD and CD, the question as asked, QR set. */
+  reply(rcode: number = Rcode.NOERROR): Message {
+    const m = emptyMessage(this.id);
+    m.qr = true;
+    m.opcode = this.opcode;
+    m.rd = this.rd;
+    m.cd = this.cd;
+    m.rcode = rcode;
+    m.questions.push({ name: this.qname, type: this.qtype, class: this.qclass });
+    return m;
+  }
+
+  /**
+   * A new request for another name or type, from the same client, for plugins that
+   * resolve through the chain (ExternalName targets, search paths).
+   */
+  derive(qname: string, qtype: number = this.qtype): Request {
+    const m = emptyMessage(this.id);
+    m.rd = true;
+    m.questions.push({ name: qname, type: qtype, class: QClass.IN });
+    if (this.edns) m.edns = { udpSize: this.edns.udpSize, version: 0, do: this.edns.do, zflags: 0, options: [] };
+    const raw = encodeMessage(m);
+    const r = new Request(
+      raw,
+      {
+        id: this.id,
+        flags: 0x0100,
+        opcode: 0,
+        qname,
+        qnameLower: qname.toLowerCase(),
+        qtype,
+        qclass: QClass.IN,
+        questionEnd: 12 + questionLength(raw),
+        edns: this.edns,
+      },
+      this.client,
+    );
+    r.zone = this.zone;
+    r.server = this.server;
+    r.depth = this.depth + 1;
+    return r;
+  }
+}
+
+function questionLength(raw: Buffer): number {
+  let p = 12;
+  while (raw[p] !== 0) p += 1 + raw[p]!;
+  return p + 1 + 4 - 12;
+}
+
+/**
+ * A plugin's answer. Exactly one of: a Message to encode, ready wire bytes (ID already
+ * the request's), or neither (a bare reply with `rcode`, written by the server).
+ */
+export class Response {
+  rcode: number;
+  plugin: string;
+  /** What went wrong, for the `errors` plugin (CoreDNS plugins return an error value). */
+  error: string | undefined = undefined;
+  private msg: Message | null;
+  private bytes: Buffer | null;
+
+  private constructor(rcode: number, plugin: string, msg: Message | null, bytes: Buffer | null) {
+    this.rcode = rcode;
+    this.plugin = plugin;
+    this.msg = msg;
+    this.bytes = bytes;
+  }
+
+  static message(msg: Message, plugin: string): Response {
+    return new Response(msg.rcode, plugin, msg, null);
+  }
+
+  /** Bytes of a complete reply whose ID already matches the request. */
+  static wire(bytes: Buffer, plugin: string): Response {
+    return new Response(bytes.length >= 4 ? bytes[3]! & 0xf : Rcode.SERVFAIL, plugin, null, bytes);
+  }
+
+  /** "I did not write a reply; answer with this rcode" (CoreDNS's return without WriteMsg). */
+  static rcode(rcode: number, plugin: string, error?: string): Response {
+    const r = new Response(rcode, plugin, null, null);
+    r.error = error;
+    return r;
+  }
+
+  get isBare(): boolean {
+    return this.msg === null && this.bytes === null;
+  }
+
+  get hasWire(): boolean {
+    return this.bytes !== null;
+  }
+
+  /** The reply as a Message, decoded from the wire form on first use. */
+  toMessage(req: Request): Message {
+    if (this.msg) return this.msg;
+    if (this.bytes) {
+      this.msg = decodeMessage(this.bytes);
+      return this.msg;
+    }
+    this.msg = req.reply(this.rcode);
+    return this.msg;
+  }
+
+  /** Replace the content with a modified message (the wire form is dropped). */
+  setMessage(m: Message): void {
+    this.msg = m;
+    this.bytes = null;
+    this.rcode = m.rcode;
+  }
+
+  peekWire(): Buffer | null {
+    return this.bytes;
+  }
+
+  peekMessage(): Message | null {
+    return this.msg;
+  }
+}
+
+export type HandlerResult = Response | Promise<Response>;
+export type Next = (req: Request) => HandlerResult;
+
+/** A plugin instance in a server block's chain. */
+export interface Handler {
+  readonly name: string;
+  serveDNS(req: Request, next: Next): HandlerResult;
+}
+
+/** True for types a zone apex can be asked about without being about a name below it. */
+export function isZoneTransfer(qtype: number): boolean {
+  return qtype === QType.AXFR || qtype === QType.IXFR;
+}

@@ -1,0 +1,215 @@
+// One loaded configuration: the Corefile parsed, every plugin set up, each server block's
+// chain composed in the compiled-in order. A reload builds a new Runtime beside the old.
+
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { createHash } from 'node:crypto';
+import { Rcode } from '../dns/constants.js';
+import { parseCorefile } from '../corefile/parser.js';
+import { CorefileError } from '../corefile/errors.js';
+import type { Directive, ServerBlock } from '../corefile/types.js';
+import { coreDnsOnly, knownDirectives, pluginOrder } from '../plugins/order.js';
+import type { BlockInfo, PluginInstance, SetupContext } from '../plugins/plugin.js';
+import { logger } from '../log.js';
+import type { HttpServices } from './http.js';
+import { listenerKey, Router, type RoutedBlock } from './listeners.js';
+import { Response, type HandlerResult, type Next, type Request } from './request.js';
+
+/** CoreDNS's built-in configuration when no Corefile is found. */
+export const BUILTIN_COREFILE = '. {\n    whoami\n    log\n}\n';
+
+export interface ConfigSource {
+  file: string;
+  text: string;
+  builtin: boolean;
+}
+
+/** `-conf FILE`, else ./Corefile, else the built-in `. { whoami; log }`. */
+export function readConfigSource(conf: string | undefined): ConfigSource {
+  if (conf !== undefined) {
+    const file = resolve(conf);
+    return { file, text: readFileSync(file, 'utf8'), builtin: false };
+  }
+  const local = resolve('Corefile');
+  if (existsSync(local)) return { file: local, text: readFileSync(local, 'utf8'), builtin: false };
+  return { file: 'Corefile', text: BUILTIN_COREFILE, builtin: true };
+}
+
+export interface LoadedConfig {
+  source: ConfigSource;
+  blocks: ServerBlock[];
+  /** Every file read: the Corefile and its imports (what `reload` watches). */
+  files: string[];
+  /** SHA-512 of the texts, as CoreDNS's reload compares. */
+  hash: string;
+}
+
+export function parseConfig(source: ConfigSource, defaultPort: number): LoadedConfig {
+  const files: string[] = source.builtin ? [] : [source.file];
+  const hash = createHash('sha512');
+  hash.update(source.text);
+  const blocks = parseCorefile(source.text, source.file, {
+    defaultPort,
+    onFile: (f: string) => {
+      if (!files.includes(f)) files.push(f);
+      try {
+        hash.update(readFileSync(f));
+      } catch {
+        // The parser reports unreadable imports itself.
+      }
+    },
+  });
+  return { source, blocks, files, hash: hash.digest('hex') };
+}
+
+export interface RuntimeEnv {
+  http: HttpServices;
+  requestReload(reason: string): void;
+  shuttingDown(): boolean;
+}
+
+export interface BlockRuntime extends RoutedBlock {
+  info: BlockInfo;
+  instances: PluginInstance[];
+}
+
+function blockInfo(block: ServerBlock): BlockInfo {
+  const port = block.keys[0]!.port;
+  const zones = block.keys.map((k) => k.zone);
+  return {
+    keys: block.keys,
+    zones,
+    port,
+    serverLabel: `${block.keys[0]!.scheme}://:${port}`,
+    bindAddresses: [],
+    file: block.file,
+  };
+}
+
+function groupDirectives(block: ServerBlock): Map<string, Directive[]> {
+  const m = new Map<string, Directive[]>();
+  for (const d of block.directives) {
+    if (!knownDirectives.has(d.name)) {
+      const what = coreDnsOnly.has(d.name)
+        ? `Unknown directive '${d.name}' (a CoreDNS plugin that clusterdns does not include)`
+        : `Unknown directive '${d.name}'`;
+      throw new CorefileError(d.file, d.line, what);
+    }
+    const list = m.get(d.name);
+    if (list) list.push(d);
+    else m.set(d.name, [d]);
+  }
+  return m;
+}
+
+function compose(handlers: PluginInstance[]): Next {
+  let next: Next = () => Response.rcode(Rcode.SERVFAIL, '');
+  for (let i = handlers.length - 1; i >= 0; i--) {
+    const h = handlers[i]!.handler!;
+    const n = next;
+    next = (req: Request): HandlerResult => h.serveDNS(req, n);
+  }
+  return next;
+}
+
+export class Runtime {
+  readonly blocks: BlockRuntime[] = [];
+  readonly instances: PluginInstance[] = [];
+
+  constructor(
+    readonly config: LoadedConfig,
+    env: RuntimeEnv,
+  ) {
+    for (const block of config.blocks) {
+      const info = blockInfo(block);
+      const grouped = groupDirectives(block);
+      const instances: PluginInstance[] = [];
+      const rb: BlockRuntime = {
+        zone: info.zones[0]!,
+        serverLabel: info.serverLabel,
+        info,
+        instances,
+        chain: () => Response.rcode(Rcode.REFUSED, ''),
+      };
+      let chain: Next | null = null;
+      const ctx = (name: string): SetupContext => ({
+        block: info,
+        corefile: config.source.file,
+        configFiles: config.files,
+        http: env.http,
+        logger: logger(name),
+        resolve: (req) => (chain ? chain(req) : Response.rcode(Rcode.SERVFAIL, '')),
+        requestReload: env.requestReload,
+        instances: () => this.instances,
+        shuttingDown: env.shuttingDown,
+      });
+      for (const [name, setup] of pluginOrder) {
+        const ds = grouped.get(name);
+        if (!ds) continue;
+        const made = setup(ds, ctx(name));
+        for (const inst of Array.isArray(made) ? made : [made]) instances.push(inst);
+      }
+      const handlers = instances.filter((i) => i.handler !== undefined);
+      // A block with no plugin that answers refuses everything, as CoreDNS does.
+      if (handlers.length > 0) {
+        chain = compose(handlers);
+        rb.chain = chain;
+      }
+      this.instances.push(...instances);
+      // One RoutedBlock per zone of the block, all sharing the chain.
+      this.blocks.push(rb);
+      for (const z of info.zones.slice(1)) {
+        this.blocks.push({ ...rb, zone: z });
+      }
+    }
+  }
+
+  /** (host, port) pairs to listen on; host '' means every address. */
+  listenAddresses(): Array<{ host: string; port: number }> {
+    const seen = new Map<string, { host: string; port: number }>();
+    for (const b of this.blocks) {
+      const hosts = b.info.bindAddresses.length ? b.info.bindAddresses : [''];
+      for (const h of hosts) seen.set(listenerKey(h, b.info.port), { host: h, port: b.info.port });
+    }
+    return [...seen.values()];
+  }
+
+  routers(): Map<string, Router> {
+    const out = new Map<string, Router>();
+    for (const b of this.blocks) {
+      const hosts = b.info.bindAddresses.length ? b.info.bindAddresses : [''];
+      for (const h of hosts) {
+        const key = listenerKey(h, b.info.port);
+        let r = out.get(key);
+        if (!r) out.set(key, (r = new Router()));
+        r.add(b);
+      }
+    }
+    return out;
+  }
+
+  async startup(): Promise<void> {
+    for (const i of this.instances) if (i.startup) await i.startup();
+  }
+
+  async shutdown(): Promise<void> {
+    for (const i of [...this.instances].reverse()) {
+      try {
+        if (i.shutdown) await i.shutdown();
+      } catch (e) {
+        logger(i.name).error(`shutdown: ${(e as Error).message}`);
+      }
+    }
+  }
+
+  lameduckMs(): number {
+    let ms = 0;
+    for (const i of this.instances) if (i.lameduckMs) ms = Math.max(ms, i.lameduckMs());
+    return ms;
+  }
+
+  /** Directory of the Corefile, which relative paths in plugin options are resolved against. */
+  get baseDir(): string {
+    return dirname(this.config.source.file);
+  }
+}
