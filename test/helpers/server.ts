@@ -1,0 +1,112 @@
+// Starts the real clusterdns binary for end-to-end tests and stops it cleanly.
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { buildQuery, sendUdp } from './dns.js';
+import { freePort } from './ports.js';
+
+export const BIN = resolve('bin/clusterdns');
+
+export interface RunningServer {
+  port: number;
+  dir: string;
+  corefile: string;
+  proc: ChildProcess;
+  output(): string;
+  /** Resolves when `text` appears in the output (or rejects after timeoutMs). */
+  waitFor(text: string | RegExp, timeoutMs?: number): Promise<void>;
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+export interface StartOptions {
+  /** Corefile text; `PORT` is replaced with the chosen port. */
+  corefile: string;
+  /** Extra files written into the server's directory first (name -> content). */
+  files?: Record<string, string>;
+  args?: string[];
+  workers?: number;
+  env?: Record<string, string>;
+  /** A name to query until it answers (default: wait for the banner). */
+  probe?: string;
+  /** Do not wait for start-up (for tests of failing starts). */
+  noWait?: boolean;
+  port?: number;
+}
+
+export async function startServer(o: StartOptions): Promise<RunningServer> {
+  const port = o.port ?? (await freePort());
+  const dir = mkdtempSync(join(tmpdir(), 'clusterdns-e2e-'));
+  for (const [name, content] of Object.entries(o.files ?? {})) writeFileSync(join(dir, name), content.replaceAll('PORT', String(port)));
+  const corefile = join(dir, 'Corefile');
+  writeFileSync(corefile, o.corefile.replaceAll('PORT', String(port)));
+  const proc = spawn(process.execPath, [BIN, '-conf', corefile, '-workers', String(o.workers ?? 1), ...(o.args ?? [])], {
+    cwd: dir,
+    env: { ...process.env, ...o.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  const waiters: Array<() => void> = [];
+  const onData = (d: Buffer) => {
+    out += d.toString();
+    for (const w of waiters.splice(0)) w();
+  };
+  proc.stdout!.on('data', onData);
+  proc.stderr!.on('data', onData);
+  let exited: number | null | undefined;
+  const exitP = new Promise<number | null>((r) =>
+    proc.on('exit', (code) => {
+      exited = code;
+      for (const w of waiters.splice(0)) w();
+      r(code);
+    }),
+  );
+  const s: RunningServer = {
+    port,
+    dir,
+    corefile,
+    proc,
+    output: () => out,
+    waitFor(text, timeoutMs = 10000) {
+      return new Promise((res, rej) => {
+        const deadline = setTimeout(() => rej(new Error(`timed out waiting for ${String(text)}; output:\n${out}`)), timeoutMs);
+        const check = () => {
+          if (typeof text === 'string' ? out.includes(text) : text.test(out)) {
+            clearTimeout(deadline);
+            res();
+          } else if (exited !== undefined) {
+            clearTimeout(deadline);
+            rej(new Error(`server exited (${exited}) before ${String(text)}; output:\n${out}`));
+          } else waiters.push(check);
+        };
+        check();
+      });
+    },
+    async stop(signal = 'SIGTERM') {
+      if (exited !== undefined) return exited;
+      proc.kill(signal);
+      const t = setTimeout(() => proc.kill('SIGKILL'), 10000);
+      const code = await exitP;
+      clearTimeout(t);
+      return code;
+    },
+  };
+  if (o.noWait) return s;
+  if (o.probe) {
+    const deadline = Date.now() + 15000;
+    for (;;) {
+      try {
+        await sendUdp(port, buildQuery(o.probe, 1), 300);
+        break;
+      } catch (e) {
+        if (exited !== undefined || Date.now() > deadline) {
+          throw new Error(`server did not answer: ${(e as Error).message}\n${out}`);
+        }
+      }
+    }
+  } else {
+    await s.waitFor(/clusterdns-\d/, 15000);
+  }
+  return s;
+}
