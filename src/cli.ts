@@ -191,7 +191,8 @@ function runPrimary(flags: Flags, keys: string[]): void {
   const stopAll = () => {
     if (stopping) return;
     stopping = true;
-    for (const w of Object.values(cluster.workers ?? {})) w?.send({ type: 'shutdown' });
+    // A signal, not a message: a worker still starting has no message handler yet.
+    for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGTERM');
     if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(0);
   };
   process.on('SIGTERM', stopAll);

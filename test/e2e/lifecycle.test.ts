@@ -1,0 +1,136 @@
+// Reload, shutdown with lameduck, and worker processes, driven through the real binary.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { startServer } from '../helpers/server.js';
+import { query } from '../helpers/dns.js';
+import { freePort } from '../helpers/ports.js';
+import { QType, Rcode } from '../../src/dns/constants.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function until<T>(fn: () => Promise<T | undefined>, ms: number): Promise<T | undefined> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    const v = await fn().catch(() => undefined);
+    if (v !== undefined) return v;
+    await sleep(100);
+  }
+  return undefined;
+}
+
+function childrenOf(pid: number): number[] {
+  const out: number[] = [];
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid === pid) out.push(Number(d));
+    } catch {
+      /* gone */
+    }
+  }
+  return out;
+}
+
+const conf = (entry: string) => `.:PORT {\n    bind 127.0.0.1\n    reload 2s 1s\n    hosts {\n        ${entry}\n    }\n}\n`;
+
+test('reload picks up a changed Corefile, keeps the old one when the new is broken, and SIGUSR1 reloads at once', { timeout: 40000 }, async () => {
+  const s = await startServer({ corefile: conf('10.0.0.1 a.example') });
+  try {
+    assert.deepEqual((await query(s.port, 'a.example.', QType.A)).answers[0]?.data, { address: '10.0.0.1' });
+    writeFileSync(s.corefile, conf('10.0.0.2 a.example').replaceAll('PORT', String(s.port)));
+    const changed = await until(async () => {
+      const r = await query(s.port, 'a.example.', QType.A);
+      return (r.answers[0]?.data as { address: string }).address === '10.0.0.2' ? true : undefined;
+    }, 8000);
+    assert.ok(changed, 'the new Corefile was not loaded');
+
+    writeFileSync(s.corefile, `.:${s.port} {\n    bind 127.0.0.1\n    reload 2s 1s\n    hosts {\n        ttl nope\n    }\n}\n`);
+    await s.waitFor(/reload failed.*Error during parsing: ttl: "nope"|Corefile changed but reload failed/, 8000);
+    assert.deepEqual((await query(s.port, 'a.example.', QType.A)).answers[0]?.data, { address: '10.0.0.2' });
+
+    writeFileSync(s.corefile, conf('10.0.0.3 a.example').replaceAll('PORT', String(s.port)).replace('reload 2s 1s', 'reload 1h'));
+    s.proc.kill('SIGUSR1');
+    const viaSignal = await until(async () => {
+      const r = await query(s.port, 'a.example.', QType.A);
+      return (r.answers[0]?.data as { address: string }).address === '10.0.0.3' ? true : undefined;
+    }, 1500);
+    assert.ok(viaSignal, 'SIGUSR1 did not reload');
+  } finally {
+    await s.stop();
+  }
+});
+
+test('queries keep being answered while reloads happen', { timeout: 30000 }, async () => {
+  const s = await startServer({ corefile: conf('10.0.0.1 a.example') });
+  try {
+    let answered = 0;
+    let failed = 0;
+    const stop = Date.now() + 3000;
+    const load = (async () => {
+      while (Date.now() < stop) {
+        const r = await query(s.port, 'a.example.', QType.A, { timeoutMs: 1000 }).catch(() => null);
+        if (r && r.rcode === Rcode.NOERROR && r.answers.length === 1) answered++;
+        else failed++;
+      }
+    })();
+    for (let i = 0; i < 6; i++) {
+      s.proc.kill('SIGUSR1');
+      await sleep(400);
+    }
+    await load;
+    assert.ok(answered > 100, `only ${answered} answered`);
+    assert.equal(failed, 0);
+  } finally {
+    await s.stop();
+  }
+});
+
+test('SIGTERM with lameduck keeps answering for the lameduck period, /ready says Shutting down, then exits 0', { timeout: 30000 }, async () => {
+  const healthPort = await freePort();
+  const readyPort = await freePort();
+  const s = await startServer({
+    corefile: `.:PORT {\n bind 127.0.0.1\n health 127.0.0.1:${healthPort} {\n lameduck 2s\n }\n ready 127.0.0.1:${readyPort}\n whoami\n}\n`,
+  });
+  const health = await fetch(`http://127.0.0.1:${healthPort}/health`);
+  assert.equal(health.status, 200);
+  assert.equal(await health.text(), 'OK');
+  const ready = await fetch(`http://127.0.0.1:${readyPort}/ready`);
+  assert.equal(ready.status, 200);
+  const t0 = Date.now();
+  s.proc.kill('SIGTERM');
+  await sleep(500);
+  const during = await query(s.port, 'x.', QType.A);
+  assert.equal(during.rcode, Rcode.NOERROR);
+  const r2 = await fetch(`http://127.0.0.1:${readyPort}/ready`);
+  assert.equal(r2.status, 503);
+  assert.equal(await r2.text(), 'Shutting down');
+  assert.equal((await fetch(`http://127.0.0.1:${healthPort}/health`)).status, 200);
+  const code = await s.stop();
+  assert.equal(code, 0);
+  assert.ok(Date.now() - t0 >= 1900, 'exited before the lameduck period ended');
+});
+
+test('with two workers both serve, a killed worker is replaced, and SIGTERM stops them all', { timeout: 30000 }, async () => {
+  const s = await startServer({ corefile: `.:PORT {\n bind 127.0.0.1\n whoami\n}\n`, workers: 2 });
+  try {
+    const pid = s.proc.pid!;
+    const workers = await until(async () => (childrenOf(pid).length === 2 ? childrenOf(pid) : undefined), 5000);
+    assert.equal(workers?.length, 2);
+    process.kill(workers![0]!, 'SIGKILL');
+    for (let i = 0; i < 20; i++) assert.equal((await query(s.port, 'x.', QType.A)).rcode, Rcode.NOERROR);
+    const replaced = await until(async () => {
+      const now = childrenOf(pid);
+      return now.length === 2 && !now.includes(workers![0]!) ? now : undefined;
+    }, 5000);
+    assert.ok(replaced, 'the killed worker was not replaced');
+    await s.waitFor(/exited \(SIGKILL\); starting another/);
+    assert.equal(await s.stop(), 0);
+    await sleep(200);
+    assert.deepEqual(childrenOf(pid), []);
+  } finally {
+    await s.stop();
+  }
+});

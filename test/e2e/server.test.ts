@@ -1,0 +1,184 @@
+// The server core as a client sees it: routing, error rcodes, EDNS, truncation, TCP.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { startServer, type RunningServer } from '../helpers/server.js';
+import { buildQuery, dig, query, sendTcp, sendUdp } from '../helpers/dns.js';
+import { decodeMessage } from '../../src/dns/message.js';
+import { QClass, QType, Rcode } from '../../src/dns/constants.js';
+
+const bigHosts = Array.from({ length: 100 }, (_, i) => `10.1.${i >> 8}.${i & 255} big.example.org`).join('\n');
+
+describe('server core', () => {
+  let s: RunningServer;
+  before(async () => {
+    s = await startServer({
+      corefile: `
+example.org:PORT {
+    bind 127.0.0.1
+    whoami
+}
+sub.example.org:PORT {
+    bind 127.0.0.1
+    hosts big.hosts {
+        10.0.0.7 www.sub.example.org
+        fallthrough
+    }
+}
+empty.test:PORT {
+    bind 127.0.0.1
+    hosts {
+        fallthrough
+    }
+}
+`,
+      files: { 'big.hosts': bigHosts.replaceAll('example.org', 'sub.example.org') },
+    });
+  });
+  after(async () => {
+    await s.stop();
+  });
+
+  test('the block with the longest matching zone answers', async () => {
+    const a = await query(s.port, 'www.sub.example.org.', QType.A);
+    assert.equal(a.answers[0]?.type, QType.A);
+    assert.deepEqual(a.answers[0]?.data, { address: '10.0.0.7' });
+    const w = await query(s.port, 'other.example.org.', QType.A);
+    // whoami puts the client in the additional section
+    assert.equal(w.answers.length, 0);
+    assert.deepEqual(w.additionals.find((r) => r.type === QType.A)?.data, { address: '127.0.0.1' });
+  });
+
+  test('a name no block serves is REFUSED', async () => {
+    const r = await query(s.port, 'example.com.', QType.A);
+    assert.equal(r.rcode, Rcode.REFUSED);
+    assert.equal(r.questions[0]?.name, 'example.com.');
+  });
+
+  test('a class other than IN is REFUSED', async () => {
+    const r = await query(s.port, 'www.sub.example.org.', QType.A, { qclass: QClass.CH });
+    assert.equal(r.rcode, Rcode.REFUSED);
+  });
+
+  test('an opcode other than QUERY gets NOTIMP', async () => {
+    const q = buildQuery('www.sub.example.org.', QType.A);
+    q.writeUInt16BE((q.readUInt16BE(2) & ~0x7800) | (2 << 11), 2); // STATUS
+    const r = decodeMessage(await sendUdp(s.port, q));
+    assert.equal(r.rcode, Rcode.NOTIMP);
+    assert.equal(r.id, q.readUInt16BE(0));
+  });
+
+  test('a malformed message with a readable header gets FORMERR with its ID', async () => {
+    const q = buildQuery('www.sub.example.org.', QType.A).subarray(0, 20);
+    const r = decodeMessage(await sendUdp(s.port, Buffer.from(q)));
+    assert.equal(r.rcode, Rcode.FORMERR);
+    assert.equal(r.id, q.readUInt16BE(0));
+    assert.equal(r.qr, true);
+  });
+
+  test('a message with QR set is dropped', async () => {
+    const q = buildQuery('www.sub.example.org.', QType.A);
+    q[2] = q[2]! | 0x80;
+    await assert.rejects(sendUdp(s.port, q, 400), /timeout/);
+  });
+
+  test('the end of the chain without an answer is SERVFAIL', async () => {
+    const r = await query(s.port, 'nothing.empty.test.', QType.A);
+    assert.equal(r.rcode, Rcode.SERVFAIL);
+  });
+
+  test('the OPT record is echoed with the DO bit, and absent when the query had none', async () => {
+    const withOpt = await query(s.port, 'www.sub.example.org.', QType.A, { edns: 1232, do: true });
+    assert.equal(withOpt.edns?.do, true);
+    assert.equal(withOpt.edns?.udpSize, 1232);
+    const without = await query(s.port, 'www.sub.example.org.', QType.A);
+    assert.equal(without.edns, null);
+  });
+
+  test('EDNS version 1 gets BADVERS', async () => {
+    const q = buildQuery('www.sub.example.org.', QType.A, { edns: 1232 });
+    // The OPT TTL's second byte is the version; the OPT record ends the message.
+    q[q.length - 5] = 1;
+    const r = decodeMessage(await sendUdp(s.port, q));
+    assert.equal(r.rcode, Rcode.BADVERS);
+    assert.equal(r.edns?.version, 0);
+  });
+
+  test('a UDP answer larger than 512 octets without EDNS is truncated with TC set', async () => {
+    const r = await query(s.port, 'big.sub.example.org.', QType.A);
+    assert.equal(r.tc, true);
+    const raw = await sendUdp(s.port, buildQuery('big.sub.example.org.', QType.A));
+    assert.ok(raw.length <= 512, `reply is ${raw.length} octets`);
+    const bigger = await query(s.port, 'big.sub.example.org.', QType.A, { edns: 4096 });
+    assert.equal(bigger.tc, false);
+    assert.equal(bigger.answers.length, 100);
+  });
+
+  test('dig retries a truncated answer over TCP and gets every record', async () => {
+    const noTcp = await dig(s.port, ['+bufsize=512', '+ignore', 'big.sub.example.org', 'A']);
+    assert.ok(noTcp.flags.includes('tc'), noTcp.raw);
+    const full = await dig(s.port, ['+bufsize=512', 'big.sub.example.org', 'A']);
+    assert.equal(full.status, 'NOERROR');
+    assert.equal(full.answer.length, 100);
+    assert.match(full.raw, /\(TCP\)/);
+  });
+
+  test('TCP carries several pipelined queries on one connection', async () => {
+    const qs = [
+      buildQuery('www.sub.example.org.', QType.A, { id: 1 }),
+      buildQuery('big.sub.example.org.', QType.A, { id: 2 }),
+      buildQuery('x.example.org.', QType.A, { id: 3 }),
+      buildQuery('example.com.', QType.A, { id: 4 }),
+    ];
+    const replies = (await sendTcp(s.port, qs)).map((b) => decodeMessage(b));
+    assert.deepEqual(replies.map((r) => r.id).sort(), [1, 2, 3, 4]);
+    const big = replies.find((r) => r.id === 2)!;
+    assert.equal(big.answers.length, 100);
+    assert.equal(big.tc, false);
+    assert.equal(replies.find((r) => r.id === 4)!.rcode, Rcode.REFUSED);
+  });
+
+  test('a silent or half-open TCP client does not stop others being served', async () => {
+    const silent = net.connect({ port: s.port, host: '127.0.0.1' });
+    const halfFrame = net.connect({ port: s.port, host: '127.0.0.1' });
+    await new Promise((r) => halfFrame.on('connect', r));
+    halfFrame.write(Buffer.from([0xff, 0xff, 0x00, 0x01])); // claims 65535 octets, sends 2
+    const r = await query(s.port, 'www.sub.example.org.', QType.A, { tcp: true });
+    assert.equal(r.answers.length, 1);
+    const u = await query(s.port, 'www.sub.example.org.', QType.A);
+    assert.equal(u.answers.length, 1);
+    silent.destroy();
+    halfFrame.destroy();
+  });
+
+  test('a frame shorter than a DNS header closes the connection', async () => {
+    const sock = net.connect({ port: s.port, host: '127.0.0.1' });
+    await new Promise((r) => sock.on('connect', r));
+    const closed = new Promise<void>((r) => sock.on('close', () => r()));
+    sock.on('error', () => {});
+    sock.write(Buffer.from([0x00, 0x03, 1, 2, 3]));
+    await closed;
+  });
+
+  test('the answer keeps the letter case of the question', async () => {
+    const r = await query(s.port, 'WwW.Sub.Example.ORG.', QType.A);
+    assert.equal(r.questions[0]?.name, 'WwW.Sub.Example.ORG.');
+    assert.equal(r.answers[0]?.name, 'WwW.Sub.Example.ORG.');
+  });
+});
+
+describe('TCP limits', () => {
+  test('idle TCP connections are closed after the idle timeout', { timeout: 30000 }, async () => {
+    const s = await startServer({ corefile: `.:PORT {\n bind 127.0.0.1\n whoami\n}\n` });
+    try {
+      const sock = net.connect({ port: s.port, host: '127.0.0.1' });
+      sock.on('error', () => {});
+      const t0 = Date.now();
+      await new Promise<void>((r) => sock.on('close', () => r()));
+      const waited = Date.now() - t0;
+      assert.ok(waited >= 9000 && waited < 20000, `closed after ${waited} ms`);
+    } finally {
+      await s.stop();
+    }
+  });
+});
