@@ -277,10 +277,8 @@ class Parser {
     }
 
     const next = this.peek();
-    const braced = next !== undefined && isOpen(next) && !next.lineStart;
-    if (next !== undefined && isOpen(next) && next.lineStart) {
-      throw this.err(next, "Unexpected token '{', expecting argument");
-    }
+    // CoreDNS (caddy) also accepts a server block's '{' at the start of the next line.
+    const braced = next !== undefined && isOpen(next);
 
     // Snippet definition: a single `(name)` key.
     if (keyToks.length === 1 && /^\(.*\)$/s.test(keyToks[0].text)) {

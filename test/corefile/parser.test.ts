@@ -368,9 +368,10 @@ test('unbalanced braces', () => {
   parseErr('.:53 {\n  health { lameduck 5s } ready\n}', "Corefile:2 - Error during parsing: Unexpected token 'ready' after '}', expecting a new line");
 });
 
-test("'{' must not start a line", () => {
+test("a directive's '{' must not start a line; a server block's may, as in CoreDNS", () => {
   parseErr('.:53 {\n  forward . 1.1.1.1\n  {\n    policy random\n  }\n}', "Corefile:3 - Error during parsing: Unexpected token '{', expecting argument");
-  parseErr('.:53\n{\n  whoami\n}', "Corefile:2 - Error during parsing: Unexpected token '{', expecting argument");
+  const [b] = parse('.:53\n{\n  whoami\n}');
+  assert.deepEqual(b.directives.map((d) => d.name), ['whoami']);
   parseErr('{\n  whoami\n}', "Corefile:1 - Error during parsing: Unexpected token '{', expecting argument");
   parseErr('. {\n  { whoami }\n}', "Corefile:2 - Error during parsing: Unexpected token '{', expecting argument");
 });

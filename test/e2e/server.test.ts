@@ -182,3 +182,54 @@ describe('TCP limits', () => {
     }
   });
 });
+
+describe('bursts and connection caps', () => {
+  test('a burst of 300 UDP queries sent at once is answered in full', async () => {
+    const s = await startServer({ corefile: `.:PORT {\n bind 127.0.0.1\n hosts {\n 10.0.0.1 burst.test\n }\n}\n` });
+    try {
+      const dgram = await import('node:dgram');
+      const sock = dgram.createSocket('udp4');
+      const ids = new Set<number>();
+      sock.on('message', (m) => ids.add(m.readUInt16BE(0)));
+      await new Promise<void>((r) => sock.bind(0, '127.0.0.1', () => r()));
+      sock.setRecvBufferSize(4 * 1024 * 1024);
+      const qs = Array.from({ length: 300 }, (_, i) => buildQuery('burst.test.', QType.A, { id: i }));
+      for (const q of qs) sock.send(q, s.port, '127.0.0.1');
+      const t0 = Date.now();
+      while (ids.size < 300 && Date.now() - t0 < 3000) await new Promise((r) => setTimeout(r, 20));
+      sock.close();
+      assert.equal(ids.size, 300);
+    } finally {
+      await s.stop();
+    }
+  });
+
+  test('TCP connections over the cap are refused while existing clients keep being served', { timeout: 60000 }, async () => {
+    const s = await startServer({ corefile: `.:PORT {\n bind 127.0.0.1\n hosts {\n 10.0.0.1 cap.test\n }\n}\n` });
+    const socks: net.Socket[] = [];
+    try {
+      const first = net.connect({ port: s.port, host: '127.0.0.1' });
+      await new Promise((r) => first.on('connect', r));
+      socks.push(first);
+      let closedEarly = 0;
+      for (let i = 0; i < 1100; i++) {
+        const c = net.connect({ port: s.port, host: '127.0.0.1' });
+        c.on('error', () => {});
+        c.on('close', () => closedEarly++);
+        socks.push(c);
+      }
+      await new Promise((r) => setTimeout(r, 1500));
+      assert.ok(closedEarly >= 90, `only ${closedEarly} of 1,100 extra connections were refused (cap 1000)`);
+      // The first client still gets answers on its connection.
+      const q = buildQuery('cap.test.', QType.A, { id: 77 });
+      const frame = Buffer.concat([Buffer.from([0, q.length]), q]);
+      const reply = new Promise<Buffer>((resolve) => first.once('data', (d: Buffer) => resolve(d)));
+      first.write(frame);
+      const d = await reply;
+      assert.equal(decodeMessage(d.subarray(2)).id, 77);
+    } finally {
+      for (const c of socks) c.destroy();
+      await s.stop();
+    }
+  });
+});
