@@ -13,6 +13,7 @@ import { parseConfig, readConfigSource, Runtime } from './server/runtime.js';
 import { HttpServices } from './server/http.js';
 import { VERSION } from './version.js';
 import { coreLog } from './log.js';
+import { servePrimaryMetrics, setupWorkerMetrics } from './metrics/cluster.js';
 
 const USAGE = `Usage of clusterdns:
   -conf string
@@ -125,6 +126,7 @@ async function runServer(flags: Flags): Promise<void> {
     return;
   }
 
+  if (cluster.isWorker) setupWorkerMetrics();
   const server = new DnsServer({ conf: flags.conf, defaultPort: flags.port });
   try {
     await server.start(cfg);
@@ -158,6 +160,7 @@ async function runServer(flags: Flags): Promise<void> {
 
 function runPrimary(flags: Flags, keys: string[]): void {
   cluster.schedulingPolicy = cluster.SCHED_NONE;
+  servePrimaryMetrics();
   let stopping = false;
   let started = 0;
   const fork = () => {

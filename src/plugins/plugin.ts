@@ -35,6 +35,8 @@ export interface SetupContext {
   requestReload(reason: string): void;
   /** Every instance of this configuration, filled in before startup (for `ready`). */
   instances(): readonly PluginInstance[];
+  /** The instances of this server block (for `coredns_plugin_enabled`). */
+  blockInstances(): readonly PluginInstance[];
   /** True once the process is shutting down (lameduck). */
   shuttingDown(): boolean;
 }

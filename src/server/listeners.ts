@@ -8,6 +8,7 @@ import { parseQuery, QueryProblem } from '../dns/query.js';
 import { logger } from '../log.js';
 import { bareReply, finalizeReply } from './reply.js';
 import { Request, type ClientInfo, type HandlerResult, type Response } from './request.js';
+import { serverStats, type ZoneStats } from './stats.js';
 
 const log = logger('');
 
@@ -16,14 +17,19 @@ export interface RoutedBlock {
   zone: string;
   serverLabel: string;
   chain: (req: Request) => HandlerResult;
+  /** Where this block's queries are counted (absent in unit tests that route by hand). */
+  stats?: ZoneStats;
 }
 
 /** Finds the block with the longest zone that contains a (lowercase) name. */
 export class Router {
   private readonly zones = new Map<string, RoutedBlock>();
   private root: RoutedBlock | undefined;
+  /** Where queries that reach no chain are counted (CoreDNS's zone label "dropped"). */
+  dropped: ZoneStats | null = null;
 
   add(block: RoutedBlock): void {
+    this.dropped ??= serverStats.zone(block.serverLabel, 'dropped');
     if (block.zone === '.') this.root = block;
     else this.zones.set(block.zone, block);
   }
@@ -43,13 +49,6 @@ export class Router {
   }
 }
 
-/** Hooks the prometheus plugin and tests use; undefined hooks cost nothing. */
-export interface ServerObserver {
-  onReply(req: Request, reply: Buffer, res: Response | null, startNs: bigint): void;
-  onDropped?(proto: 'udp' | 'tcp'): void;
-  onPanic?(): void;
-}
-
 export interface ListenerOptions {
   host: string;
   port: number;
@@ -66,7 +65,6 @@ export interface ListenerOptions {
 /** State shared by all listeners of a process: the current routing tables and counters. */
 export class Dispatcher {
   routers = new Map<string, Router>();
-  observer: ServerObserver | undefined;
   inflight = 0;
   private idleWaiters: Array<() => void> = [];
 
@@ -82,23 +80,24 @@ export class Dispatcher {
       return;
     }
     const req = new Request(buf, q, client);
-    if (q.edns !== null && q.edns.version > 0) {
-      send(bareReply(req, Rcode.BADVERS));
-      return;
+    const counting = serverStats.enabled;
+    const start = counting ? performance.now() : 0;
+    let early = -1;
+    let block: RoutedBlock | undefined;
+    if (q.edns !== null && q.edns.version > 0) early = Rcode.BADVERS;
+    else if (q.qclass !== QClass.IN) early = Rcode.REFUSED;
+    else {
+      block = router?.match(req.name);
+      if (block === undefined) early = Rcode.REFUSED;
     }
-    if (q.qclass !== QClass.IN) {
-      send(bareReply(req, Rcode.REFUSED));
-      return;
-    }
-    const block = router?.match(req.name);
     if (block === undefined) {
-      send(bareReply(req, Rcode.REFUSED));
+      const out = bareReply(req, early);
+      send(out);
+      if (counting && router?.dropped) this.count(router.dropped, req, out, '', start);
       return;
     }
     req.zone = block.zone;
     req.server = block.serverLabel;
-    const obs = this.observer;
-    const start = obs ? process.hrtime.bigint() : 0n;
     let result: HandlerResult;
     try {
       result = block.chain(req);
@@ -106,23 +105,24 @@ export class Dispatcher {
       this.panic(req, e);
       const out = bareReply(req, Rcode.SERVFAIL);
       send(out);
-      if (obs) obs.onReply(req, out, null, start);
+      if (counting && block.stats) this.count(block.stats, req, out, '', start);
       return;
     }
     if (result instanceof Promise) {
       this.inflight++;
+      const b = block;
       result.then(
         (res) => {
           const out = finalizeReply(req, res);
           send(out);
-          if (obs) obs.onReply(req, out, res, start);
+          if (counting && b.stats) this.count(b.stats, req, out, res.plugin, start);
           this.done();
         },
         (e: unknown) => {
           this.panic(req, e);
           const out = bareReply(req, Rcode.SERVFAIL);
           send(out);
-          if (obs) obs.onReply(req, out, null, start);
+          if (counting && b.stats) this.count(b.stats, req, out, '', start);
           this.done();
         },
       );
@@ -130,11 +130,16 @@ export class Dispatcher {
     }
     const out = finalizeReply(req, result);
     send(out);
-    if (obs) obs.onReply(req, out, result, start);
+    if (counting && block.stats) this.count(block.stats, req, out, result.plugin, start);
+  }
+
+  private count(stats: ZoneStats, req: Request, out: Buffer, plugin: string, start: number): void {
+    const rcode = out.length >= 4 ? out[3]! & 0xf : 0;
+    stats.record(req.client.proto === 'udp' ? 0 : 1, req.client.family, req.qtype, req.do, req.raw.length, out.length, rcode, plugin, (performance.now() - start) / 1000);
   }
 
   private panic(req: Request, e: unknown): void {
-    this.observer?.onPanic?.();
+    serverStats.panics++;
     log.error(`plugin failed on ${req.qname}: ${(e as Error)?.stack ?? String(e)}`);
   }
 

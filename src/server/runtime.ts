@@ -14,6 +14,7 @@ import { logger } from '../log.js';
 import type { HttpServices } from './http.js';
 import { listenerKey, Router, type RoutedBlock } from './listeners.js';
 import { Response, type HandlerResult, type Next, type Request } from './request.js';
+import { serverStats } from './stats.js';
 
 /** CoreDNS's built-in configuration when no Corefile is found. */
 export const BUILTIN_COREFILE = '. {\n    whoami\n    log\n}\n';
@@ -130,6 +131,7 @@ export class Runtime {
         info,
         instances,
         chain: () => Response.rcode(Rcode.REFUSED, ''),
+        stats: serverStats.zone(info.serverLabel, info.zones[0]!),
       };
       let chain: Next | null = null;
       const ctx = (name: string): SetupContext => ({
@@ -141,6 +143,7 @@ export class Runtime {
         resolve: (req) => (chain ? chain(req) : Response.rcode(Rcode.SERVFAIL, '')),
         requestReload: env.requestReload,
         instances: () => this.instances,
+        blockInstances: () => instances,
         shuttingDown: env.shuttingDown,
       });
       for (const [name, setup] of pluginOrder) {
@@ -159,7 +162,7 @@ export class Runtime {
       // One RoutedBlock per zone of the block, all sharing the chain.
       this.blocks.push(rb);
       for (const z of info.zones.slice(1)) {
-        this.blocks.push({ ...rb, zone: z });
+        this.blocks.push({ ...rb, zone: z, stats: serverStats.zone(info.serverLabel, z) });
       }
     }
   }

@@ -1,0 +1,50 @@
+// CoreDNS's metric names and labels, summed across worker processes.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { startServer } from '../helpers/server.js';
+import { query } from '../helpers/dns.js';
+import { freePort } from '../helpers/ports.js';
+import { QClass, QType } from '../../src/dns/constants.js';
+
+function sample(text: string, name: string, labels: Record<string, string>): number | undefined {
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(name + '{')) continue;
+    const inner = line.slice(name.length + 1, line.lastIndexOf('}'));
+    const got = Object.fromEntries([...inner.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1], m[2]]));
+    if (Object.entries(labels).every(([k, v]) => got[k] === v)) return Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return undefined;
+}
+
+test('core metrics carry CoreDNS names and labels and add up over two workers', { timeout: 30000 }, async () => {
+  const mp = await freePort();
+  const s = await startServer({ corefile: `.:PORT {\n bind 127.0.0.1\n prometheus 127.0.0.1:${mp}\n hosts {\n 10.0.0.1 a.test\n }\n}\n`, workers: 2 });
+  try {
+    for (let i = 0; i < 20; i++) await query(s.port, 'a.test.', QType.A);
+    for (let i = 0; i < 3; i++) await query(s.port, 'a.test.', QType.AAAA, { tcp: true, edns: 1232, do: true });
+    await query(s.port, 'nope.test.', QType.A);
+    await query(s.port, 'a.test.', QType.A, { qclass: QClass.CH });
+    const res = await fetch(`http://127.0.0.1:${mp}/metrics`);
+    assert.equal(res.status, 200);
+    const text = await res.text();
+    const server = `dns://:${s.port}`;
+    assert.equal(sample(text, 'coredns_dns_requests_total', { server, zone: '.', view: '', proto: 'udp', family: '1', type: 'A' }), 21);
+    assert.equal(sample(text, 'coredns_dns_requests_total', { server, zone: '.', proto: 'tcp', type: 'AAAA' }), 3);
+    assert.equal(sample(text, 'coredns_dns_requests_total', { server, zone: 'dropped', type: 'A' }), 1);
+    assert.equal(sample(text, 'coredns_dns_responses_total', { server, zone: '.', rcode: 'NOERROR', plugin: 'hosts' }), 23);
+    assert.equal(sample(text, 'coredns_dns_responses_total', { server, zone: '.', rcode: 'SERVFAIL', plugin: 'hosts' }), 1);
+    assert.equal(sample(text, 'coredns_dns_responses_total', { server, zone: 'dropped', rcode: 'REFUSED', plugin: '' }), 1);
+    assert.equal(sample(text, 'coredns_dns_do_requests_total', { server, zone: '.' }), 3);
+    assert.equal(sample(text, 'coredns_dns_request_duration_seconds_count', { server, zone: '.', type: 'A' }), 21);
+    assert.equal(sample(text, 'coredns_dns_request_duration_seconds_bucket', { server, zone: '.', type: 'A', le: '+Inf' }), 21);
+    assert.ok(sample(text, 'coredns_dns_request_size_bytes_bucket', { server, zone: '.', proto: 'udp', le: '100' })! >= 21);
+    assert.ok(sample(text, 'coredns_dns_response_size_bytes_count', { server, zone: '.', proto: 'tcp' }) === 3);
+    assert.equal(sample(text, 'coredns_plugin_enabled', { server, zone: '.', name: 'hosts' }), 1);
+    assert.equal(sample(text, 'coredns_build_info', {}), 1);
+    assert.match(text, /^coredns_panics_total 0$/m);
+    assert.match(text, /^process_resident_memory_bytes \d+/m);
+    assert.match(text, /# TYPE coredns_dns_request_duration_seconds histogram/);
+  } finally {
+    await s.stop();
+  }
+});
