@@ -1,0 +1,61 @@
+// What a transport (UDP socket, TCP or TLS connection) keeps for one query sent upstream.
+// A forwarded client query and a health check both implement it, so the transports need
+// no per-query closures: they call these methods back.
+
+export type UpstreamProto = 'udp' | 'tcp' | 'tcp-tls';
+
+export interface Outstanding {
+  /** The ID on the wire for the current try, set by the transport. */
+  id: number;
+  /** The message sent, preceded by 2 bytes for the TCP length prefix: frame = [len][message]. */
+  readonly frame: Buffer;
+  /** The message itself (a view of frame from offset 2). */
+  readonly query: Buffer;
+  /** Offset just after the question in `query`. */
+  readonly questionEnd: number;
+  /** The try's timer, owned by the transport. */
+  timer: NodeJS.Timeout | null;
+  /** True when the try went out on a connection that had already served queries. */
+  reused: boolean;
+  /** A reply with this ID and the same question. Its ID is still the upstream one. */
+  onAnswer(reply: Buffer): void;
+  /**
+   * The try failed (timeout, refused, connection lost). `cachedClosed`: a reused stream
+   * connection was closed by the peer before answering, so a retry on a new one is sensible.
+   */
+  onFailure(error: string, cachedClosed: boolean): void;
+  /** A stream reply with this ID but another question (CoreDNS answers FORMERR). */
+  onMismatch(): void;
+}
+
+/** A frame for `message`: two bytes of room for the TCP length, then the message. */
+export function frameFor(message: Buffer, from = 0, to = message.length): { frame: Buffer; query: Buffer } {
+  const len = to - from;
+  const frame = Buffer.allocUnsafe(len + 2);
+  frame.writeUInt16BE(len, 0);
+  message.copy(frame, 2, from, to);
+  return { frame, query: frame.subarray(2) };
+}
+
+/** "127.0.0.1:53", "[::1]:53": how Go (and so CoreDNS's labels and errors) writes an address. */
+export function joinHostPort(host: string, port: number): string {
+  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+/** Go's wording of common socket errors, so log lines read like CoreDNS's. */
+export function goErrorText(e: NodeJS.ErrnoException): string {
+  switch (e.code) {
+    case 'ECONNREFUSED':
+      return 'connection refused';
+    case 'ECONNRESET':
+      return 'connection reset by peer';
+    case 'EPIPE':
+      return 'broken pipe';
+    case 'EHOSTUNREACH':
+      return 'no route to host';
+    case 'ENETUNREACH':
+      return 'network is unreachable';
+    default:
+      return e.message;
+  }
+}

@@ -1,0 +1,254 @@
+// The forward plugin's handler: picks upstreams in policy order, sends the client's query
+// bytes with a new random ID, and returns the upstream's answer bytes with the client's ID
+// put back. The per-query loop follows CoreDNS's Forward.ServeDNS: skip upstreams that are
+// down, try one at random when all are, 2 s per try, 5 s in all, SERVFAIL when nothing
+// answered, REFUSED beyond max_concurrent.
+
+import { Rcode } from '../../dns/constants.js';
+import { isSubdomain } from '../../dns/name.js';
+import { bareReply } from '../../server/reply.js';
+import { Response, type Handler, type HandlerResult, type Next, type Request } from '../../server/request.js';
+import { frameFor, type Outstanding, type UpstreamProto } from './exchange.js';
+import { forwardTotals } from './metrics.js';
+import type { Policy } from './policy.js';
+import type { Upstream } from './upstream.js';
+import { answerCount, emptyTruncated, FLAG_TC, headerRcode, randomBelow, recordsFit } from './wire.js';
+
+/** CoreDNS's overall deadline for one query. */
+export const QUERY_DEADLINE_MS = 5000;
+/** Longest pause between passes over the upstreams when every try failed at once. */
+const MAX_PASS_GAP_MS = 1000;
+
+export interface ForwardOptions {
+  /** FROM: names at or below this zone are forwarded (lowercase FQDN). */
+  from: string;
+  /** `except`: zones not forwarded. */
+  except: string[];
+  upstreams: Upstream[];
+  policy: Policy;
+  forceTcp: boolean;
+  preferUdp: boolean;
+  maxFails: number;
+  /** 0 = no limit. */
+  maxConcurrent: number;
+  /** 0 = no limit. */
+  maxConnectAttempts: number;
+  readTimeoutMs: number;
+  /** Bit r set: rcode r goes to the next forward (`next`). */
+  nextRcodes: number;
+  nextOnNodata: boolean;
+  /** Bit r set: rcode r makes the query try the next upstream (`failover`). */
+  failoverRcodes: number;
+  failfastAllUnhealthy: boolean;
+  /** `next` applies only when the next plugin is another forward line of this block. */
+  nextIsForward: boolean;
+}
+
+export class Forward implements Handler {
+  readonly name = 'forward';
+  /** Queries being forwarded now (for max_concurrent). */
+  inflight = 0;
+  stopped = false;
+  private readonly limitError: string;
+
+  constructor(readonly opts: ForwardOptions) {
+    this.limitError = `concurrent queries exceeded maximum ${opts.maxConcurrent}`;
+  }
+
+  /** CoreDNS's match + isAllowedDomain: under FROM, and FROM itself even when excepted. */
+  matches(name: string): boolean {
+    const o = this.opts;
+    if (!isSubdomain(name, o.from)) return false;
+    if (name === o.from) return true;
+    for (let i = 0; i < o.except.length; i++) if (isSubdomain(name, o.except[i]!)) return false;
+    return true;
+  }
+
+  serveDNS(req: Request, next: Next): HandlerResult {
+    if (!this.matches(req.name)) return next(req);
+    const max = this.opts.maxConcurrent;
+    if (max > 0 && this.inflight >= max) {
+      forwardTotals.maxConcurrentRejects++;
+      return Response.rcode(Rcode.REFUSED, this.name, this.limitError);
+    }
+    this.inflight++;
+    return new ForwardCall(this, req, next).promise;
+  }
+
+  stop(): void {
+    this.stopped = true;
+    for (const u of this.opts.upstreams) u.stop();
+  }
+}
+
+function resumeCall(call: ForwardCall): void {
+  call.loop();
+}
+
+/** One client query on its way through the upstreams. */
+class ForwardCall implements Outstanding {
+  id = 0;
+  timer: NodeJS.Timeout | null = null;
+  reused = false;
+  readonly frame: Buffer;
+  readonly query: Buffer;
+  readonly questionEnd: number;
+  readonly promise: Promise<Response>;
+  private resolve!: (r: HandlerResult) => void;
+  private readonly list: readonly Upstream[];
+  private readonly deadline: number;
+  /** Position in `list`, and CoreDNS's count of upstreams skipped as down. */
+  private i = 0;
+  private fails = 0;
+  private failovers = 0;
+  private attempts = 0;
+  private lastError: string | undefined = undefined;
+  private upstream: Upstream | null = null;
+  private proto: UpstreamProto = 'udp';
+  private overTcp: boolean;
+  private tryStart = 0;
+  private passStart: number;
+
+  constructor(
+    private readonly fwd: Forward,
+    private readonly req: Request,
+    private readonly next: Next,
+  ) {
+    const f = frameFor(req.raw);
+    this.frame = f.frame;
+    this.query = f.query;
+    this.questionEnd = req.questionEnd;
+    // The upstream may send as much over UDP as the client takes, but never less than 512.
+    const edns = req.edns;
+    if (edns !== null && edns.udpSize < 512) f.query.writeUInt16BE(512, edns.optOffset + 3);
+    this.overTcp = this.startsOverTcp();
+    this.promise = new Promise<Response>((resolve) => {
+      this.resolve = resolve;
+    });
+    this.list = fwd.opts.policy.order(fwd.opts.upstreams);
+    this.passStart = performance.now();
+    this.deadline = this.passStart + QUERY_DEADLINE_MS;
+    this.loop();
+  }
+
+  /** force_tcp wins, then prefer_udp, else the client's own transport. */
+  private startsOverTcp(): boolean {
+    const o = this.fwd.opts;
+    if (o.forceTcp) return true;
+    if (o.preferUdp) return false;
+    return this.req.client.proto === 'tcp';
+  }
+
+  /** Picks the next upstream to try, or ends with SERVFAIL. */
+  loop(): void {
+    const o = this.fwd.opts;
+    const n = o.upstreams.length;
+    for (;;) {
+      const now = performance.now();
+      if (now >= this.deadline || this.fwd.stopped) break;
+      if (o.maxConnectAttempts > 0 && this.attempts >= o.maxConnectAttempts) break;
+      if (this.i >= this.list.length) {
+        // Upstreams that fail at once (connection refused) would be retried in a tight loop
+        // until marked down; start passes at most once per read timeout (1 s at most) instead.
+        const gap = Math.min(o.readTimeoutMs, MAX_PASS_GAP_MS) - (now - this.passStart);
+        if (gap > 0) {
+          if (now + gap >= this.deadline) break;
+          setTimeout(resumeCall, gap, this);
+          return;
+        }
+        this.passStart = now;
+        this.i = 0;
+        this.fails = 0;
+      }
+      let up = this.list[this.i++]!;
+      if (up.down(o.maxFails)) {
+        this.fails++;
+        if (this.fails < n) continue;
+        // Every upstream is down: assume the checks are what is broken and try one at random.
+        forwardTotals.healthcheckBroken++;
+        if (o.failfastAllUnhealthy) break;
+        up = o.upstreams[randomBelow(n)]!;
+      }
+      this.overTcp = this.startsOverTcp();
+      this.attempt(up, now);
+      return;
+    }
+    this.finish(Response.rcode(Rcode.SERVFAIL, 'forward', this.lastError ?? 'no healthy proxies'));
+  }
+
+  private attempt(up: Upstream, now: number): void {
+    this.upstream = up;
+    this.proto = up.protoFor(this.overTcp ? 'tcp' : 'udp');
+    this.tryStart = now;
+    const left = this.deadline - now;
+    const timeout = left < this.fwd.opts.readTimeoutMs ? Math.max(1, Math.ceil(left)) : this.fwd.opts.readTimeoutMs;
+    up.send(this, this.proto, timeout);
+  }
+
+  onAnswer(reply: Buffer): void {
+    const up = this.upstream!;
+    const o = this.fwd.opts;
+    let msg = reply;
+    if (!recordsFit(reply, this.questionEnd)) {
+      // CoreDNS: TC set but records cut off mid-way gives an empty TC reply; other garbage is an error.
+      if ((reply[2]! & FLAG_TC) === 0) {
+        this.onFailure(`dns: overflow unpacking reply from ${up.addr}`, false);
+        return;
+      }
+      msg = emptyTruncated(reply, this.questionEnd);
+    }
+    const now = performance.now();
+    const rcode = headerRcode(msg);
+    up.stats.observe(rcode, (now - this.tryStart) / 1000);
+    if ((msg[2]! & FLAG_TC) !== 0 && this.proto === 'udp' && o.preferUdp && !o.forceTcp) {
+      // prefer_udp: a truncated answer is asked again over TCP, same upstream.
+      this.overTcp = true;
+      if (now < this.deadline) {
+        this.attempt(up, now);
+        return;
+      }
+    }
+    if (o.failoverRcodes !== 0 && (o.failoverRcodes & (1 << rcode)) !== 0 && ++this.failovers < o.upstreams.length) {
+      this.loop();
+      return;
+    }
+    if (o.nextIsForward && ((o.nextRcodes & (1 << rcode)) !== 0 || (o.nextOnNodata && rcode === Rcode.NOERROR && answerCount(msg) === 0))) {
+      let r: HandlerResult;
+      try {
+        r = this.next(this.req);
+      } catch (e) {
+        // We are in a socket callback here: hand the failure to the server as a rejection.
+        r = Promise.reject(e);
+      }
+      this.finish(r);
+      return;
+    }
+    msg.writeUInt16BE(this.req.id, 0);
+    this.finish(Response.wire(msg, 'forward'));
+  }
+
+  onFailure(error: string, cachedClosed: boolean): void {
+    const up = this.upstream!;
+    const o = this.fwd.opts;
+    const now = performance.now();
+    if (cachedClosed && now < this.deadline && !this.fwd.stopped) {
+      // The upstream closed a pooled connection under us: CoreDNS retries, not counting it.
+      this.attempt(up, now);
+      return;
+    }
+    this.lastError = error;
+    if (o.maxFails !== 0) up.healthcheck();
+    if (o.maxConnectAttempts > 0) this.attempts++;
+    if (this.fails < o.upstreams.length) this.loop();
+    else this.finish(Response.rcode(Rcode.SERVFAIL, 'forward', error));
+  }
+
+  onMismatch(): void {
+    this.finish(Response.wire(bareReply(this.req, Rcode.FORMERR), 'forward'));
+  }
+
+  private finish(r: HandlerResult): void {
+    this.fwd.inflight--;
+    this.resolve(r);
+  }
+}

@@ -1,0 +1,273 @@
+// TCP and DNS-over-TLS to one upstream: pooled connections that carry many queries at
+// once (pipelined, answers matched by ID in any order), reused while busy and closed
+// after `expire` without use, as CoreDNS's connection cache does.
+
+import net from 'node:net';
+import tls from 'node:tls';
+import { answersQuestion, randomId } from './wire.js';
+import { goErrorText, joinHostPort, type Outstanding } from './exchange.js';
+import type { UpstreamStats } from './metrics.js';
+
+/** Queries in flight on one connection before another is opened. */
+const MAX_PIPELINE = 64;
+
+export interface StreamTarget {
+  host: string;
+  port: number;
+  /** TLS settings for DNS over TLS; null for plain TCP. */
+  tls: tls.ConnectionOptions | null;
+}
+
+interface ConnOwner {
+  onIdle(c: StreamConn): void;
+  onClosed(c: StreamConn): void;
+  onSession?(session: Buffer): void;
+}
+
+/** One TCP or TLS connection and the queries waiting on it. */
+export class StreamConn {
+  private readonly sock: net.Socket;
+  private readonly pending = new Map<number, Outstanding>();
+  private acc: Buffer | null = null;
+  private connected = false;
+  private readonly remote: string;
+  private readonly tlsConn: boolean;
+  private lastError = '';
+  private local = '';
+  /** Queries sent so far (a query on a connection that already served one is a cache hit). */
+  served = 0;
+  lastUsed = Date.now();
+  /** No new queries: a query timed out on it, or it is closing. */
+  draining = false;
+  closed = false;
+
+  constructor(
+    target: StreamTarget,
+    private readonly owner: ConnOwner | null,
+    session: Buffer | undefined,
+  ) {
+    this.remote = joinHostPort(target.host, target.port);
+    this.tlsConn = target.tls !== null;
+    if (target.tls) {
+      const s = tls.connect({ ...target.tls, host: target.host, port: target.port, session });
+      s.once('secureConnect', this.onConnect);
+      if (owner?.onSession) s.on('session', owner.onSession);
+      this.sock = s;
+    } else {
+      this.sock = net.connect({ host: target.host, port: target.port, noDelay: true });
+      this.sock.once('connect', this.onConnect);
+    }
+    this.sock.on('data', this.onData);
+    this.sock.on('error', this.onError);
+    this.sock.on('close', this.onClose);
+    this.sock.unref();
+  }
+
+  get inflight(): number {
+    return this.pending.size;
+  }
+
+  private readonly onConnect = (): void => {
+    this.connected = true;
+    this.sock.setNoDelay(true);
+    if (this.sock.localAddress) this.local = joinHostPort(this.sock.localAddress, this.sock.localPort ?? 0);
+  };
+
+  /** "127.0.0.1:40000->127.0.0.1:53", as Go prints a connection in errors. */
+  private label(): string {
+    return `${this.local}->${this.remote}`;
+  }
+
+  send(o: Outstanding, timeoutMs: number): void {
+    let id = randomId();
+    while (this.pending.has(id)) id = randomId();
+    o.id = id;
+    o.query.writeUInt16BE(id, 0);
+    o.reused = this.served > 0;
+    this.served++;
+    this.pending.set(id, o);
+    o.timer = setTimeout(this.onTimeout, timeoutMs, o);
+    // Written before the connection is up, the frame waits in the socket's buffer.
+    this.sock.write(o.frame);
+  }
+
+  private readonly onData = (chunk: Buffer): void => {
+    const buf = this.acc === null ? chunk : Buffer.concat([this.acc, chunk]);
+    this.acc = null;
+    let off = 0;
+    while (buf.length - off >= 2) {
+      const len = buf.readUInt16BE(off);
+      if (buf.length - off - 2 < len) break;
+      const msg = buf.subarray(off + 2, off + 2 + len);
+      off += 2 + len;
+      if (len < 12) {
+        // Not a DNS message: the stream cannot be trusted any further.
+        this.lastError = 'dns: short read';
+        this.sock.destroy();
+        return;
+      }
+      const o = this.pending.get((msg[0]! << 8) | msg[1]!);
+      if (o === undefined) continue; // an answer to a query that already timed out
+      this.pending.delete(o.id);
+      clearTimeout(o.timer!);
+      o.timer = null;
+      this.settled();
+      if (answersQuestion(msg, o.query, o.questionEnd)) o.onAnswer(msg);
+      else o.onMismatch();
+    }
+    if (off < buf.length) this.acc = off === 0 ? buf : Buffer.from(buf.subarray(off));
+  };
+
+  private readonly onTimeout = (o: Outstanding): void => {
+    if (this.pending.get(o.id) !== o) return;
+    this.pending.delete(o.id);
+    o.timer = null;
+    // A connection that let a query time out takes no more; it goes once it is quiet.
+    this.draining = true;
+    this.settled();
+    o.onFailure(`read tcp ${this.label()}: i/o timeout`, false);
+  };
+
+  private readonly onError = (e: NodeJS.ErrnoException): void => {
+    if (this.connected) this.lastError = `read tcp ${this.label()}: ${goErrorText(e)}`;
+    else if (e.code !== undefined && e.syscall === 'connect') this.lastError = `dial tcp ${this.remote}: connect: ${goErrorText(e)}`;
+    else if (this.tlsConn) this.lastError = `dial tcp ${this.remote}: tls: ${e.message}`;
+    else this.lastError = `dial tcp ${this.remote}: ${goErrorText(e)}`;
+  };
+
+  private readonly onClose = (): void => {
+    this.closed = true;
+    this.draining = true;
+    const error = this.lastError || `read tcp ${this.label()}: EOF`;
+    const eof = this.lastError === '';
+    const waiting = [...this.pending.values()];
+    this.pending.clear();
+    for (const o of waiting) {
+      if (o.timer) clearTimeout(o.timer);
+      o.timer = null;
+    }
+    this.owner?.onClosed(this);
+    // The peer closing a connection we had already used is CoreDNS's ErrCachedClosed: retry.
+    for (const o of waiting) o.onFailure(error, eof && o.reused);
+  };
+
+  private settled(): void {
+    this.lastUsed = Date.now();
+    if (this.pending.size !== 0) return;
+    if (this.draining) this.destroy();
+    else this.owner?.onIdle(this);
+  }
+
+  /** No new queries; closes when the last one settles. */
+  retire(): void {
+    this.draining = true;
+    if (this.pending.size === 0) this.destroy();
+  }
+
+  destroy(): void {
+    this.draining = true;
+    if (!this.sock.destroyed) this.sock.destroy();
+  }
+}
+
+export interface StreamPoolOptions {
+  expireMs: number;
+  /** Idle connections kept; 0 = no limit. */
+  maxIdle: number;
+}
+
+/** The TCP (or TLS) connections of one upstream. */
+export class StreamPool implements ConnOwner {
+  private readonly conns: StreamConn[] = [];
+  private sweeper: NodeJS.Timeout | null = null;
+  private session: Buffer | undefined;
+  private stopped = false;
+  private readonly proto: 1 | 2;
+
+  constructor(
+    private readonly target: StreamTarget,
+    private readonly opts: StreamPoolOptions,
+    private readonly stats: UpstreamStats,
+  ) {
+    this.proto = target.tls ? 2 : 1;
+  }
+
+  readonly onSession = (session: Buffer): void => {
+    this.session = session;
+  };
+
+  send(o: Outstanding, timeoutMs: number): void {
+    const now = Date.now();
+    let conn: StreamConn | null = null;
+    // Newest first: busy connections stay busy and old idle ones age out.
+    for (let i = this.conns.length - 1; i >= 0; i--) {
+      const c = this.conns[i]!;
+      if (c.draining) continue;
+      if (c.inflight === 0 && now - c.lastUsed >= this.opts.expireMs) {
+        c.retire();
+        continue;
+      }
+      if (c.inflight < MAX_PIPELINE) {
+        conn = c;
+        break;
+      }
+    }
+    if (conn === null) {
+      conn = new StreamConn(this.target, this.stopped ? null : this, this.session);
+      if (!this.stopped) {
+        this.conns.push(conn);
+        this.startSweeper();
+      }
+      this.stats.connMisses[this.proto]++;
+    } else {
+      this.stats.connHits[this.proto]++;
+    }
+    conn.send(o, timeoutMs);
+    if (this.stopped) conn.retire();
+  }
+
+  onIdle(c: StreamConn): void {
+    if (this.stopped || this.opts.expireMs === 0) {
+      c.retire();
+      return;
+    }
+    if (this.opts.maxIdle > 0) {
+      let idle = 0;
+      for (const x of this.conns) if (!x.draining && x.inflight === 0) idle++;
+      if (idle > this.opts.maxIdle) c.retire();
+    }
+  }
+
+  onClosed(c: StreamConn): void {
+    const i = this.conns.indexOf(c);
+    if (i >= 0) this.conns.splice(i, 1);
+    if (this.conns.length === 0 && this.sweeper) {
+      clearInterval(this.sweeper);
+      this.sweeper = null;
+    }
+  }
+
+  private startSweeper(): void {
+    if (this.sweeper) return;
+    const every = Math.max(50, Math.min(this.opts.expireMs, 10_000));
+    this.sweeper = setInterval(() => this.sweep(), every);
+    this.sweeper.unref();
+  }
+
+  private sweep(): void {
+    const now = Date.now();
+    for (const c of [...this.conns]) if (!c.draining && c.inflight === 0 && now - c.lastUsed >= this.opts.expireMs) c.retire();
+  }
+
+  /** Open connections (for tests and status). */
+  get size(): number {
+    return this.conns.length;
+  }
+
+  close(): void {
+    this.stopped = true;
+    if (this.sweeper) clearInterval(this.sweeper);
+    this.sweeper = null;
+    for (const c of [...this.conns]) c.destroy();
+  }
+}

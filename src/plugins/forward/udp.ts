@@ -1,0 +1,172 @@
+// UDP to one upstream: a few connected sockets, each on a port the kernel picks at random,
+// each carrying many queries told apart by random IDs, and each replaced after a short
+// life so the source port keeps changing. Connected sockets let the kernel drop datagrams
+// from any other address or port, and report "connection refused" at once.
+
+import dgram from 'node:dgram';
+import { answersQuestion, randomBelow, randomId } from './wire.js';
+import { goErrorText, joinHostPort, type Outstanding } from './exchange.js';
+import type { UpstreamStats } from './metrics.js';
+
+/** Sockets per upstream; each query takes one at random. */
+const SLOTS = 4;
+/** Queries a socket carries before it is replaced (a new random source port). */
+const MAX_USES = 100;
+/** Milliseconds a socket is given new queries for before it is replaced. */
+const MAX_AGE_MS = 1000;
+
+/** One connected UDP socket. It closes once retired and no query is waiting on it. */
+export class UdpChannel {
+  private readonly sock: dgram.Socket;
+  private readonly pending = new Map<number, Outstanding>();
+  private queued: Outstanding[] = [];
+  private connected = false;
+  private retired = false;
+  closed = false;
+  uses = 0;
+  readonly born = Date.now();
+  /** "127.0.0.1:40693->127.0.0.1:53", as Go prints a connection in errors. */
+  private label: string;
+
+  constructor(
+    private readonly host: string,
+    private readonly port: number,
+  ) {
+    this.label = `->${joinHostPort(host, port)}`;
+    this.sock = dgram.createSocket(host.includes(':') ? 'udp6' : 'udp4');
+    this.sock.on('message', this.onMessage);
+    this.sock.on('error', this.onError);
+    this.sock.connect(port, host, this.onConnect);
+    this.sock.unref();
+  }
+
+  private readonly onConnect = (): void => {
+    if (this.closed) return;
+    this.connected = true;
+    try {
+      const a = this.sock.address();
+      this.label = `${joinHostPort(a.address, a.port)}->${joinHostPort(this.host, this.port)}`;
+    } catch {
+      // The label keeps its remote-only form.
+    }
+    const q = this.queued;
+    this.queued = [];
+    for (const o of q) if (this.pending.get(o.id) === o) this.sock.send(o.query);
+  };
+
+  /** Sends `o` with a fresh ID unique on this socket; its answer or failure comes back through `o`. */
+  send(o: Outstanding, timeoutMs: number): void {
+    let id = randomId();
+    while (this.pending.has(id)) id = randomId();
+    o.id = id;
+    o.query.writeUInt16BE(id, 0);
+    o.reused = this.uses > 0;
+    this.uses++;
+    this.pending.set(id, o);
+    o.timer = setTimeout(this.onTimeout, timeoutMs, o);
+    if (this.connected) this.sock.send(o.query);
+    else this.queued.push(o);
+  }
+
+  private readonly onMessage = (msg: Buffer): void => {
+    if (msg.length < 12) return;
+    const o = this.pending.get((msg[0]! << 8) | msg[1]!);
+    // A stray or spoofed datagram (wrong ID, not a response, another question) is dropped
+    // and the real answer still awaited.
+    if (o === undefined || !answersQuestion(msg, o.query, o.questionEnd)) return;
+    this.pending.delete(o.id);
+    clearTimeout(o.timer!);
+    o.timer = null;
+    this.settled();
+    o.onAnswer(msg);
+  };
+
+  private readonly onTimeout = (o: Outstanding): void => {
+    if (this.pending.get(o.id) !== o) return;
+    this.pending.delete(o.id);
+    o.timer = null;
+    this.settled();
+    o.onFailure(`read udp ${this.label}: i/o timeout`, false);
+  };
+
+  private readonly onError = (e: NodeJS.ErrnoException): void => {
+    // On a connected socket an ICMP error (port unreachable) is reported for the socket,
+    // not for one datagram: every query on it has gone to a closed port.
+    this.failAll(`read udp ${this.label}: ${goErrorText(e)}`);
+    this.close();
+  };
+
+  private failAll(error: string): void {
+    if (this.pending.size === 0) return;
+    const waiting = [...this.pending.values()];
+    this.pending.clear();
+    for (const o of waiting) {
+      if (o.timer) clearTimeout(o.timer);
+      o.timer = null;
+    }
+    for (const o of waiting) o.onFailure(error, false);
+  }
+
+  /** No new queries; the socket closes when the last one is answered or times out. */
+  retire(): void {
+    this.retired = true;
+    if (this.pending.size === 0) this.close();
+  }
+
+  private settled(): void {
+    if (this.retired && this.pending.size === 0) this.close();
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.retired = true;
+    try {
+      this.sock.close();
+    } catch {
+      // Already closed.
+    }
+    this.failAll(`read udp ${this.label}: use of closed network connection`);
+  }
+}
+
+/** The UDP sockets of one upstream. */
+export class UdpPool {
+  private readonly slots: Array<UdpChannel | null> = new Array<UdpChannel | null>(SLOTS).fill(null);
+  private stopped = false;
+
+  constructor(
+    private readonly host: string,
+    private readonly port: number,
+    private readonly stats: UpstreamStats,
+  ) {}
+
+  send(o: Outstanding, timeoutMs: number): void {
+    const i = randomBelow(SLOTS);
+    let ch = this.slots[i]!;
+    if (this.stopped) {
+      // After shutdown a straggler still gets its own socket, closed once it settles.
+      const once = new UdpChannel(this.host, this.port);
+      once.send(o, timeoutMs);
+      once.retire();
+      return;
+    }
+    if (ch === null || ch.closed || ch.uses >= MAX_USES || Date.now() - ch.born >= MAX_AGE_MS) {
+      if (ch !== null) ch.retire();
+      ch = new UdpChannel(this.host, this.port);
+      this.slots[i] = ch;
+      this.stats.connMisses[0]++;
+    } else {
+      this.stats.connHits[0]++;
+    }
+    ch.send(o, timeoutMs);
+  }
+
+  close(): void {
+    this.stopped = true;
+    for (let i = 0; i < SLOTS; i++) {
+      this.slots[i]?.close();
+      this.slots[i] = null;
+    }
+  }
+}
