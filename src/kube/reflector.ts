@@ -201,7 +201,11 @@ export class Reflector<T> {
     while (!signal.aborted) {
       let delay = 0;
       try {
-        if (this.#needList) await this.#list();
+        if (this.#needList) {
+          await this.#list();
+          // A complete list means the API is back: later failures start from a short delay.
+          this.#backoff.reset();
+        }
         const end = await this.#watch();
         if (end.kind === 'expired') {
           this.#needList = true;
