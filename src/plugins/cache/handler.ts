@@ -1,0 +1,428 @@
+// Serves from the cache, or asks the next plugin once for all identical queries in flight
+// and keeps the answer. The hit path is synchronous and allocates only the reply.
+
+import { QType, Rcode } from '../../dns/constants.js';
+import { encodeMessage } from '../../dns/message.js';
+import { isSubdomain } from '../../dns/name.js';
+import { Request, Response, type Handler, type HandlerResult, type Next } from '../../server/request.js';
+import { matchZone } from '../fallthrough.js';
+import { clock, releaseClock, retainClock } from './clock.js';
+import { attachCache, type InvalidationTarget } from './invalidation.js';
+import { CacheCounters, metricLabels, trackCache, untrackCache, type CacheMetricSource } from './metrics.js';
+import { FLAG_AA, FLAG_CD, FLAG_TC, PrepareProblem, prepareResponse, replyFlags, writeReply, type PreparedReply, type ResponseFacts } from './reply.js';
+import { CacheEntry, CacheStore, EntryKind } from './store.js';
+
+export const NAME = 'cache';
+
+export interface TtlLimits {
+  /** Entries kept; CoreDNS's effective capacity (256 shards of at least 4). */
+  capacity: number;
+  /** Seconds. */
+  maxTtl: number;
+  minTtl: number;
+}
+
+export interface PrefetchOptions {
+  /** Hits needed (with no gap of `durationMs` or more) before an entry is refreshed early. */
+  amount: number;
+  durationMs: number;
+  /** Refresh once the remaining TTL is at most this share (10-90) of the original. */
+  percentage: number;
+}
+
+export interface CacheOptions {
+  /** Lowercase FQDNs the cache serves ('.' = everything). */
+  zones: string[];
+  success: TtlLimits;
+  denial: TtlLimits;
+  /** How long a SERVFAIL is kept; 0 = never. */
+  servfailMs: number;
+  prefetch: PrefetchOptions | null;
+  /** How long past expiry an entry may still be served; 0 = serve_stale off. */
+  staleMs: number;
+  /** serve_stale verify: ask the next plugin first and serve the stale entry only if that fails. */
+  verifyStale: boolean;
+  disableSuccess: string[];
+  disableDenial: string[];
+  keepTtl: boolean;
+  /** Server label for metrics ("dns://:53"). */
+  server: string;
+}
+
+/** The result of one trip to the next plugin, shared by all queries that waited for it. */
+interface Outcome {
+  readonly res: Response;
+  /** The response prepared for replies; null when it could not be (bare, malformed, odd OPT). */
+  readonly prepared: PreparedReply | null;
+  /** The TTL every record gets in replies built from `prepared`; -1 keeps them as they are. */
+  readonly ttl: number;
+  readonly stored: boolean;
+  /** True for queries that waited on another's trip: they must not return its Response object. */
+  readonly shared: boolean;
+}
+
+/** A trip to the next plugin in progress; queries with the same key wait on it. */
+class Flight {
+  promise: Promise<Outcome> | null = null;
+  /** Set by invalidation: the answer may predate the change, so it is not stored. */
+  noStore = false;
+  constructor(readonly name: string) {}
+}
+
+const SWEEP_INTERVAL_MS = 1000;
+
+function bitsOf(req: Request): number {
+  return (req.edns !== null && req.edns.do ? 1 : 0) | ((req.flags & FLAG_CD) !== 0 ? 2 : 0);
+}
+
+function flightKey(req: Request): string {
+  return `${req.name}\u0000${req.qtype}\u0000${req.qclass}\u0000${bitsOf(req)}`;
+}
+
+function clampTtl(ttl: number, l: TtlLimits): number {
+  if (ttl < l.minTtl) return l.minTtl;
+  if (ttl > l.maxTtl) return l.maxTtl;
+  return ttl;
+}
+
+/** The same question from the same client, over TCP, for background refreshes (no truncation upstream). */
+function refreshRequest(req: Request): Request {
+  const r = new Request(
+    req.raw,
+    {
+      id: req.id,
+      flags: req.flags,
+      opcode: req.opcode,
+      qname: req.qname,
+      qnameLower: req.name,
+      qtype: req.qtype,
+      qclass: req.qclass,
+      questionEnd: req.questionEnd,
+      edns: req.edns,
+    },
+    { ...req.client, proto: 'tcp' },
+  );
+  r.zone = req.zone;
+  r.server = req.server;
+  r.depth = req.depth;
+  return r;
+}
+
+export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSource {
+  readonly name = NAME;
+  readonly counters = new CacheCounters();
+  readonly metricLabels: string;
+  readonly store: CacheStore;
+  private readonly allZones: boolean;
+  private readonly flights = new Map<string, Flight>();
+  private readonly bypassBoth: boolean;
+  private sweepTimer: NodeJS.Timeout | null = null;
+  private detach: (() => void) | null = null;
+
+  constructor(readonly opts: CacheOptions) {
+    this.store = new CacheStore({ successCapacity: opts.success.capacity, denialCapacity: opts.denial.capacity });
+    this.allZones = opts.zones.includes('.');
+    this.bypassBoth = opts.disableSuccess.length > 0 && opts.disableDenial.length > 0;
+    this.metricLabels = metricLabels(opts.server, opts.zones);
+  }
+
+  start(): void {
+    if (this.detach !== null) return;
+    retainClock();
+    trackCache(this);
+    this.detach = attachCache(this);
+    this.sweepTimer = setInterval(() => this.sweep(), SWEEP_INTERVAL_MS);
+    this.sweepTimer.unref();
+  }
+
+  stop(): void {
+    if (this.detach === null) return;
+    this.detach();
+    this.detach = null;
+    untrackCache(this);
+    releaseClock();
+    if (this.sweepTimer !== null) clearInterval(this.sweepTimer);
+    this.sweepTimer = null;
+  }
+
+  entries(type: 'success' | 'denial'): number {
+    return this.store.size(type === 'success' ? EntryKind.Success : EntryKind.Denial);
+  }
+
+  serveDNS(req: Request, next: Next): HandlerResult {
+    const name = req.name;
+    if (!this.allZones && matchZone(this.opts.zones, name) === undefined) return next(req);
+    if (req.opcode !== 0 || req.qtype === QType.AXFR || req.qtype === QType.IXFR) return next(req);
+    const c = this.counters;
+    c.requests++;
+    if (this.bypassBoth && this.disabledBoth(name)) {
+      // Nothing under these zones is ever stored (kubeadm's `disable success/denial cluster.local`).
+      c.misses++;
+      return next(req);
+    }
+    const e = this.store.find(name, req.qtype, req.qclass, bitsOf(req));
+    if (e !== null) {
+      // A question spelled with a compression pointer: stored names may point into the
+      // question, so this asker is served by the next plugin.
+      if (e.questionEnd !== req.questionEnd) return next(req);
+      const now = clock.ms;
+      if (now < e.expiresMs) {
+        e.visited = true;
+        if (e.kind === EntryKind.Success) c.hitsSuccess++;
+        else c.hitsDenial++;
+        const ttl = this.opts.keepTtl ? e.ttl : e.ttl - (((now - e.storedMs) / 1000) | 0);
+        if (this.opts.prefetch !== null && this.shouldPrefetch(e, now, ttl)) this.refreshInBackground(req, next, e);
+        return Response.wire(writeReply(req, e, ttl, replyFlags(req, e, FLAG_AA)), NAME);
+      }
+      if (now < e.expiresMs + this.opts.staleMs) {
+        e.visited = true;
+        if (e.kind === EntryKind.Success) c.hitsSuccess++;
+        else c.hitsDenial++;
+        return this.serveStale(req, next, e);
+      }
+      this.store.remove(e);
+    }
+    c.misses++;
+    const o = this.fetch(req, next);
+    if (o instanceof Promise) return o.then((x) => this.answer(req, x));
+    return this.answer(req, o);
+  }
+
+  // ------------------------------------------------------------------ invalidation
+
+  dropNames(names: readonly string[]): number {
+    if (this.flights.size > 0) {
+      for (const f of this.flights.values()) if (names.includes(f.name)) f.noStore = true;
+    }
+    return this.store.dropNames(names);
+  }
+
+  dropSuffix(suffix: string): number {
+    if (this.flights.size > 0) {
+      for (const f of this.flights.values()) if (isSubdomain(f.name, suffix)) f.noStore = true;
+    }
+    return this.store.dropSuffix(suffix);
+  }
+
+  // ------------------------------------------------------------------ misses
+
+  /** One trip to the next plugin per key at a time; later identical queries wait for it. */
+  private fetch(req: Request, next: Next): Outcome | Promise<Outcome> {
+    const key = flightKey(req);
+    const f = this.flights.get(key);
+    if (f !== undefined && f.promise !== null) {
+      return f.promise.then(
+        (o) => this.share(req, next, o),
+        () => this.bareOutcome(Response.rcode(Rcode.SERVFAIL, NAME, 'the shared query failed')),
+      );
+    }
+    const r = next(req);
+    if (!(r instanceof Promise)) return this.settle(req, r, null);
+    const flight = new Flight(req.name);
+    this.flights.set(key, flight);
+    const p = r.then(
+      (res) => {
+        this.flights.delete(key);
+        return this.settle(req, res, flight);
+      },
+      (err: unknown) => {
+        this.flights.delete(key);
+        throw err;
+      },
+    );
+    flight.promise = p;
+    return p;
+  }
+
+  /** What a query that waited on another's trip gets. */
+  private share(req: Request, next: Next, o: Outcome): Outcome | Promise<Outcome> {
+    if (o.prepared !== null && (o.prepared.flags & FLAG_TC) === 0 && o.prepared.questionEnd === req.questionEnd) {
+      return { res: o.res, prepared: o.prepared, ttl: o.ttl, stored: o.stored, shared: true };
+    }
+    if (o.res.isBare) return this.bareOutcome(Response.rcode(o.res.rcode, o.res.plugin, o.res.error));
+    // Truncated or unpreparable: that answer depended on the first asker (its transport,
+    // its buffer); this one asks for itself.
+    const r = next(req);
+    if (r instanceof Promise) return r.then((res) => this.settle(req, res, null));
+    return this.settle(req, r, null);
+  }
+
+  private bareOutcome(res: Response): Outcome {
+    return { res, prepared: null, ttl: -1, stored: false, shared: false };
+  }
+
+  private answer(req: Request, o: Outcome): Response {
+    if (o.prepared !== null && (o.stored || o.shared)) {
+      return Response.wire(writeReply(req, o.prepared, o.ttl, replyFlags(req, o.prepared, o.prepared.flags & FLAG_AA)), o.res.plugin);
+    }
+    return o.res;
+  }
+
+  /** Prepares the next plugin's response and stores it when the rules allow. */
+  private settle(req: Request, res: Response, flight: Flight | null): Outcome {
+    if (res.isBare) return this.bareOutcome(res);
+    let wire = res.peekWire();
+    if (wire === null) {
+      const m = res.peekMessage();
+      if (m === null) return this.bareOutcome(res);
+      try {
+        m.id = req.id;
+        m.qr = true;
+        wire = encodeMessage(m);
+      } catch {
+        return this.bareOutcome(res);
+      }
+    }
+    const p = prepareResponse(req, wire);
+    if (typeof p === 'number') {
+      if (p === PrepareProblem.QuestionMismatch) {
+        const rc = res.rcode;
+        if (rc === Rcode.NOERROR || rc === Rcode.NXDOMAIN || rc === Rcode.SERVFAIL) this.counters.drops++;
+      }
+      return this.bareOutcome(res);
+    }
+    if ((flight === null || !flight.noStore) && !this.keepsBetter(req, p)) {
+      const e = this.entryFor(req, p);
+      if (e !== null) {
+        const dead = clock.ms - this.opts.staleMs;
+        if (this.store.insert(e, dead)) {
+          if (e.kind === EntryKind.Success) this.counters.evictionsSuccess++;
+          else this.counters.evictionsDenial++;
+        }
+        return { res, prepared: e, ttl: e.ttl, stored: true, shared: false };
+      }
+    }
+    return { res, prepared: p, ttl: -1, stored: false, shared: false };
+  }
+
+  /** CoreDNS's caching rules: which store, for how long; null = not cached. */
+  private entryFor(req: Request, p: ResponseFacts): CacheEntry | null {
+    if ((p.flags & FLAG_TC) !== 0) return null;
+    const o = this.opts;
+    let kind: EntryKind;
+    let lifetimeMs: number;
+    switch (p.flags & 0xf) {
+      case Rcode.NOERROR:
+        if (p.an > 0) {
+          // A CNAME chain that does not reach the asked type, with no SOA to say why, is partial.
+          if (!p.answerHasQtype && !p.hasSoa && req.qtype !== QType.CNAME && req.qtype !== QType.ANY) return null;
+          kind = EntryKind.Success;
+          lifetimeMs = clampTtl(p.minTtl, o.success) * 1000;
+        } else if (p.hasSoa) {
+          kind = EntryKind.Denial; // NODATA
+          lifetimeMs = clampTtl(p.negativeTtl, o.denial) * 1000;
+        } else if (p.nsInAuthority > 0) {
+          kind = EntryKind.Success; // a referral
+          lifetimeMs = clampTtl(p.minTtl, o.success) * 1000;
+        } else return null;
+        break;
+      case Rcode.NXDOMAIN:
+        if (!p.hasSoa) return null;
+        kind = EntryKind.Denial;
+        lifetimeMs = clampTtl(p.negativeTtl, o.denial) * 1000;
+        break;
+      case Rcode.SERVFAIL:
+        kind = EntryKind.Denial;
+        lifetimeMs = o.servfailMs;
+        break;
+      default:
+        return null;
+    }
+    if (lifetimeMs <= 0) return null;
+    const name = req.name;
+    if (kind === EntryKind.Success ? matchZone(o.disableSuccess, name) !== undefined : matchZone(o.disableDenial, name) !== undefined) {
+      return null;
+    }
+    return new CacheEntry(name, req.qtype, req.qclass, bitsOf(req), kind, p, Math.floor(lifetimeMs / 1000), clock.ms, lifetimeMs);
+  }
+
+  /**
+   * A SERVFAIL never replaces a real answer (a refresh by prefetch or serve_stale that
+   * fails): the entry stays, and with serve_stale it keeps being served.
+   */
+  private keepsBetter(req: Request, p: ResponseFacts): boolean {
+    if ((p.flags & 0xf) !== Rcode.SERVFAIL) return false;
+    const old = this.store.find(req.name, req.qtype, req.qclass, bitsOf(req));
+    return old !== null && (old.flags & 0xf) !== Rcode.SERVFAIL;
+  }
+
+  private disabledBoth(name: string): boolean {
+    return matchZone(this.opts.disableSuccess, name) !== undefined && matchZone(this.opts.disableDenial, name) !== undefined;
+  }
+
+  // ------------------------------------------------------------------ prefetch and stale
+
+  /** CoreDNS's rule: AMOUNT hits with no gap of DURATION, and at most PERCENTAGE of the TTL left. */
+  private shouldPrefetch(e: CacheEntry, now: number, ttl: number): boolean {
+    const p = this.opts.prefetch!;
+    if (p.amount <= 0) return false;
+    if (now - e.lastHitMs > p.durationMs) e.hits = 1;
+    else e.hits++;
+    e.lastHitMs = now;
+    return e.hits >= p.amount && ttl <= Math.ceil((p.percentage / 100) * e.ttl) && !e.refreshing;
+  }
+
+  /** Refreshes `e` after this reply is sent; at most one refresh per entry at a time. */
+  private refreshInBackground(req: Request, next: Next, e: CacheEntry): void {
+    if (e.refreshing || this.flights.has(flightKey(req))) return;
+    e.refreshing = true;
+    this.counters.prefetches++;
+    setImmediate(() => {
+      const preq = refreshRequest(req);
+      const done = (o: Outcome): void => {
+        e.refreshing = false;
+        // The refreshed entry inherits the popularity gathered so far.
+        if (o.stored && o.prepared instanceof CacheEntry) {
+          o.prepared.hits = e.hits;
+          o.prepared.lastHitMs = clock.ms;
+        }
+      };
+      let o: Outcome | Promise<Outcome>;
+      try {
+        o = this.fetch(preq, next);
+      } catch {
+        e.refreshing = false;
+        return;
+      }
+      if (o instanceof Promise) {
+        o.then(done, () => {
+          e.refreshing = false;
+        });
+      } else done(o);
+    });
+  }
+
+  private staleReply(req: Request, e: CacheEntry): Response {
+    this.counters.servedStale++;
+    return Response.wire(writeReply(req, e, 0, replyFlags(req, e, FLAG_AA)), NAME);
+  }
+
+  private serveStale(req: Request, next: Next, e: CacheEntry): HandlerResult {
+    if (!this.opts.verifyStale) {
+      this.refreshInBackground(req, next, e);
+      return this.staleReply(req, e);
+    }
+    // verify: a fresh NOERROR or NXDOMAIN wins (RFC 8767 4); anything else gets the stale entry.
+    const fresh = (o: Outcome): Response => {
+      const rc = o.res.rcode;
+      if (!o.res.isBare && (rc === Rcode.NOERROR || rc === Rcode.NXDOMAIN)) return this.answer(req, o);
+      return this.staleReply(req, e);
+    };
+    let o: Outcome | Promise<Outcome>;
+    try {
+      o = this.fetch(req, next);
+    } catch {
+      return this.staleReply(req, e);
+    }
+    if (o instanceof Promise) return o.then(fresh, () => this.staleReply(req, e));
+    return fresh(o);
+  }
+
+  // ------------------------------------------------------------------ housekeeping
+
+  /** Drops entries past their TTL and any stale window, a slice of each queue per tick. */
+  sweep(): number {
+    const budget = Math.max(1024, Math.ceil(Math.max(this.opts.success.capacity, this.opts.denial.capacity) / 8));
+    return this.store.sweep(clock.ms - this.opts.staleMs, budget);
+  }
+}

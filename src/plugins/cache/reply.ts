@@ -1,0 +1,211 @@
+// What the cache keeps of a response, and the hit path that turns it back into a reply.
+// A response is walked once when it arrives: its OPT is cut off (EDNS is hop-by-hop and
+// every reply echoes the asker's own), and the offset of every TTL field is recorded so a
+// hit patches TTLs in place without decoding anything.
+
+import { QType } from '../../dns/constants.js';
+import { skipName } from '../../dns/name.js';
+import type { Request } from '../../server/request.js';
+
+const OPT_LEN = 11;
+export const FLAG_AA = 0x0400;
+export const FLAG_TC = 0x0200;
+export const FLAG_RA = 0x0080;
+export const FLAG_AD = 0x0020;
+export const FLAG_CD = 0x0010;
+
+/** A response reduced to the parts every reply built from it shares. */
+export interface PreparedReply {
+  /** Answer, authority and additional RRs as they came, without the OPT. */
+  readonly body: Buffer;
+  readonly an: number;
+  readonly ns: number;
+  /** Additional records, OPT not counted. */
+  readonly ar: number;
+  /** The responder's header flags word (AA, TC, RA, AD, rcode). */
+  readonly flags: number;
+  /** Where each RR's TTL field sits in `body`. */
+  readonly ttlOffsets: Uint16Array;
+  /** Header plus question length it was made for: names in `body` may point into that question. */
+  readonly questionEnd: number;
+}
+
+/** What the walk learned about a response, for the caching decision. */
+export interface ResponseFacts extends PreparedReply {
+  /** Smallest TTL of any RR (OPT excluded); -1 when there is none. */
+  readonly minTtl: number;
+  readonly hasSoa: boolean;
+  /** min(every RR's TTL, SOA MINIMUM): the negative-caching TTL of RFC 2308 5. */
+  readonly negativeTtl: number;
+  readonly nsInAuthority: number;
+  /** True when the answer holds a record of the asked type (a CNAME chain that ends). */
+  readonly answerHasQtype: boolean;
+}
+
+/** Why a response cannot be prepared. */
+export const enum PrepareProblem {
+  Malformed = 1,
+  /** Not exactly the question that was asked (coredns_cache_drops_total). */
+  QuestionMismatch = 2,
+  /** An OPT not last, or carrying extended rcode bits a prepared reply cannot keep. */
+  Opt = 3,
+}
+
+function foldByte(b: number): number {
+  return b >= 0x41 && b <= 0x5a ? b | 0x20 : b;
+}
+
+/** RFC 2181 8: a TTL with the top bit set is treated as zero. */
+function ttlValue(v: number): number {
+  return v > 0x7fffffff ? 0 : v;
+}
+
+/**
+ * Walks `wire`, a response to `req`, once. The question must be the one asked (names
+ * compared without regard to case) and sit at the same offsets as in the request, so
+ * compression pointers into it stay valid when the request's own question is put in front.
+ */
+export function prepareResponse(req: Request, wire: Buffer): ResponseFacts | PrepareProblem {
+  const len = wire.length;
+  if (len < 12) return PrepareProblem.Malformed;
+  if (wire.readUInt16BE(4) !== 1) return PrepareProblem.QuestionMismatch;
+  const qEnd = req.questionEnd;
+  if (len < qEnd) return PrepareProblem.QuestionMismatch;
+  const raw = req.raw;
+  for (let i = 12; i < qEnd - 4; i++) {
+    const a = wire[i]!;
+    const b = raw[i]!;
+    if (a !== b && foldByte(a) !== foldByte(b)) return PrepareProblem.QuestionMismatch;
+  }
+  for (let i = qEnd - 4; i < qEnd; i++) if (wire[i] !== raw[i]) return PrepareProblem.QuestionMismatch;
+
+  const an = wire.readUInt16BE(6);
+  const ns = wire.readUInt16BE(8);
+  const ar = wire.readUInt16BE(10);
+  const total = an + ns + ar;
+  const offsets = new Uint16Array(total);
+  let count = 0;
+  let pos = qEnd;
+  let optStart = -1;
+  let minTtl = -1;
+  let soaMinimum = -1;
+  let nsInAuthority = 0;
+  let answerHasQtype = false;
+  const qtype = req.qtype;
+  try {
+    for (let i = 0; i < total; i++) {
+      const start = pos;
+      const nameEnd = skipName(wire, pos);
+      if (nameEnd + 10 > len) return PrepareProblem.Malformed;
+      const type = wire.readUInt16BE(nameEnd);
+      const rdlen = wire.readUInt16BE(nameEnd + 8);
+      const end = nameEnd + 10 + rdlen;
+      if (end > len) return PrepareProblem.Malformed;
+      if (type === QType.OPT) {
+        if (i < an + ns || optStart >= 0) return PrepareProblem.Malformed;
+        if (wire[nameEnd + 4] !== 0) return PrepareProblem.Opt;
+        optStart = start;
+      } else {
+        if (optStart >= 0) return PrepareProblem.Opt;
+        if (nameEnd + 4 - qEnd > 0xffff) return PrepareProblem.Malformed;
+        offsets[count++] = nameEnd + 4 - qEnd;
+        const ttl = ttlValue(wire.readUInt32BE(nameEnd + 4));
+        if (minTtl < 0 || ttl < minTtl) minTtl = ttl;
+        if (i < an) {
+          if (type === qtype) answerHasQtype = true;
+        } else if (i < an + ns) {
+          if (type === QType.SOA && rdlen >= 22) {
+            const m = ttlValue(wire.readUInt32BE(end - 4));
+            if (soaMinimum < 0 || m < soaMinimum) soaMinimum = m;
+          } else if (type === QType.NS) nsInAuthority++;
+        }
+      }
+      pos = end;
+    }
+  } catch {
+    return PrepareProblem.Malformed;
+  }
+  const bodyEnd = optStart >= 0 ? optStart : pos;
+  // An exact, unpooled copy: a slice of a shared pool slab would pin the whole slab for
+  // as long as the entry lives.
+  const body = Buffer.allocUnsafeSlow(bodyEnd - qEnd);
+  wire.copy(body, 0, qEnd, bodyEnd);
+  const hasSoa = soaMinimum >= 0;
+  return {
+    body,
+    an,
+    ns,
+    ar: optStart >= 0 ? ar - 1 : ar,
+    flags: wire.readUInt16BE(2),
+    ttlOffsets: count === total ? offsets : offsets.slice(0, count),
+    questionEnd: qEnd,
+    minTtl,
+    hasSoa,
+    negativeTtl: hasSoa ? Math.min(minTtl, soaMinimum) : -1,
+    nsInAuthority,
+    answerHasQtype,
+  };
+}
+
+/**
+ * The hit path: header and question copied from the request (its ID, opcode, RD, CD and
+ * the name's letter case), the kept records with every TTL set to `ttl` (-1 leaves them
+ * as they are), then an OPT echoing the request's, if it had one.
+ */
+export function writeReply(req: Request, p: PreparedReply, ttl: number, flags: number): Buffer {
+  const qEnd = req.questionEnd;
+  const body = p.body;
+  const optAt = qEnd + body.length;
+  const hasOpt = req.edns !== null;
+  const buf = Buffer.allocUnsafe(hasOpt ? optAt + OPT_LEN : optAt);
+  req.raw.copy(buf, 0, 0, qEnd);
+  body.copy(buf, qEnd);
+  buf[2] = flags >>> 8;
+  buf[3] = flags & 0xff;
+  buf[4] = 0;
+  buf[5] = 1;
+  buf[6] = p.an >>> 8;
+  buf[7] = p.an & 0xff;
+  buf[8] = p.ns >>> 8;
+  buf[9] = p.ns & 0xff;
+  const ar = hasOpt ? p.ar + 1 : p.ar;
+  buf[10] = ar >>> 8;
+  buf[11] = ar & 0xff;
+  if (ttl >= 0) {
+    const offs = p.ttlOffsets;
+    const b0 = ttl >>> 24;
+    const b1 = (ttl >>> 16) & 0xff;
+    const b2 = (ttl >>> 8) & 0xff;
+    const b3 = ttl & 0xff;
+    for (let i = 0; i < offs.length; i++) {
+      const o = qEnd + offs[i]!;
+      buf[o] = b0;
+      buf[o + 1] = b1;
+      buf[o + 2] = b2;
+      buf[o + 3] = b3;
+    }
+  }
+  if (hasOpt) {
+    const e = req.edns!;
+    const size = e.udpSize < 512 ? 512 : e.udpSize;
+    buf[optAt] = 0;
+    buf[optAt + 1] = 0;
+    buf[optAt + 2] = QType.OPT;
+    buf[optAt + 3] = size >>> 8;
+    buf[optAt + 4] = size & 0xff;
+    buf[optAt + 5] = 0;
+    buf[optAt + 6] = 0;
+    buf[optAt + 7] = e.do ? 0x80 : 0;
+    buf[optAt + 8] = 0;
+    buf[optAt + 9] = 0;
+    buf[optAt + 10] = 0;
+  }
+  return buf;
+}
+
+/** Flags of a reply from the cache: the request's opcode/RD/CD, the kept RA and rcode, AD only for DNSSEC-aware askers. */
+export function replyFlags(req: Request, p: PreparedReply, aa: number): number {
+  const f = p.flags;
+  const adOk = (req.edns !== null && req.edns.do) || (req.flags & FLAG_AD) !== 0;
+  return 0x8000 | (req.flags & 0x7910) | aa | (f & FLAG_RA) | (adOk ? f & FLAG_AD : 0) | (f & 0xf);
+}

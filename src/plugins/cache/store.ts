@@ -1,0 +1,291 @@
+// The bounded store: entries found by name (one Map lookup, then a scan of the few
+// entries that name has), a name tree for dropping everything under a suffix, and two
+// SIEVE queues (success and denial) that decide what goes when a queue is full.
+//
+// SIEVE (Zhang et al., NSDI '24) keeps a FIFO queue and a "visited" bit per entry. A hit
+// only sets the bit: no reordering, so the hit path writes one boolean. To evict, a hand
+// walks from the oldest entry toward the newest, clearing bits, and evicts the first entry
+// whose bit is clear. Entries expired past any stale window are evicted on sight.
+
+import type { PreparedReply } from './reply.js';
+
+export const enum EntryKind {
+  Success = 0,
+  Denial = 1,
+}
+
+export class CacheEntry implements PreparedReply {
+  // Identity.
+  readonly name: string;
+  readonly qtype: number;
+  readonly qclass: number;
+  /** 1 = DO, 2 = CD. */
+  readonly bits: number;
+  readonly kind: EntryKind;
+  // The reply.
+  readonly body: Buffer;
+  readonly an: number;
+  readonly ns: number;
+  readonly ar: number;
+  readonly flags: number;
+  readonly ttlOffsets: Uint16Array;
+  readonly questionEnd: number;
+  // Lifetime: `ttl` whole seconds from `storedMs` (monotonic clock), over at `expiresMs`.
+  readonly ttl: number;
+  readonly storedMs: number;
+  readonly expiresMs: number;
+  // Eviction and the name tree.
+  visited = false;
+  newer: CacheEntry | null = null;
+  older: CacheEntry | null = null;
+  node: NameNode | null = null;
+  // Prefetch: hits with no gap longer than the prefetch duration.
+  hits = 0;
+  lastHitMs = Number.NEGATIVE_INFINITY;
+  refreshing = false;
+
+  constructor(
+    name: string,
+    qtype: number,
+    qclass: number,
+    bits: number,
+    kind: EntryKind,
+    reply: PreparedReply,
+    ttl: number,
+    storedMs: number,
+    lifetimeMs: number,
+  ) {
+    this.name = name;
+    this.qtype = qtype;
+    this.qclass = qclass;
+    this.bits = bits;
+    this.kind = kind;
+    this.body = reply.body;
+    this.an = reply.an;
+    this.ns = reply.ns;
+    this.ar = reply.ar;
+    this.flags = reply.flags;
+    this.ttlOffsets = reply.ttlOffsets;
+    this.questionEnd = reply.questionEnd;
+    this.ttl = ttl;
+    this.storedMs = storedMs;
+    this.expiresMs = storedMs + lifetimeMs;
+  }
+}
+
+/** One name in the tree: its entries (all qtypes and flag variants) and the names below it. */
+export class NameNode {
+  readonly entries: CacheEntry[] = [];
+  children: Set<NameNode> | null = null;
+  constructor(
+    readonly name: string,
+    readonly parent: NameNode | null,
+  ) {}
+}
+
+/** The parent of a lowercase FQDN ("a.b." -> "b.", "b." -> "."); null for the root. */
+export function parentName(name: string): string | null {
+  if (name === '.') return null;
+  for (let i = 0; i < name.length; i++) {
+    const c = name.charCodeAt(i);
+    if (c === 0x5c) {
+      i++; // an escaped character, "\." included
+      continue;
+    }
+    if (c === 0x2e) return i === name.length - 1 ? '.' : name.slice(i + 1);
+  }
+  return '.';
+}
+
+/** A FIFO of entries with a SIEVE hand; `older`/`newer` links live on the entries. */
+export class SieveQueue {
+  newest: CacheEntry | null = null;
+  oldest: CacheEntry | null = null;
+  private hand: CacheEntry | null = null;
+  private sweepAt: CacheEntry | null = null;
+  size = 0;
+
+  constructor(readonly capacity: number) {}
+
+  push(e: CacheEntry): void {
+    e.older = this.newest;
+    e.newer = null;
+    if (this.newest !== null) this.newest.newer = e;
+    this.newest = e;
+    if (this.oldest === null) this.oldest = e;
+    this.size++;
+  }
+
+  unlink(e: CacheEntry): void {
+    if (this.hand === e) this.hand = e.newer;
+    if (this.sweepAt === e) this.sweepAt = e.newer;
+    if (e.newer !== null) e.newer.older = e.older;
+    else this.newest = e.older;
+    if (e.older !== null) e.older.newer = e.newer;
+    else this.oldest = e.newer;
+    e.newer = null;
+    e.older = null;
+    this.size--;
+  }
+
+  /** The entry to evict: the first dead one or the first unvisited one the hand meets. */
+  victim(deadBefore: number): CacheEntry | null {
+    let o = this.hand ?? this.oldest;
+    if (o === null) return null;
+    for (;;) {
+      if (o.expiresMs <= deadBefore || !o.visited) break;
+      o.visited = false;
+      o = o.newer ?? this.oldest!;
+    }
+    this.hand = o;
+    return o;
+  }
+
+  /** Up to `budget` entries from where the last sweep stopped, oldest first, that are dead. */
+  collectDead(deadBefore: number, budget: number, out: CacheEntry[]): void {
+    let o = this.sweepAt ?? this.oldest;
+    for (let n = 0; o !== null && n < budget; n++) {
+      if (o.expiresMs <= deadBefore) out.push(o);
+      o = o.newer;
+    }
+    this.sweepAt = o;
+  }
+}
+
+export interface StoreLimits {
+  successCapacity: number;
+  denialCapacity: number;
+}
+
+export class CacheStore {
+  private readonly names = new Map<string, NameNode>();
+  private readonly root = new NameNode('.', null);
+  readonly queues: readonly [SieveQueue, SieveQueue];
+
+  constructor(limits: StoreLimits) {
+    this.names.set('.', this.root);
+    this.queues = [new SieveQueue(limits.successCapacity), new SieveQueue(limits.denialCapacity)];
+  }
+
+  size(kind: EntryKind): number {
+    return this.queues[kind].size;
+  }
+
+  /** The hit path: one Map lookup by the lowercase name, then the name's few entries. */
+  find(name: string, qtype: number, qclass: number, bits: number): CacheEntry | null {
+    const node = this.names.get(name);
+    if (node === undefined) return null;
+    const list = node.entries;
+    for (let i = 0; i < list.length; i++) {
+      const e = list[i]!;
+      if (e.qtype === qtype && e.bits === bits && e.qclass === qclass) return e;
+    }
+    return null;
+  }
+
+  /**
+   * Adds `e`, replacing an entry with the same key. When its queue is over capacity one
+   * entry is evicted (an entry dead before `deadBefore` first); returns true if that happened.
+   */
+  insert(e: CacheEntry, deadBefore: number): boolean {
+    const old = this.find(e.name, e.qtype, e.qclass, e.bits);
+    if (old !== null) this.remove(old);
+    const q = this.queues[e.kind];
+    // As in SIEVE, make room before inserting, so the newcomer is never the victim.
+    let evicted = false;
+    if (q.size >= q.capacity) {
+      const v = q.victim(deadBefore);
+      if (v !== null) {
+        this.remove(v);
+        evicted = true;
+      }
+    }
+    const node = this.nodeFor(e.name);
+    node.entries.push(e);
+    e.node = node;
+    q.push(e);
+    return evicted;
+  }
+
+  remove(e: CacheEntry): void {
+    const node = e.node;
+    if (node === null) return;
+    this.queues[e.kind].unlink(e);
+    const list = node.entries;
+    const i = list.indexOf(e);
+    if (i >= 0) {
+      list[i] = list[list.length - 1]!;
+      list.pop();
+    }
+    e.node = null;
+    this.prune(node);
+  }
+
+  /** Drops every entry of these names (all qtypes and flag variants). */
+  dropNames(names: readonly string[]): number {
+    let n = 0;
+    for (const name of names) {
+      const node = this.names.get(name);
+      if (node === undefined) continue;
+      const list = node.entries;
+      while (list.length > 0) {
+        this.remove(list[list.length - 1]!);
+        n++;
+      }
+    }
+    return n;
+  }
+
+  /** Drops every entry at or below `suffix`: O(entries and names under it). */
+  dropSuffix(suffix: string): number {
+    const top = this.names.get(suffix);
+    if (top === undefined) return 0;
+    const doomed: CacheEntry[] = [];
+    const stack: NameNode[] = [top];
+    while (stack.length > 0) {
+      const node = stack.pop()!;
+      for (const e of node.entries) doomed.push(e);
+      if (node.children !== null) for (const c of node.children) stack.push(c);
+    }
+    for (const e of doomed) this.remove(e);
+    return doomed.length;
+  }
+
+  /** Removes up to `budget` entries per queue that are dead before `deadBefore`; returns how many. */
+  sweep(deadBefore: number, budget: number): number {
+    const dead: CacheEntry[] = [];
+    for (const q of this.queues) q.collectDead(deadBefore, budget, dead);
+    for (const e of dead) this.remove(e);
+    return dead.length;
+  }
+
+  /** Names in the tree (entries' names and their ancestors), for tests of pruning. */
+  get nameCount(): number {
+    return this.names.size;
+  }
+
+  private nodeFor(name: string): NameNode {
+    const found = this.names.get(name);
+    if (found !== undefined) return found;
+    const parent = this.nodeFor(parentName(name) ?? '.');
+    const node = new NameNode(name, parent);
+    if (parent.children === null) parent.children = new Set();
+    parent.children.add(node);
+    this.names.set(name, node);
+    return node;
+  }
+
+  /** Removes nodes left with neither entries nor children, walking up. */
+  private prune(node: NameNode): void {
+    let n: NameNode | null = node;
+    while (n !== null && n !== this.root && n.entries.length === 0 && (n.children === null || n.children.size === 0)) {
+      const p: NameNode | null = n.parent;
+      this.names.delete(n.name);
+      if (p !== null && p.children !== null) {
+        p.children.delete(n);
+        if (p.children.size === 0) p.children = null;
+      }
+      n = p;
+    }
+  }
+}

@@ -1,0 +1,124 @@
+// The bounded store: capacity, SIEVE eviction, dead entries first, sweeping, and the name
+// tree behind invalidation.
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { CacheEntry, CacheStore, EntryKind, parentName } from '../../src/plugins/cache/store.js';
+import type { PreparedReply } from '../../src/plugins/cache/reply.js';
+
+const reply: PreparedReply = { body: Buffer.alloc(0), an: 0, ns: 0, ar: 0, flags: 0x8180, ttlOffsets: new Uint16Array(0), questionEnd: 12 };
+
+function entry(name: string, qtype = 1, kind = EntryKind.Success, lifetimeMs = 60_000, storedMs = 0): CacheEntry {
+  return new CacheEntry(name, qtype, 1, 0, kind, reply, Math.floor(lifetimeMs / 1000), storedMs, lifetimeMs);
+}
+
+describe('cache store', () => {
+  test('parent names walk up to the root, escaped dots included', () => {
+    assert.equal(parentName('a.b.example.'), 'b.example.');
+    assert.equal(parentName('example.'), '.');
+    assert.equal(parentName('.'), null);
+    assert.equal(parentName('a\\.b.example.'), 'example.');
+  });
+
+  test('a queue never holds more than its capacity, and each overflow evicts one entry', () => {
+    const s = new CacheStore({ successCapacity: 100, denialCapacity: 10 });
+    let evictions = 0;
+    for (let i = 0; i < 1000; i++) if (s.insert(entry(`n${i}.example.`), -1)) evictions++;
+    for (let i = 0; i < 50; i++) s.insert(entry(`d${i}.example.`, 1, EntryKind.Denial), -1);
+    assert.equal(s.size(EntryKind.Success), 100);
+    assert.equal(s.size(EntryKind.Denial), 10);
+    assert.equal(evictions, 900);
+  });
+
+  test('SIEVE keeps entries that were hit over entries that were not', () => {
+    const s = new CacheStore({ successCapacity: 10, denialCapacity: 10 });
+    const hot: CacheEntry[] = [];
+    for (let i = 0; i < 10; i++) {
+      const e = entry(`n${i}.`);
+      s.insert(e, -1);
+      if (i % 2 === 0) hot.push(e);
+    }
+    for (const e of hot) e.visited = true; // what a hit does
+    for (let i = 10; i < 15; i++) s.insert(entry(`n${i}.`), -1);
+    for (const e of hot) assert.equal(s.find(e.name, 1, 1, 0), e, `${e.name} was evicted although it was hit`);
+    for (let i = 1; i < 10; i += 2) assert.equal(s.find(`n${i}.`, 1, 1, 0), null);
+  });
+
+  test('the hand evicts an entry past its TTL on sight, even one that was hit', () => {
+    const s = new CacheStore({ successCapacity: 3, denialCapacity: 3 });
+    const all = [entry('a.', 1, EntryKind.Success, 60_000), entry('b.', 1, EntryKind.Success, 1_000), entry('c.', 1, EntryKind.Success, 60_000)];
+    for (const e of all) {
+      s.insert(e, 0);
+      e.visited = true;
+    }
+    s.insert(entry('d.', 1, EntryKind.Success, 60_000), 5_000); // at t=5s, b. is dead
+    assert.equal(s.find('b.', 1, 1, 0), null);
+    assert.ok(s.find('a.', 1, 1, 0));
+    assert.ok(s.find('c.', 1, 1, 0));
+  });
+
+  test('sweeping removes dead entries so they do not pile up', () => {
+    const s = new CacheStore({ successCapacity: 10_000, denialCapacity: 10_000 });
+    for (let i = 0; i < 5000; i++) s.insert(entry(`short${i}.`, 1, EntryKind.Success, 5_000), -1);
+    for (let i = 0; i < 5000; i++) s.insert(entry(`long${i}.`, 1, EntryKind.Denial, 500_000), -1);
+    let removed = 0;
+    for (let pass = 0; pass < 10; pass++) removed += s.sweep(6_000, 1024);
+    assert.equal(removed, 5000);
+    assert.equal(s.size(EntryKind.Success), 0);
+    assert.equal(s.size(EntryKind.Denial), 5000);
+  });
+
+  test('one entry per key: storing again replaces, a denial replaces a success', () => {
+    const s = new CacheStore({ successCapacity: 10, denialCapacity: 10 });
+    s.insert(entry('x.'), -1);
+    s.insert(entry('x.'), -1);
+    assert.equal(s.size(EntryKind.Success), 1);
+    s.insert(entry('x.', 1, EntryKind.Denial), -1);
+    assert.equal(s.size(EntryKind.Success), 0);
+    assert.equal(s.size(EntryKind.Denial), 1);
+  });
+
+  test('dropNames drops every entry of a name and nothing else; empty names leave the tree', () => {
+    const s = new CacheStore({ successCapacity: 100, denialCapacity: 100 });
+    s.insert(entry('web.default.svc.cluster.local.', 1), -1);
+    s.insert(entry('web.default.svc.cluster.local.', 28), -1);
+    s.insert(entry('web.default.svc.cluster.local.', 33, EntryKind.Denial), -1);
+    s.insert(entry('db.default.svc.cluster.local.', 1), -1);
+    assert.equal(s.dropNames(['web.default.svc.cluster.local.']), 3);
+    assert.equal(s.find('web.default.svc.cluster.local.', 1, 1, 0), null);
+    assert.ok(s.find('db.default.svc.cluster.local.', 1, 1, 0));
+    assert.equal(s.dropNames(['db.default.svc.cluster.local.']), 1);
+    assert.equal(s.nameCount, 1, 'only the root is left');
+  });
+
+  test('dropSuffix drops everything under a name, and only that', () => {
+    const s = new CacheStore({ successCapacity: 100, denialCapacity: 100 });
+    s.insert(entry('web.default.svc.cluster.local.'), -1);
+    s.insert(entry('_http._tcp.web.default.svc.cluster.local.', 33, EntryKind.Denial), -1);
+    s.insert(entry('pod-1.web.default.svc.cluster.local.'), -1);
+    s.insert(entry('web.other.svc.cluster.local.'), -1);
+    s.insert(entry('default.svc.cluster.local.'), -1);
+    assert.equal(s.dropSuffix('web.default.svc.cluster.local.'), 3);
+    assert.ok(s.find('default.svc.cluster.local.', 1, 1, 0));
+    assert.ok(s.find('web.other.svc.cluster.local.', 1, 1, 0));
+    assert.equal(s.dropSuffix('nothing.here.'), 0);
+    assert.equal(s.dropSuffix('cluster.local.'), 2);
+    assert.equal(s.nameCount, 1);
+  });
+
+  test('invalidating a name costs O(its entries), not O(cache)', () => {
+    const s = new CacheStore({ successCapacity: 200_000, denialCapacity: 10 });
+    for (let i = 0; i < 200_000; i++) s.insert(entry(`svc${i}.ns${i % 100}.svc.cluster.local.`), -1);
+    const t0 = process.hrtime.bigint();
+    let dropped = 0;
+    for (let i = 0; i < 20_000; i++) dropped += s.dropNames([`svc${i}.ns${i % 100}.svc.cluster.local.`]);
+    const perCallUs = Number(process.hrtime.bigint() - t0) / 1000 / 20_000;
+    assert.equal(dropped, 20_000);
+    // A scan of 200k entries per call would take milliseconds; an index lookup takes about a microsecond.
+    assert.ok(perCallUs < 100, `dropNames took ${perCallUs.toFixed(1)} µs per call`);
+    const t1 = process.hrtime.bigint();
+    const underOne = s.dropSuffix('ns7.svc.cluster.local.');
+    const suffixMs = Number(process.hrtime.bigint() - t1) / 1e6;
+    assert.equal(underOne, 1800);
+    assert.ok(suffixMs < 50, `dropSuffix took ${suffixMs.toFixed(1)} ms`);
+  });
+});
