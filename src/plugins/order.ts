@@ -7,10 +7,15 @@ import { setup as reload } from './reload/setup.js';
 import { setup as bind } from './bind/setup.js';
 import { setup as ready } from './ready/setup.js';
 import { setup as health } from './health/setup.js';
+import { setup as prometheus } from './prometheus/setup.js';
 import { setup as errors } from './errors/setup.js';
 import { setup as log } from './log/setup.js';
 import { setup as loadbalance } from './loadbalance/setup.js';
+import { setup as cache } from './cache/setup.js';
 import { setup as hosts } from './hosts/setup.js';
+import { setup as kubernetes } from './kubernetes/setup.js';
+import { setup as loop } from './loop/setup.js';
+import { setup as forward } from './forward/setup.js';
 import { setup as whoami } from './whoami/setup.js';
 
 /** [name, setup] in execution order. Names CoreDNS has that we do not are listed in `coreDnsOnly`. */
@@ -19,10 +24,15 @@ export const pluginOrder: ReadonlyArray<readonly [string, PluginSetup]> = [
   ['bind', bind],
   ['ready', ready],
   ['health', health],
+  ['prometheus', prometheus],
   ['errors', errors],
   ['log', log],
   ['loadbalance', loadbalance],
+  ['cache', cache],
   ['hosts', hosts],
+  ['kubernetes', kubernetes],
+  ['loop', loop],
+  ['forward', forward],
   ['whoami', whoami],
 ];
 

@@ -1,0 +1,179 @@
+// Cluster state from the Kubernetes API: one list+watch reflector (src/kube) per resource
+// DNS needs — Services, EndpointSlices (unless `noendpoints`), Namespaces, and Pods with
+// `pods verified` — each projecting objects to the records DNS keeps.
+
+import { endpointConnection, inClusterConnection, kubeconfigConnection, type ApiConnection } from '../../kube/connection.js';
+import { KubeApiError, KubeClient, type Query, type StreamOptions } from '../../kube/http.js';
+import { Reflector } from '../../kube/reflector.js';
+import type { Logger } from '../../log.js';
+import { objectKey } from '../../kube/types.js';
+import type { ClusterKind, ClusterSink, KubeSource } from './events.js';
+import { countRequest } from './metrics.js';
+import {
+  projectEndpointSlice,
+  projectNamespace,
+  projectPod,
+  projectService,
+  type ProjectionOptions,
+} from './objects.js';
+import type { SourceConfig } from './options.js';
+
+/** A KubeClient that counts requests for `coredns_kubernetes_rest_client_requests_total`. */
+class CountingKubeClient extends KubeClient {
+  private readonly host: string;
+
+  constructor(conn: ApiConnection) {
+    super(conn);
+    this.host = conn.server.host;
+  }
+
+  override async getJSON(path: string, query?: Query, opts: { signal?: AbortSignal } = {}): Promise<unknown> {
+    try {
+      const body = await super.getJSON(path, query, opts);
+      countRequest('200', 'GET', this.host);
+      return body;
+    } catch (err) {
+      if (!opts.signal?.aborted) countRequest(err instanceof KubeApiError ? String(err.status) : '<error>', 'GET', this.host);
+      throw err;
+    }
+  }
+
+  override async streamLines(path: string, query: Query, opts: StreamOptions): Promise<void> {
+    let opened = false;
+    const onOpen = () => {
+      opened = true;
+      countRequest('200', 'GET', this.host);
+      opts.onOpen?.();
+    };
+    try {
+      await super.streamLines(path, query, { ...opts, onOpen });
+    } catch (err) {
+      if (!opened && !opts.signal?.aborted) countRequest(err instanceof KubeApiError ? String(err.status) : '<error>', 'GET', this.host);
+      throw err;
+    }
+  }
+}
+
+export interface ApiSourceOptions {
+  config: Exclude<SourceConfig, { kind: 'manifests' }>;
+  labels: string;
+  namespaceLabels: string;
+  watchSlices: boolean;
+  watchPods: boolean;
+  projection: ProjectionOptions;
+  log: Logger;
+}
+
+/** Finished and unknown pods never get a name (the same field selector CoreDNS uses). */
+const POD_FIELD_SELECTOR = 'status.phase!=Succeeded,status.phase!=Failed,status.phase!=Unknown';
+const ERROR_LOG_INTERVAL_MS = 30_000;
+
+export class ApiSource implements KubeSource {
+  readonly description: string;
+  private client: KubeClient | null = null;
+  private readonly reflectors: Array<{ start(): unknown; stop(): Promise<void> }> = [];
+
+  constructor(private readonly o: ApiSourceOptions) {
+    const c = o.config;
+    this.description =
+      c.kind === 'endpoint' ? `endpoint ${c.url}` : c.kind === 'kubeconfig' ? `kubeconfig ${c.file}${c.context ? ` (context ${c.context})` : ''}` : 'in-cluster';
+  }
+
+  private async connect(): Promise<ApiConnection> {
+    const c = this.o.config;
+    if (c.kind === 'kubeconfig') return kubeconfigConnection(c.file, c.context);
+    if (c.kind === 'endpoint') return endpointConnection(c.url, c.tls ?? undefined);
+    return inClusterConnection();
+  }
+
+  async start(sink: ClusterSink): Promise<void> {
+    const client = new CountingKubeClient(await this.connect());
+    this.client = client;
+    const p = this.o.projection;
+    const labels = this.o.labels || undefined;
+    let unsynced = 2 + (this.o.watchSlices ? 1 : 0) + (this.o.watchPods ? 1 : 0);
+    const up = new Map<string, boolean>();
+    const common = {
+      onDelete: (kind: ClusterKind, key: string) => sink({ op: 'delete', kind, key }),
+      onSynced: () => {
+        if (--unsynced === 0) sink({ op: 'synced' });
+      },
+      onConnection: (path: string, connected: boolean) => {
+        up.set(path, connected);
+        let all = true;
+        for (const v of up.values()) all &&= v;
+        sink({ op: 'connection', up: all, detail: this.description });
+      },
+    };
+    this.watch(client, common, 'Namespace', '/api/v1/namespaces', this.o.namespaceLabels || undefined, undefined, (obj) => projectNamespace(obj, p), (key, value) =>
+      sink({ op: 'upsert', kind: 'Namespace', key, value }),
+    );
+    this.watch(client, common, 'Service', '/api/v1/services', labels, undefined, (obj) => projectService(obj, p), (key, value) =>
+      sink({ op: 'upsert', kind: 'Service', key, value }),
+    );
+    if (this.o.watchSlices) {
+      this.watch(client, common, 'EndpointSlice', '/apis/discovery.k8s.io/v1/endpointslices', labels, undefined, (obj) => projectEndpointSlice(obj, p), (key, value) =>
+        sink({ op: 'upsert', kind: 'EndpointSlice', key, value }),
+      );
+    }
+    if (this.o.watchPods) {
+      this.watch(client, common, 'Pod', '/api/v1/pods', labels, POD_FIELD_SELECTOR, (obj) => projectPod(obj, p), (key, value) =>
+        sink({ op: 'upsert', kind: 'Pod', key, value }),
+      );
+    }
+    for (const r of this.reflectors) r.start();
+  }
+
+  /** One reflector: projected objects become upsert/delete events under the store key `ns/name`. */
+  private watch<T>(
+    client: KubeClient,
+    common: {
+      onDelete(kind: ClusterKind, key: string): void;
+      onSynced(): void;
+      onConnection(path: string, connected: boolean): void;
+    },
+    kind: ClusterKind,
+    path: string,
+    labelSelector: string | undefined,
+    fieldSelector: string | undefined,
+    project: (obj: unknown) => T | null,
+    upsert: (key: string, value: T) => void,
+  ): void {
+    const log = this.o.log;
+    let lastError = '';
+    let lastErrorAt = 0;
+    const r = new Reflector<T>({
+      client,
+      path,
+      labelSelector,
+      fieldSelector,
+      project: (obj) => {
+        const value = project(obj);
+        const key = value === null ? null : objectKey(obj);
+        return key === null || value === null ? null : { key, value };
+      },
+      onAdd: upsert,
+      onUpdate: (key, _old, value) => upsert(key, value),
+      onDelete: (key) => common.onDelete(kind, key),
+      onSynced: common.onSynced,
+      onConnectionChange: (connected) => common.onConnection(path, connected),
+      onError: (err) => {
+        const now = Date.now();
+        if (err.message === lastError && now - lastErrorAt < ERROR_LOG_INTERVAL_MS) return;
+        lastError = err.message;
+        lastErrorAt = now;
+        log.warn(`${this.description}: ${err.message}`);
+      },
+      // The projection has already said why it skipped an object; the reflector's generic line would repeat it.
+      warn: (msg) => {
+        if (!msg.includes('skipping malformed object')) log.warn(msg);
+      },
+    });
+    this.reflectors.push(r);
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.reflectors.map((r) => r.stop()));
+    this.client?.close();
+  }
+}

@@ -1,0 +1,32 @@
+// The one interface between where cluster state comes from (a KubeSource: API reflectors
+// or manifest files) and what answers from it (a ClusterIndex). Every event is a plain
+// JSON-serialisable object, so a primary process could run the only watcher and send
+// these to its workers over IPC, each worker feeding its own index.
+
+import type { EndpointSliceRecord, NamespaceRecord, PodRecord, ServiceRecord } from './objects.js';
+
+export type ClusterKind = 'Service' | 'EndpointSlice' | 'Namespace' | 'Pod';
+
+export type ClusterEvent =
+  | { op: 'upsert'; kind: 'Service'; key: string; value: ServiceRecord }
+  | { op: 'upsert'; kind: 'EndpointSlice'; key: string; value: EndpointSliceRecord }
+  | { op: 'upsert'; kind: 'Namespace'; key: string; value: NamespaceRecord }
+  | { op: 'upsert'; kind: 'Pod'; key: string; value: PodRecord }
+  | { op: 'delete'; kind: ClusterKind; key: string }
+  /** Every watched collection has been listed once (sent once). */
+  | { op: 'synced' }
+  /** The source can (not) reach its data; what is known keeps being served either way. */
+  | { op: 'connection'; up: boolean; detail: string };
+
+export type ClusterSink = (event: ClusterEvent) => void;
+
+export interface KubeSource {
+  /** For log lines: `endpoint http://…`, `manifests cluster.yaml`. */
+  readonly description: string;
+  /**
+   * Begins feeding `sink`. Resolves once the source is running (not synced); rejects on a
+   * configuration problem the user must fix (unreadable kubeconfig, missing manifests).
+   */
+  start(sink: ClusterSink): Promise<void>;
+  stop(): Promise<void>;
+}

@@ -1,0 +1,323 @@
+// Serves the cluster zones. A query whose answer was built before is one Map read and one
+// copy (prepared.ts); anything else is worked out from the index (lookup.ts), written as
+// wire records (answer.ts), kept for next time when it can be, and sent. Negative answers
+// follow CoreDNS's NXDOMAIN/NODATA matrix (see README.md), always with the zone's SOA.
+
+import { QClass, QType, Rcode } from '../../dns/constants.js';
+import { decodeMessage, type Message, type ResourceRecord } from '../../dns/message.js';
+import { isSubdomain } from '../../dns/name.js';
+import { isReverseZone, reverseNameToIp } from '../../dns/reverse.js';
+import { recordsReply, replyFlags } from '../../server/reply.js';
+import { Response, type Handler, type HandlerResult, type Next, type Request } from '../../server/request.js';
+import { Fallthrough, matchZone } from '../fallthrough.js';
+import { AnswerWriter, soaAuthority, wireLength, zoneOffset, type Prepared } from './answer.js';
+import type { ClusterChange, ClusterIndex } from './clusterindex.js';
+import { Lookup, parseRequest, type Found } from './lookup.js';
+import type { KubernetesOptions } from './options.js';
+import { GLOBAL_SCOPE, PreparedAnswers } from './prepared.js';
+
+const AA = 0x0400;
+/** The schema version of the Kubernetes DNS specification served at `dns-version.<zone>`. */
+export const DNS_SCHEMA_VERSION = '1.1.0';
+const DNS_VERSION_TTL = 28800;
+/** CoreDNS follows at most 8 aliases; deeper chains lose their CNAME. */
+const MAX_ALIAS_DEPTH = 8;
+const OPT_LENGTH = 11;
+
+/** Where an answer's prepared form is kept: under its Service, its PTR IP, the rest, or nowhere. */
+type Scope = string | null;
+
+export class KubernetesHandler implements Handler {
+  readonly name = 'kubernetes';
+  readonly prepared = new PreparedAnswers();
+  readonly lookup: Lookup;
+  private readonly fall: Fallthrough;
+  private readonly forwardZones: string[];
+
+  constructor(
+    private readonly o: KubernetesOptions,
+    private readonly index: ClusterIndex,
+    /** Re-enters this server block's chain (ExternalName targets). */
+    private readonly resolveThrough: (req: Request) => HandlerResult,
+    localIPs: () => readonly string[],
+  ) {
+    this.lookup = new Lookup(index, o, localIPs);
+    this.fall = new Fallthrough(o.fallthrough);
+    this.forwardZones = o.zones.filter((z) => !isReverseZone(z));
+    index.listen({
+      onChange: (c) => this.forget(c),
+      onSynced: () => this.prepared.clear(),
+    });
+  }
+
+  serveDNS(req: Request, next: Next): HandlerResult {
+    const p = this.prepared.get(req.name, req.qtype);
+    if (p !== undefined) return this.reply(req, p);
+    return this.answer(req, next);
+  }
+
+  /** Drops the prepared answers a change may have made wrong. */
+  private forget(c: ClusterChange): void {
+    if (c.namespaces.length > 0) {
+      this.prepared.clear();
+      return;
+    }
+    for (const key of c.services) this.prepared.dropScope(`s:${key}`);
+    for (const ip of c.ips) this.prepared.dropScope(`p:${ip}`);
+    // The apex NS answer and ns.dns.<zone> follow our own Service's endpoints.
+    this.prepared.dropScope(GLOBAL_SCOPE);
+  }
+
+  private answer(req: Request, next: Next): HandlerResult {
+    const name = req.name;
+    const zone = matchZone(this.o.zones, name);
+    if (zone === undefined) return next(req);
+    const qtype = req.qtype;
+    // Zone transfers belong to the transfer plugin, which clusterdns does not have: REFUSED, as CoreDNS.
+    if (qtype === QType.AXFR || qtype === QType.IXFR) return Response.rcode(Rcode.REFUSED, this.name);
+    const w = new AnswerWriter(req.questionEnd, zone, this.o.ttl);
+    const lookup = this.lookup;
+    let scope: Scope = GLOBAL_SCOPE;
+    switch (qtype) {
+      case QType.A:
+      case QType.AAAA: {
+        const f = lookup.services(name, zone, 'address');
+        if (!f.ok) return this.nxdomain(req, zone, next);
+        if (f.cname !== '') return this.alias(req, zone, f.cname);
+        const seen = new Set<string>();
+        for (const it of f.addresses) {
+          if (it.ip.includes(':') !== (qtype === QType.AAAA) || seen.has(it.ip)) continue;
+          seen.add(it.ip);
+          w.address(12, it.ip);
+          w.an++;
+        }
+        scope = scopeOf(name, zone);
+        break;
+      }
+      case QType.TXT: {
+        const f = lookup.services(name, zone, 'txt');
+        if (!f.ok) return this.nxdomain(req, zone, next);
+        if (f.text) {
+          w.txt(DNS_SCHEMA_VERSION, DNS_VERSION_TTL);
+          w.an++;
+        }
+        scope = scopeOf(name, zone);
+        break;
+      }
+      case QType.CNAME: {
+        const f = lookup.services(name, zone, 'address');
+        if (!f.ok) return this.nxdomain(req, zone, next);
+        if (f.cname !== '') {
+          w.nameRecord(QType.CNAME, f.cname, false);
+          w.an++;
+        }
+        scope = scopeOf(name, zone);
+        break;
+      }
+      case QType.PTR: {
+        const ip = reverseNameToIp(name);
+        if (ip === null) {
+          // Not a whole reverse name: exists or not by the forward grammar (NODATA or NXDOMAIN).
+          if (!lookup.records(name, zone).ok) return this.nxdomain(req, zone, next);
+          scope = scopeOf(name, zone);
+          break;
+        }
+        const targets = lookup.reverse(ip);
+        if (targets.length === 0) return this.nxdomain(req, zone, next);
+        for (const t of targets) {
+          w.nameRecord(QType.PTR, t, true);
+          w.an++;
+        }
+        scope = `p:${ip}`;
+        break;
+      }
+      case QType.SRV: {
+        const f = lookup.services(name, zone, 'srv');
+        if (!f.ok) return this.nxdomain(req, zone, next);
+        writeSrv(w, f);
+        scope = scopeOf(name, zone);
+        break;
+      }
+      case QType.SOA:
+        // SOA on any other name, even one that does not exist, is NODATA (CoreDNS); those
+        // names are countless, so only the apex answer is kept.
+        if (name === zone) {
+          w.soa('question');
+          w.an++;
+        } else scope = null;
+        break;
+      case QType.NS:
+        if (name === zone) {
+          writeNs(w, lookup, zone);
+          break;
+        }
+        if (!lookup.services(name, zone, 'address').ok) return this.nxdomain(req, zone, next);
+        scope = scopeOf(name, zone);
+        break;
+      default:
+        // HINFO, MX, ANY…: nothing to serve, but NODATA and NXDOMAIN still follow the name.
+        if (!lookup.services(name, zone, 'address').ok) return this.nxdomain(req, zone, next);
+        scope = scopeOf(name, zone);
+    }
+    if (w.an === 0) {
+      w.soa('zone');
+      w.ns++;
+    }
+    const p = w.finish(Rcode.NOERROR);
+    if (scope !== null) this.prepared.set(name, qtype, scope, p);
+    return this.reply(req, p);
+  }
+
+  /** A name that does not exist: the next plugin (fallthrough), SERVFAIL (not synced yet) or NXDOMAIN. */
+  private nxdomain(req: Request, zone: string, next: Next): HandlerResult {
+    if (this.fall.through(req.name)) return next(req);
+    const rcode = this.index.synced ? Rcode.NXDOMAIN : Rcode.SERVFAIL;
+    const soa = soaAuthority(req.questionEnd, zone, this.o.ttl, this.index.serial);
+    if (req.questionEnd + soa.length + (req.edns ? OPT_LENGTH : 0) > req.maxSize) {
+      return Response.message(decodeMessage(fullReply(req, rcode, soa, 0, 1, 0)), this.name);
+    }
+    return Response.wire(recordsReply(req, rcode, AA, soa, 0, 1, 0), this.name);
+  }
+
+  /** Sends a prepared answer: the serial and the query's spelling of the zone are written in. */
+  private reply(req: Request, p: Prepared): Response {
+    const qEnd = req.questionEnd;
+    if (qEnd + p.bytes.length + (req.edns ? OPT_LENGTH : 0) > req.maxSize) {
+      // Too big for the client: the server truncates record by record and sets TC.
+      const full = fullReply(req, p.rcode, p.bytes, p.an, p.ns, p.ar);
+      this.patch(req, full, qEnd, p);
+      return Response.message(decodeMessage(full), this.name);
+    }
+    const out = recordsReply(req, p.rcode, AA, p.bytes, p.an, p.ns, p.ar);
+    this.patch(req, out, qEnd, p);
+    return Response.wire(out, this.name);
+  }
+
+  private patch(req: Request, out: Buffer, qEnd: number, p: Prepared): void {
+    if (p.serialAt >= 0) out.writeUInt32BE(this.index.serial >>> 0, qEnd + p.serialAt);
+    if (p.zoneAt !== null && req.qname !== req.name && !req.qname.endsWith(p.zone)) {
+      const from = zoneOffset(qEnd, p.zone);
+      const to = from + wireLength(p.zone) - 1;
+      for (const off of p.zoneAt) req.raw.copy(out, qEnd + off, from, to);
+    }
+  }
+
+  /**
+   * An ExternalName service asked for A/AAAA: the CNAME, then the target's records as this
+   * server block's chain (usually forward) answers them. A target outside the zones whose
+   * lookup fails loses the CNAME; one inside them is added only when it has addresses.
+   */
+  private async alias(req: Request, zone: string, target: string): Promise<Response> {
+    const m = req.reply(Rcode.NOERROR);
+    m.aa = true;
+    const targetLower = target.toLowerCase();
+    if (targetLower !== req.name && req.depth < MAX_ALIAS_DEPTH) {
+      const inZone = this.forwardZones.some((z) => isSubdomain(targetLower, z));
+      let sub: Message | null = null;
+      try {
+        const derived = req.derive(target, req.qtype);
+        const res = await this.resolveThrough(derived);
+        if (!res.isBare) sub = res.toMessage(derived);
+      } catch {
+        sub = null;
+      }
+      if (sub !== null && (!inZone || sub.answers.length > 0)) {
+        m.answers.push({ name: req.qname, type: QType.CNAME, class: QClass.IN, ttl: this.o.ttl, data: { target } }, ...sub.answers);
+        if (sub.tc) m.tc = true;
+      }
+    }
+    if (m.answers.length === 0) m.authorities.push(this.soaRecord(req, zone));
+    return Response.message(m, this.name);
+  }
+
+  private soaRecord(req: Request, zone: string): ResourceRecord {
+    const spelled = zone === '.' ? '.' : req.qname.slice(req.qname.length - zone.length);
+    const under = (label: string) => (spelled === '.' ? `${label}.` : `${label}.${spelled}`);
+    return {
+      name: spelled,
+      type: QType.SOA,
+      class: QClass.IN,
+      ttl: Math.min(this.o.ttl, 300),
+      data: { mname: under('ns.dns'), rname: under('hostmaster'), serial: this.index.serial, refresh: 7200, retry: 1800, expire: 86400, minimum: this.o.ttl },
+    };
+  }
+}
+
+/** Header and question of `req`, then `records`, no OPT: for answers the server must truncate. */
+function fullReply(req: Request, rcode: number, records: Buffer, an: number, ns: number, ar: number): Buffer {
+  const qEnd = req.questionEnd;
+  const buf = Buffer.allocUnsafe(qEnd + records.length);
+  req.raw.copy(buf, 0, 0, qEnd);
+  buf.writeUInt16BE(replyFlags(req, rcode, AA), 2);
+  buf.writeUInt16BE(1, 4);
+  buf.writeUInt16BE(an, 6);
+  buf.writeUInt16BE(ns, 8);
+  buf.writeUInt16BE(ar, 10);
+  records.copy(buf, qEnd);
+  return buf;
+}
+
+/**
+ * SRV per CoreDNS: priority 0, weight floor(100/N) (at least 1) with N counted before
+ * duplicates are dropped; one SRV per (target, port); the targets' addresses in the
+ * additional section, one per (target, address). Port-less services get none.
+ */
+function writeSrv(w: AnswerWriter, f: Found): void {
+  if (!f.ok || f.addresses.length === 0) return;
+  const weight = Math.max(1, Math.floor(100 / f.addresses.length));
+  const targetAt = new Map<string, number>();
+  const srvSeen = new Set<string>();
+  const extraSeen = new Set<string>();
+  const extras: Array<{ at: string; ip: string }> = [];
+  for (const it of f.addresses) {
+    if (it.port === -1) continue;
+    const srvKey = `${it.target} ${it.port}`;
+    if (!srvSeen.has(srvKey)) {
+      srvSeen.add(srvKey);
+      const at = w.srv(weight, it.port, it.target);
+      if (!targetAt.has(it.target)) targetAt.set(it.target, at);
+      w.an++;
+    }
+    const extraKey = `${it.target} ${it.ip}`;
+    if (!extraSeen.has(extraKey)) {
+      extraSeen.add(extraKey);
+      extras.push({ at: it.target, ip: it.ip });
+    }
+  }
+  for (const e of extras) {
+    w.address(targetAt.get(e.at)!, e.ip);
+    w.ar++;
+  }
+}
+
+/** The apex NS records (our own Service's names, else ns.dns.<zone>) with their addresses as glue. */
+function writeNs(w: AnswerWriter, lookup: Lookup, zone: string): void {
+  const addrs = lookup.nsAddresses();
+  const nameAt = new Map<string, number>();
+  for (const a of addrs) {
+    if (nameAt.has(a.target)) continue;
+    nameAt.set(a.target, w.nameRecord(QType.NS, zone === '.' ? `${a.target}.` : `${a.target}.${zone}`, true));
+    w.an++;
+  }
+  const seen = new Set<string>();
+  for (const a of addrs) {
+    const key = `${a.target} ${a.ip}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    w.address(nameAt.get(a.target)!, a.ip);
+    w.ar++;
+  }
+}
+
+/**
+ * Which change invalidates the answer for `name`: its Service (`s:ns/svc`) for names at or
+ * below a Service, nothing (not kept) for pod names, whose set is unbounded in insecure
+ * mode, and the global scope for the rest (apex, `<ns>.svc`, dns-version, ns.dns).
+ */
+function scopeOf(name: string, zone: string): Scope {
+  const r = parseRequest(name, zone);
+  if (r === null) return GLOBAL_SCOPE;
+  if (r.podOrSvc === 'pod') return null;
+  if (r.podOrSvc === 'svc' && r.service !== '') return `s:${r.namespace}/${r.service}`;
+  return GLOBAL_SCOPE;
+}
