@@ -12,7 +12,8 @@ export function replyFlags(req: Request, rcode: number, extra = 0): number {
   return 0x8000 | (req.flags & 0x7910) | extra | (rcode & 0xf);
 }
 
-function writeOptEcho(buf: Buffer, at: number, req: Request, rcode: number): void {
+/** Writes the 11-octet OPT record echoing the request's UDP size and DO bit at `at`. */
+export function writeOptEcho(buf: Buffer, at: number, req: Request, rcode: number): void {
   const e = req.edns!;
   buf[at] = 0;
   buf.writeUInt16BE(41, at + 1);

@@ -8,7 +8,7 @@ import { QType, Rcode } from '../../src/dns/constants.js';
 import { decodeMessage, type Message } from '../../src/dns/message.js';
 import { advanceClock, freezeClock } from '../../src/plugins/cache/clock.js';
 import { registry } from '../../src/metrics/registry.js';
-import { invalidateNames, invalidateSuffix } from '../../src/plugins/cache/invalidation.js';
+import { invalidateNames, invalidateSuffix } from '../../src/server/invalidation.js';
 import { buildQuery, query, sendTcp, sendUdp } from '../helpers/dns.js';
 import { answerTo, forwardTo, rr, sleep, soa, startRig, startUpstream, type CacheRig, type Upstream } from './harness.js';
 

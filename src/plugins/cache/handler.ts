@@ -7,7 +7,7 @@ import { isSubdomain } from '../../dns/name.js';
 import { Request, Response, type Handler, type HandlerResult, type Next } from '../../server/request.js';
 import { matchZone } from '../fallthrough.js';
 import { clock, releaseClock, retainClock } from './clock.js';
-import { attachCache, type InvalidationTarget } from './invalidation.js';
+import { attachCache, type InvalidationTarget } from '../../server/invalidation.js';
 import { CacheCounters, metricLabels, trackCache, untrackCache, type CacheMetricSource } from './metrics.js';
 import { FLAG_AA, FLAG_CD, FLAG_TC, PrepareProblem, prepareResponse, replyFlags, writeReply, type PreparedReply, type ResponseFacts } from './reply.js';
 import { CacheEntry, CacheStore, EntryKind } from './store.js';

@@ -6,6 +6,7 @@
 import { QType } from '../../dns/constants.js';
 import { skipName } from '../../dns/name.js';
 import type { Request } from '../../server/request.js';
+import { writeOptEcho } from '../../server/reply.js';
 
 const OPT_LEN = 11;
 export const FLAG_AA = 0x0400;
@@ -185,21 +186,7 @@ export function writeReply(req: Request, p: PreparedReply, ttl: number, flags: n
       buf[o + 3] = b3;
     }
   }
-  if (hasOpt) {
-    const e = req.edns!;
-    const size = e.udpSize < 512 ? 512 : e.udpSize;
-    buf[optAt] = 0;
-    buf[optAt + 1] = 0;
-    buf[optAt + 2] = QType.OPT;
-    buf[optAt + 3] = size >>> 8;
-    buf[optAt + 4] = size & 0xff;
-    buf[optAt + 5] = 0;
-    buf[optAt + 6] = 0;
-    buf[optAt + 7] = e.do ? 0x80 : 0;
-    buf[optAt + 8] = 0;
-    buf[optAt + 9] = 0;
-    buf[optAt + 10] = 0;
-  }
+  if (hasOpt) writeOptEcho(buf, optAt, req, 0);
   return buf;
 }
 

@@ -3,7 +3,7 @@
 // before: the Service's names (its SRV and endpoint names are below it), the PTR names of
 // the IPs involved, a namespace's names, a pod's name.
 
-import { invalidateNames, invalidateSuffix } from '../cache/invalidation.js';
+import { invalidateNames, invalidateSuffix } from '../../server/invalidation.js';
 import { ipToReverseName } from '../../dns/reverse.js';
 import type { ClusterChange } from './clusterindex.js';
 import { dashedIp } from './lookup.js';

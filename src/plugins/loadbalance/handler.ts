@@ -1,8 +1,20 @@
 // Shuffles A, AAAA and MX records of NOERROR replies; CNAMEs stay first, other records keep their place.
+// Ready wire replies (cache hits, kubernetes, hosts) are shuffled in place when their address
+// records have pointer owners, which nothing else can point into; only odd shapes are decoded.
 
 import { QType, Rcode } from '../../dns/constants.js';
 import type { ResourceRecord } from '../../dns/message.js';
+import { skipName } from '../../dns/name.js';
 import type { Handler, HandlerResult, Next, Request, Response } from '../../server/request.js';
+
+function shuffleInPlace<T>(list: T[]): void {
+  for (let i = list.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    const t = list[i]!;
+    list[i] = list[j]!;
+    list[j] = t;
+  }
+}
 
 function shuffle(rrs: ResourceRecord[]): ResourceRecord[] {
   const cname: ResourceRecord[] = [];
@@ -15,15 +27,47 @@ function shuffle(rrs: ResourceRecord[]): ResourceRecord[] {
     else if (r.type === QType.MX) mx.push(r);
     else rest.push(r);
   }
-  for (const list of [addr, mx]) {
-    for (let i = list.length - 1; i > 0; i--) {
-      const j = Math.floor(Math.random() * (i + 1));
-      const t = list[i]!;
-      list[i] = list[j]!;
-      list[j] = t;
-    }
-  }
+  shuffleInPlace(addr);
+  shuffleInPlace(mx);
   return [...cname, ...rest, ...addr, ...mx];
+}
+
+/**
+ * Shuffles the answer section of a wire reply when it is a run of address records whose
+ * owners are compression pointers, optionally after CNAMEs. Returns false when the
+ * shape is anything else (the caller decodes instead).
+ */
+export function shuffleWireAnswers(buf: Buffer, questionEnd: number): boolean {
+  const an = buf.readUInt16BE(6);
+  let pos = questionEnd;
+  let runStart = -1;
+  const spans: Array<[number, number]> = [];
+  for (let i = 0; i < an; i++) {
+    if (pos + 2 > buf.length) return false;
+    const pointerOwner = (buf[pos]! & 0xc0) === 0xc0;
+    const nameEnd = pointerOwner ? pos + 2 : skipName(buf, pos);
+    if (nameEnd + 10 > buf.length) return false;
+    const type = buf.readUInt16BE(nameEnd);
+    const end = nameEnd + 10 + buf.readUInt16BE(nameEnd + 8);
+    if (end > buf.length) return false;
+    if (type === QType.A || type === QType.AAAA) {
+      if (!pointerOwner) return false;
+      if (runStart < 0) runStart = pos;
+      spans.push([pos, end]);
+    } else if (type !== QType.CNAME || runStart >= 0) {
+      return false;
+    }
+    pos = end;
+  }
+  if (spans.length < 2) return true;
+  const copies = spans.map(([s, e]) => Buffer.from(buf.subarray(s, e)));
+  shuffleInPlace(copies);
+  let at = runStart;
+  for (const c of copies) {
+    c.copy(buf, at);
+    at += c.length;
+  }
+  return true;
 }
 
 export class LoadBalanceHandler implements Handler {
@@ -38,9 +82,19 @@ export class LoadBalanceHandler implements Handler {
   private balance(req: Request, res: Response): Response {
     if (res.rcode !== Rcode.NOERROR || res.isBare) return res;
     if (req.qtype === QType.AXFR || req.qtype === QType.IXFR) return res;
-    // Nothing to shuffle with fewer than two records: skip the decode.
     const w = res.peekWire();
-    if (w !== null && w.length >= 12 && w.readUInt16BE(6) + w.readUInt16BE(8) + w.readUInt16BE(10) < 2) return res;
+    if (w !== null) {
+      if (w.length < 12 || w.readUInt16BE(6) + w.readUInt16BE(8) + w.readUInt16BE(10) < 2) return res;
+      // Only the answer section matters to clients picking an address; the common shapes are
+      // handled without decoding. The reply buffer is ours to change (built for this query).
+      if (w.readUInt16BE(8) === 0 && w.readUInt16BE(4) === 1) {
+        try {
+          if (shuffleWireAnswers(w, req.questionEnd)) return res;
+        } catch {
+          // Malformed: leave it to the decoder below, which reports properly.
+        }
+      }
+    }
     const m = res.toMessage(req);
     if (m.answers.length + m.authorities.length + m.additionals.length < 2) return res;
     m.answers = shuffle(m.answers);

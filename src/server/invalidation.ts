@@ -1,9 +1,9 @@
-// Coherence with the cluster: the kubernetes plugin calls these when a Service,
+// Coherence between answer caches and changing data (core, so plugins stay removable): the kubernetes plugin calls these when a Service,
 // EndpointSlice, Namespace or Pod changes, so no cache (in any server block of this
 // process) keeps answering with what was true before. Process-wide on purpose: the
 // watcher does not need to know which blocks have a cache.
 
-import { canonicalZone } from '../../dns/name.js';
+import { canonicalZone } from '../dns/name.js';
 
 /** What a cache instance offers to invalidation (CacheHandler implements it). */
 export interface InvalidationTarget {
