@@ -7,7 +7,7 @@ import { availableParallelism } from 'node:os';
 import { writeFileSync, rmSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { CorefileError } from './corefile/errors.js';
-import { pluginOrder } from './plugins/order.js';
+import { pluginOrder, primaryServices } from './plugins/order.js';
 import { DnsServer } from './server/server.js';
 import { parseConfig, readConfigSource, Runtime } from './server/runtime.js';
 import { HttpServices } from './server/http.js';
@@ -161,6 +161,7 @@ async function runServer(flags: Flags): Promise<void> {
 function runPrimary(flags: Flags, keys: string[]): void {
   cluster.schedulingPolicy = cluster.SCHED_NONE;
   servePrimaryMetrics();
+  for (const start of primaryServices) start();
   let stopping = false;
   let started = 0;
   const fork = () => {

@@ -14,6 +14,7 @@ import { setup as loadbalance } from './loadbalance/setup.js';
 import { setup as cache } from './cache/setup.js';
 import { setup as hosts } from './hosts/setup.js';
 import { setup as kubernetes } from './kubernetes/setup.js';
+import { serveKubeRelay } from './kubernetes/relay.js';
 import { setup as loop } from './loop/setup.js';
 import { setup as forward } from './forward/setup.js';
 import { setup as whoami } from './whoami/setup.js';
@@ -35,6 +36,12 @@ export const pluginOrder: ReadonlyArray<readonly [string, PluginSetup]> = [
   ['forward', forward],
   ['whoami', whoami],
 ];
+
+/**
+ * Services the primary process runs for its workers when there are several: the kubernetes
+ * plugin's single shared watcher (its workers subscribe over IPC).
+ */
+export const primaryServices: ReadonlyArray<() => void> = [serveKubeRelay];
 
 /** CoreDNS plugins not built into clusterdns (a Corefile using one gets a clear error). */
 export const coreDnsOnly = new Set([

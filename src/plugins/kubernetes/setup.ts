@@ -12,12 +12,10 @@ import { cidrToReverseZones, isReverseZone } from '../../dns/reverse.js';
 import type { Logger } from '../../log.js';
 import { durationArg, intArg, once, unknownProperty } from '../args.js';
 import type { PluginSetup, SetupContext, PluginInstance } from '../plugin.js';
-import { ApiSource } from './apisource.js';
 import { ClusterIndex } from './clusterindex.js';
-import type { KubeSource } from './events.js';
 import { KubernetesHandler } from './handler.js';
 import { invalidateCaches, invalidateZones } from './invalidate.js';
-import { ManifestSource } from './manifests.js';
+import { RelayedSource, relayed, sourceFromSpec, type SourceSpec } from './relay.js';
 import { programmingDuration, trackApiState } from './metrics.js';
 import type { ProjectionOptions } from './objects.js';
 import { DEFAULT_STARTUP_TIMEOUT_MS, DEFAULT_TTL, MANIFEST_POLL_MS, type KubernetesOptions, type PodMode, type SourceConfig } from './options.js';
@@ -237,28 +235,17 @@ function projectionWarnings(log: Logger): ProjectionOptions['warn'] {
   };
 }
 
-function makeSource(o: KubernetesOptions, projection: ProjectionOptions, log: Logger): KubeSource {
-  if (o.source.kind === 'manifests') {
-    return new ManifestSource({
-      path: o.source.path,
-      pollMs: o.manifestPollMs,
-      labels: parseLabelSelector(o.labels),
-      namespaceLabels: parseLabelSelector(o.namespaceLabels),
-      includeSlices: !o.noEndpoints,
-      includePods: o.pods === 'verified',
-      projection,
-      log,
-    });
+function describeSource(c: SourceConfig): string {
+  switch (c.kind) {
+    case 'manifests':
+      return `manifests ${c.path}`;
+    case 'endpoint':
+      return `endpoint ${c.url}`;
+    case 'kubeconfig':
+      return `kubeconfig ${c.file}`;
+    default:
+      return 'in-cluster API';
   }
-  return new ApiSource({
-    config: o.source,
-    labels: o.labels,
-    namespaceLabels: o.namespaceLabels,
-    watchSlices: !o.noEndpoints,
-    watchPods: o.pods === 'verified',
-    projection,
-    log,
-  });
 }
 
 /** Blocks server start until the first sync or `startup_timeout`, as CoreDNS does. */
@@ -286,7 +273,17 @@ export function createInstance(o: KubernetesOptions, ctx: SetupContext, at: Dire
   const log = ctx.logger;
   const index = new ClusterIndex();
   const projection: ProjectionOptions = { endpointPodNames: o.endpointPodNames, warn: projectionWarnings(log) };
-  const source = makeSource(o, projection, log);
+  const spec: SourceSpec = {
+    source: o.source,
+    labels: o.labels,
+    namespaceLabels: o.namespaceLabels,
+    noEndpoints: o.noEndpoints,
+    watchPods: o.pods === 'verified',
+    endpointPodNames: o.endpointPodNames,
+    manifestPollMs: o.manifestPollMs,
+  };
+  // In a worker the primary runs the one watcher and relays its events (relay.ts).
+  const source = relayed() ? new RelayedSource(spec, describeSource(o.source)) : sourceFromSpec(spec, projection, log);
   let local: string[] | null = null;
   const handler = new KubernetesHandler(o, index, (req) => ctx.resolve(req), () => (local ??= localAddresses(ctx)));
   const forwardZones = o.zones.filter((z) => !isReverseZone(z));
