@@ -41,20 +41,25 @@ const scratchLower = Buffer.allocUnsafe(256);
 function parseQname(buf: Buffer): { qname: string; lower: string; end: number } | null {
   let pos = 12;
   let out = 0;
+  let upper = false;
+  const n = buf.length;
   for (;;) {
-    if (pos >= buf.length) return null;
+    if (pos >= n) return null;
     const len = buf[pos]!;
     if (len === 0) {
       pos++;
       break;
     }
     if (len > 63) return null; // pointers and extended labels never appear in a sane query name
-    if (pos + 1 + len > buf.length || out + len + 1 > 254) return null;
-    for (let i = 1; i <= len; i++) {
-      const b = buf[pos + i]!;
+    if (pos + 1 + len > n || out + len + 1 > 254) return null;
+    for (let i = pos + 1, e = pos + 1 + len; i < e; i++) {
+      const b = buf[i]!;
       if (b <= 0x20 || b >= 0x7f || b === 0x2e || b === 0x5c) return null; // needs escaping: slow path
       scratch[out] = b;
-      scratchLower[out] = b >= 0x41 && b <= 0x5a ? b | 0x20 : b;
+      if (b >= 0x41 && b <= 0x5a) {
+        upper = true;
+        scratchLower[out] = b | 0x20;
+      } else scratchLower[out] = b;
       out++;
     }
     scratch[out] = 0x2e;
@@ -63,7 +68,9 @@ function parseQname(buf: Buffer): { qname: string; lower: string; end: number } 
     pos += 1 + len;
   }
   if (out === 0) return { qname: '.', lower: '.', end: pos };
-  return { qname: scratch.latin1Slice(0, out), lower: scratchLower.latin1Slice(0, out), end: pos };
+  const qname = scratch.latin1Slice(0, out);
+  // Most names arrive in lowercase: then one string serves both.
+  return { qname, lower: upper ? scratchLower.latin1Slice(0, out) : qname, end: pos };
 }
 
 /**
@@ -72,13 +79,14 @@ function parseQname(buf: Buffer): { qname: string; lower: string; end: number } 
  */
 export function parseQuery(buf: Buffer): ParsedQuery | QueryProblem {
   if (buf.length < 12) return QueryProblem.Drop;
-  const flags = buf.readUInt16BE(2);
+  // Plain byte reads: readUInt16BE's argument checks show up at this rate.
+  const flags = (buf[2]! << 8) | buf[3]!;
   if (flags & 0x8000) return QueryProblem.Drop;
   const opcode = (flags >> 11) & 0xf;
-  const qd = buf.readUInt16BE(4);
-  const an = buf.readUInt16BE(6);
-  const ns = buf.readUInt16BE(8);
-  const ar = buf.readUInt16BE(10);
+  const qd = (buf[4]! << 8) | buf[5]!;
+  const an = (buf[6]! << 8) | buf[7]!;
+  const ns = (buf[8]! << 8) | buf[9]!;
+  const ar = (buf[10]! << 8) | buf[11]!;
   if (opcode !== 0 && opcode !== 4) return QueryProblem.NotImp;
   if (qd !== 1 || an > 1 || ns > 1 || ar > 2) return QueryProblem.FormErr;
   let q = parseQname(buf);
@@ -92,8 +100,8 @@ export function parseQuery(buf: Buffer): ParsedQuery | QueryProblem {
     }
   }
   if (q.end + 4 > buf.length) return QueryProblem.FormErr;
-  const qtype = buf.readUInt16BE(q.end);
-  const qclass = buf.readUInt16BE(q.end + 2);
+  const qtype = (buf[q.end]! << 8) | buf[q.end + 1]!;
+  const qclass = (buf[q.end + 2]! << 8) | buf[q.end + 3]!;
   const questionEnd = q.end + 4;
   let edns: EdnsInfo | null = null;
   if (an !== 0 || ns !== 0 || ar !== 0) {
@@ -128,7 +136,7 @@ export function parseQuery(buf: Buffer): ParsedQuery | QueryProblem {
     }
   }
   return {
-    id: buf.readUInt16BE(0),
+    id: (buf[0]! << 8) | buf[1]!,
     flags,
     opcode,
     qname: q.qname,

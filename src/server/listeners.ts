@@ -9,6 +9,7 @@ import { logger } from '../log.js';
 import { bareReply, finalizeReply } from './reply.js';
 import { Request, type ClientInfo, type HandlerResult, type Response } from './request.js';
 import { serverStats, type ZoneStats } from './stats.js';
+import { queryNames } from '../status/names.js';
 
 const log = logger('');
 
@@ -24,26 +25,32 @@ export interface RoutedBlock {
 /** Finds the block with the longest zone that contains a (lowercase) name. */
 export class Router {
   private readonly zones = new Map<string, RoutedBlock>();
+  /** Distinct lengths of the zones, longest first: a lookup tries one suffix per length. */
+  private lengths: number[] = [];
   private root: RoutedBlock | undefined;
   /** Where queries that reach no chain are counted (CoreDNS's zone label "dropped"). */
   dropped: ZoneStats | null = null;
 
   add(block: RoutedBlock): void {
     this.dropped ??= serverStats.zone(block.serverLabel, 'dropped');
-    if (block.zone === '.') this.root = block;
-    else this.zones.set(block.zone, block);
+    if (block.zone === '.') {
+      this.root = block;
+      return;
+    }
+    this.zones.set(block.zone, block);
+    if (!this.lengths.includes(block.zone.length)) this.lengths = [...this.lengths, block.zone.length].sort((a, b) => b - a);
   }
 
   match(name: string): RoutedBlock | undefined {
-    if (this.zones.size !== 0) {
-      let n = name;
-      for (;;) {
-        const b = this.zones.get(n);
-        if (b !== undefined) return b;
-        const dot = n.indexOf('.');
-        if (dot < 0 || dot === n.length - 1) break;
-        n = n.slice(dot + 1);
-      }
+    const lengths = this.lengths;
+    const n = name.length;
+    for (let i = 0; i < lengths.length; i++) {
+      const len = lengths[i]!;
+      if (len > n) continue;
+      // The suffix must start at a label boundary.
+      if (len < n && name.charCodeAt(n - len - 1) !== 0x2e) continue;
+      const b = this.zones.get(len === n ? name : name.slice(n - len));
+      if (b !== undefined) return b;
     }
     return this.root;
   }
@@ -136,6 +143,7 @@ export class Dispatcher {
   private count(stats: ZoneStats, req: Request, out: Buffer, plugin: string, start: number): void {
     const rcode = out.length >= 4 ? out[3]! & 0xf : 0;
     stats.record(req.client.proto === 'udp' ? 0 : 1, req.client.family, req.qtype, req.do, req.raw.length, out.length, rcode, plugin, (performance.now() - start) / 1000);
+    if (queryNames.enabled) queryNames.record(req.name, rcode);
   }
 
   private panic(req: Request, e: unknown): void {
