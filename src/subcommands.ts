@@ -17,3 +17,6 @@ export async function runSubcommand(name: string, argv: string[]): Promise<void>
   const cmd = await load();
   await cmd(argv);
 }
+
+registerCommand('autoscale', async () => (await import('./autoscale/command.js')).run);
+registerCommand('diagnose', async () => (await import('./diagnose/command.js')).run);
