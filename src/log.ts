@@ -47,3 +47,23 @@ export function logger(name: string): Logger {
 }
 
 export const coreLog = logger('');
+
+/** A logger for a role other than the server: "[INFO] ROLE: message". */
+export function roleLogger(role: string): Logger {
+  const base = logger('');
+  const p = (m: string) => `${role}: ${m}`;
+  return {
+    debug: (m) => base.debug(p(m)),
+    info: (m) => base.info(p(m)),
+    warn: (m) => base.warn(p(m)),
+    error: (m) => base.error(p(m)),
+    fatal: (m) => base.fatal(p(m)),
+    line: (t) => base.line(t),
+  };
+}
+
+/** Ends a subcommand with `clusterdns ROLE: message` on stderr and the exit code. */
+export function exitWith(role: string, code: number, message: string): never {
+  process.stderr.write(`clusterdns ${role}: ${message}\n`);
+  process.exit(code);
+}

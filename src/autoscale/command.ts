@@ -2,29 +2,16 @@
 // Exit codes: 2 bad flags, 1 cannot start or --max-sync-failures reached, 0 on SIGTERM/SIGINT.
 import { inClusterConnection, kubeconfigConnection, type ApiConnection } from '../kube/connection.js';
 import { KubeClient } from '../kube/http.js';
-import { logger, type Logger } from '../log.js';
+import { exitWith, roleLogger, type Logger } from '../log.js';
 import { VERSION } from '../version.js';
 import { Autoscaler } from './autoscaler.js';
 import { FlagError, parseAutoscaleFlags, targetsOf, USAGE, type AutoscaleFlags } from './flags.js';
 import { startHealthServer } from './health.js';
 import { describeTarget } from './target.js';
 
-function autoscaleLogger(): Logger {
-  const base = logger('');
-  const p = (m: string) => `autoscale: ${m}`;
-  return {
-    debug: (m) => base.debug(p(m)),
-    info: (m) => base.info(p(m)),
-    warn: (m) => base.warn(p(m)),
-    error: (m) => base.error(p(m)),
-    fatal: (m) => base.fatal(p(m)),
-    line: (t) => base.line(t),
-  };
-}
-
+const autoscaleLogger = (): Logger => roleLogger('autoscale');
 function die(code: number, message: string): never {
-  process.stderr.write(`clusterdns autoscale: ${message}\n`);
-  process.exit(code);
+  return exitWith('autoscale', code, message);
 }
 
 export async function run(argv: string[]): Promise<void> {
