@@ -124,7 +124,8 @@ describe('clusterdns autoscale (real binary against the test API server)', () =>
       await eventually('10 nodes → 5 replicas', () => replicas() === 5, 6000, a.output);
       setNodes(1);
       await eventually('1 node → 1 replica', () => replicas() === 1, 6000, a.output);
-      assert.match(a.output(), /updating deployment\/clusterdns in namespace kube-system from 5 to 1 replicas/);
+      // The scale request can land before the log line reaches our pipe.
+      await eventually('the update is logged', () => /updating deployment\/clusterdns in namespace kube-system from 5 to 1 replicas/.test(a.output()), 3000, a.output);
 
       assert.ok(api.remove('ConfigMap', NS, CM));
       await eventually('ConfigMap re-created after deletion', () => api.get('ConfigMap', NS, CM) !== undefined, 6000, a.output);
