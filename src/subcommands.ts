@@ -20,3 +20,4 @@ export async function runSubcommand(name: string, argv: string[]): Promise<void>
 
 registerCommand('autoscale', async () => (await import('./autoscale/command.js')).run);
 registerCommand('diagnose', async () => (await import('./diagnose/command.js')).run);
+registerCommand('nodecache', async () => (await import('./nodecache/command.js')).run);

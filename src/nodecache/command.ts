@@ -1,0 +1,74 @@
+// `clusterdns nodecache ...`: the NodeLocal DNSCache agent (k8s-dns-node-cache's flags).
+// Exit codes: 2 bad flags, 1 cannot start, 0 after SIGTERM/SIGINT.
+
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { logger, type Logger } from '../log.js';
+import { VERSION } from '../version.js';
+import { NodeCacheAgent } from './agent.js';
+import { execRunner, execRunnerSync } from './exec.js';
+import { NodeCacheFlagError, parseNodeCacheFlags, USAGE, type NodeCacheFlags } from './flags.js';
+
+function nodecacheLogger(): Logger {
+  const base = logger('');
+  const p = (m: string) => `nodecache: ${m}`;
+  return {
+    debug: (m) => base.debug(p(m)),
+    info: (m) => base.info(p(m)),
+    warn: (m) => base.warn(p(m)),
+    error: (m) => base.error(p(m)),
+    fatal: (m) => base.fatal(p(m)),
+    line: (t) => base.line(t),
+  };
+}
+
+function die(code: number, message: string): never {
+  process.stderr.write(`clusterdns nodecache: ${message}\n`);
+  process.exit(code);
+}
+
+export async function run(argv: string[]): Promise<void> {
+  let flags: NodeCacheFlags;
+  try {
+    flags = parseNodeCacheFlags(argv, existsSync);
+  } catch (e) {
+    if (e instanceof NodeCacheFlagError) die(2, `${e.message}\n\n${USAGE}`);
+    throw e;
+  }
+  if (flags.help) {
+    process.stdout.write(USAGE);
+    return;
+  }
+  if (flags.version) {
+    process.stdout.write(`clusterdns-${VERSION} nodecache\n`);
+    return;
+  }
+  if (resolve(flags.corefile) === resolve(flags.baseCorefile)) {
+    die(2, `-conf and -basecorefile are both ${flags.corefile}: the generated Corefile would overwrite its template`);
+  }
+  const log = nodecacheLogger();
+  if (flags.reloadWithSignal) log.info('-reloadwithsignal: accepted; the Corefile is always reloaded in-process when it is regenerated');
+  const agent = new NodeCacheAgent(flags, { run: execRunner, runSync: execRunnerSync, log, env: process.env });
+
+  const stop = () => {
+    void agent.stop().then(
+      () => process.exit(0),
+      (e: Error) => {
+        log.error(`stopping: ${e.message}`);
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+  process.on('SIGUSR1', () => void agent.server?.reload('SIGUSR1'));
+
+  try {
+    await agent.start();
+  } catch (e) {
+    // process.exit runs the agent's exit hook, which removes what start() already set up.
+    log.fatal((e as Error).message);
+    process.exit(1);
+  }
+  if (!flags.quiet) process.stdout.write(`${flags.localIPs.map((ip) => `${ip}:${flags.dnsPort}`).join('\n')}\nclusterdns-${VERSION} nodecache\n`);
+}
