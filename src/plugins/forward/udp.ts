@@ -40,8 +40,13 @@ export class UdpChannel {
     this.sock.unref();
   }
 
-  private readonly onConnect = (): void => {
+  // Node passes a failed connect (no route, bad address) to this callback, not to 'error'.
+  private readonly onConnect = (err?: Error | null): void => {
     if (this.closed) return;
+    if (err) {
+      this.onError(err as NodeJS.ErrnoException);
+      return;
+    }
     this.connected = true;
     try {
       const a = this.sock.address();
@@ -51,8 +56,17 @@ export class UdpChannel {
     }
     const q = this.queued;
     this.queued = [];
-    for (const o of q) if (this.pending.get(o.id) === o) this.sock.send(o.query);
+    for (const o of q) if (this.pending.get(o.id) === o) this.transmit(o);
   };
+
+  /** A send that fails at once (the socket went away) fails the query instead of throwing. */
+  private transmit(o: Outstanding): void {
+    try {
+      this.sock.send(o.query);
+    } catch (e) {
+      this.onError(e as NodeJS.ErrnoException);
+    }
+  }
 
   /** Sends `o` with a fresh ID unique on this socket; its answer or failure comes back through `o`. */
   send(o: Outstanding, timeoutMs: number): void {
@@ -64,7 +78,7 @@ export class UdpChannel {
     this.uses++;
     this.pending.set(id, o);
     o.timer = setTimeout(this.onTimeout, timeoutMs, o);
-    if (this.connected) this.sock.send(o.query);
+    if (this.connected) this.transmit(o);
     else this.queued.push(o);
   }
 
