@@ -36,6 +36,16 @@ describe('loop detection', () => {
     }
   });
 
+  it('detects the loop with cache in the block too (the node-local template has both)', async () => {
+    const s = await startServer({ corefile: '.:PORT {\n    cache 30\n    loop\n    forward . 127.0.0.1:PORT\n}\n', noWait: true });
+    try {
+      assert.equal(await exitOf(s), 1);
+      assert.match(s.output(), FATAL(s.port, '.', ''));
+    } finally {
+      await s.stop();
+    }
+  });
+
   it('detects a loop through a second server that forwards back, for the zone of the block', async () => {
     const frontPort = await freePort();
     const back = await startServer({ corefile: `example.org:PORT {\n    forward . 127.0.0.1:${frontPort}\n}\n` });

@@ -7,6 +7,7 @@ import { isSubdomain } from '../../dns/name.js';
 import { Request, Response, type Handler, type HandlerResult, type Next } from '../../server/request.js';
 import { matchZone } from '../fallthrough.js';
 import { clock, releaseClock, retainClock } from './clock.js';
+import { selfProbeNames } from '../../server/probes.js';
 import { attachCache, type InvalidationTarget } from '../../server/invalidation.js';
 import { CacheCounters, metricLabels, trackCache, untrackCache, type CacheMetricSource } from './metrics.js';
 import { FLAG_AA, FLAG_CD, FLAG_TC, PrepareProblem, prepareResponse, replyFlags, writeReply, type PreparedReply, type ResponseFacts } from './reply.js';
@@ -208,6 +209,10 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
 
   /** One trip to the next plugin per key at a time; later identical queries wait for it. */
   private fetch(req: Request, next: Next): Outcome | Promise<Outcome> {
+    if (selfProbeNames.size > 0 && selfProbeNames.has(req.name)) {
+      const r = next(req);
+      return r instanceof Promise ? r.then((res) => this.bareOutcome(res)) : this.bareOutcome(r);
+    }
     const key = flightKey(req);
     const f = this.flights.get(key);
     if (f !== undefined && f.promise !== null) {

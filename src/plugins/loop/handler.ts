@@ -11,6 +11,7 @@ import { isSubdomain } from '../../dns/name.js';
 import { emptyMessage, encodeMessage } from '../../dns/message.js';
 import type { Handler, HandlerResult, Next, Request } from '../../server/request.js';
 import type { Logger } from '../../log.js';
+import { selfProbeNames } from '../../server/probes.js';
 
 /** How long the probe keeps trying to reach our own listener. */
 export const PROBE_WINDOW_MS = 30_000;
@@ -63,6 +64,13 @@ export class LoopHandler implements Handler {
     private readonly exit: LoopExit,
   ) {
     this.qname = probeName(zone);
+    selfProbeNames.add(this.qname);
+  }
+
+  /** Probing is over: the probe name is an ordinary name again. */
+  private disable(): void {
+    this.disabled = true;
+    selfProbeNames.delete(this.qname);
   }
 
   serveDNS(req: Request, next: Next): HandlerResult {
@@ -70,7 +78,7 @@ export class LoopHandler implements Handler {
     if (req.name === this.qname) this.seen++;
     if (this.seen > 2) {
       const from = req.client.remoteAddress.includes(':') ? `[${req.client.remoteAddress}]:${req.client.remotePort}` : `${req.client.remoteAddress}:${req.client.remotePort}`;
-      this.disabled = true;
+      this.disable();
       this.exit(
         `Loop (${from} -> ${this.address}) detected for zone "${this.zone}", see https://coredns.io/plugins/loop#troubleshooting. Query: "HINFO ${this.qname}"`,
       );
@@ -89,13 +97,13 @@ export class LoopHandler implements Handler {
       this.timer = null;
       if (this.stopped || this.disabled) return;
       if (Date.now() >= deadline) {
-        this.disabled = true;
+        this.disable();
         return;
       }
       this.exchange(host, port, (ok) => {
         if (this.stopped) return;
         if (ok) {
-          this.disabled = true;
+          this.disable();
           return;
         }
         this.seen = 0;
@@ -136,6 +144,7 @@ export class LoopHandler implements Handler {
 
   stop(): void {
     this.stopped = true;
+    selfProbeNames.delete(this.qname);
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     try {
