@@ -1,0 +1,112 @@
+// Medians, the Markdown tables, the machine line, and BENCHMARKS.md's marked section.
+
+import { readFileSync, writeFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { runCommand } from './procs.mjs';
+import { dnsperfVersion } from './dnsperf.mjs';
+
+export const BEGIN = '<!-- bench:begin -->';
+export const END = '<!-- bench:end -->';
+
+export function median(xs) {
+  const v = xs.filter(Number.isFinite).sort((a, b) => a - b);
+  if (v.length === 0) return NaN;
+  const m = v.length >> 1;
+  return v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+const kqps = (q) => (Number.isFinite(q) ? `${(q / 1000).toFixed(q >= 100_000 ? 0 : 1)}k` : '—');
+const ms = (s) => (Number.isFinite(s) ? `${(s * 1000).toFixed(2)} ms` : '—');
+const pct = (p) => (Number.isFinite(p) ? `${p.toFixed(0)}%` : '—');
+// CPU per query and, in parentheses, unbound's CPU per query ÷ this one (1 = as cheap as unbound).
+const us = (u, base) => (Number.isFinite(u) ? `${u.toFixed(1)}${base ? ` (${(base / u).toFixed(2)} ×)` : ''}` : '—');
+const mib = (kib) => (kib > 0 ? `${(kib / 1024).toFixed(0)} MB` : '—');
+
+/** Summarises one server's rounds. */
+export function summarize(runs) {
+  const sent = runs.reduce((a, r) => a + r.sent, 0);
+  const lost = runs.reduce((a, r) => a + r.lost, 0);
+  const rcodes = {};
+  for (const r of runs) for (const [k, v] of Object.entries(r.rcodes)) rcodes[k] = (rcodes[k] ?? 0) + v;
+  return {
+    qps: median(runs.map((r) => r.qps)),
+    latency: median(runs.map((r) => r.avgLatencyS)),
+    lost,
+    sent,
+    rcodes,
+    perRound: runs.map((r) => r.qps),
+    serverCpu: median(runs.map((r) => r.serverCpu)),
+    cpuUsPerQuery: median(runs.map((r) => r.cpuUsPerQuery)),
+    otherCpu: median(runs.map((r) => r.otherCpu)),
+  };
+}
+
+/**
+ * rows: [{ name, label, summary, rssKiB, note }] of one mode; unbound's row gives the ratio base.
+ */
+export function table(rows) {
+  const baseRow = rows.find((r) => r.name === 'unbound' && r.summary)?.summary;
+  const base = baseRow?.qps;
+  const baseUs = baseRow?.cpuUsPerQuery;
+  const out = [
+    '| server | QPS (median) | ratio vs unbound | avg latency | lost | RSS | QPS per round | server CPU | CPU µs/query (vs unbound) | other work |',
+    '|---|---:|---:|---:|---:|---:|---|---:|---:|---:|',
+  ];
+  for (const r of rows) {
+    if (!r.summary) {
+      out.push(`| ${r.label} | — | — | — | — | — | not measured: ${r.note ?? ''} | — | — | — |`);
+      continue;
+    }
+    const s = r.summary;
+    const ratio = base ? `${(s.qps / base).toFixed(2)} ×` : '—';
+    const lostPct = s.sent ? ` (${((100 * s.lost) / s.sent).toFixed(2)}%)` : '';
+    out.push(`| ${r.label} | ${kqps(s.qps)} | ${ratio} | ${ms(s.latency)} | ${s.lost}${lostPct} | ${mib(r.rssKiB)} | ${s.perRound.map(kqps).join(', ')} | ${pct(s.serverCpu)} | ${us(s.cpuUsPerQuery, baseUs)} | ${pct(s.otherCpu)} |`);
+  }
+  return out.join('\n');
+}
+
+async function versionOf(cmd, args, re) {
+  try {
+    const r = await runCommand(cmd, args, { timeoutMs: 5000 });
+    const m = re.exec(r.stdout + r.stderr);
+    return m ? m[1] : '?';
+  } catch {
+    return 'not installed';
+  }
+}
+
+export async function machineInfo() {
+  let cpu = 'unknown CPU';
+  try {
+    const m = /^model name\s*:\s*(.*)$/m.exec(readFileSync('/proc/cpuinfo', 'utf8'));
+    if (m) cpu = m[1].trim();
+  } catch {
+    /* not Linux */
+  }
+  let nproc = String(availableParallelism());
+  try {
+    nproc = (await runCommand('nproc', [])).stdout.trim() || nproc;
+  } catch {
+    /* use availableParallelism */
+  }
+  const [dnsperf, unbound, dnsmasq, kresd] = await Promise.all([
+    dnsperfVersion(),
+    versionOf('unbound', ['-V'], /Version\s+(\S+)/),
+    versionOf('dnsmasq', ['--version'], /Dnsmasq version\s+(\S+)/),
+    versionOf('kresd', ['--version'], /version\s+(\S+)/i),
+  ]);
+  return { nproc, cpu, node: process.version, dnsperf, unbound, dnsmasq, kresd };
+}
+
+export function machineLine(m) {
+  return `${m.nproc} CPUs (nproc), ${m.cpu}; Node ${m.node}, dnsperf ${m.dnsperf}, unbound ${m.unbound}, dnsmasq ${m.dnsmasq}, kresd ${m.kresd}`;
+}
+
+/** Replaces the text between the markers in file; throws when the markers are missing. */
+export function replaceMarked(file, body) {
+  const text = readFileSync(file, 'utf8');
+  const a = text.indexOf(BEGIN);
+  const b = text.indexOf(END);
+  if (a < 0 || b < a) throw new Error(`${file}: markers ${BEGIN} … ${END} not found`);
+  writeFileSync(file, text.slice(0, a + BEGIN.length) + '\n' + body.trim() + '\n' + text.slice(b));
+}

@@ -1,0 +1,172 @@
+// How each server under test is configured and started. Every server serves the same
+// workload (lib/workload.mjs) on its own 127.0.0.1 high port.
+//
+// A server definition: { name, kind, optional, unpinnedByDefault?, label(ctx), start(ctx) → process entry,
+// queries(ctx), samples(ctx)?, setup(ctx)? }. ctx = { root, dir, port, workload, mode,
+// pin, workers, startProcess }.
+
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import dgram from 'node:dgram';
+import net from 'node:net';
+import { startProcess } from './procs.mjs';
+
+function logFile(ctx, name) {
+  return join(ctx.dir, `${name}-${ctx.mode}.log`);
+}
+
+function onPath(bin) {
+  for (const d of (process.env.PATH ?? '').split(':')) if (d && existsSync(join(d, bin))) return true;
+  return false;
+}
+
+export function clusterdnsServer(scenario) {
+  return {
+    name: `clusterdns-${scenario.name}`,
+    kind: 'clusterdns',
+    scenario,
+    optional: false,
+    label: (ctx) => `clusterdns \`${scenario.name}\` (${ctx.workers} worker${ctx.workers > 1 ? 's' : ''})`,
+    queries: (ctx) => scenario.queries(ctx),
+    samples: scenario.samples,
+    setup: scenario.setup,
+    start(ctx) {
+      const conf = join(ctx.dir, `Corefile-${scenario.name}-${ctx.mode}`);
+      writeFileSync(conf, scenario.corefile(ctx));
+      return startProcess(this.name, process.execPath,
+        [join(ctx.root, 'bin/clusterdns'), '-conf', conf, '-workers', String(ctx.workers), '-quiet'],
+        { pin: ctx.pin, logFile: logFile(ctx, this.name), cwd: ctx.root });
+    },
+  };
+}
+
+export const unbound = {
+  name: 'unbound',
+  kind: 'peer',
+  optional: false,
+  available: () => (onPath('unbound') ? null : 'unbound is not installed'),
+  label: (ctx) => (ctx.workers > 1 ? `unbound (${ctx.workers} threads, so-reuseport)` : 'unbound (1 thread)'),
+  queries: (ctx) => ctx.workload.queryFile,
+  start(ctx) {
+    const w = ctx.workload;
+    const lines = [
+      'server:',
+      '  interface: 127.0.0.1',
+      `  port: ${ctx.port}`,
+      '  do-ip6: no',
+      `  num-threads: ${ctx.workers}`,
+      ...(ctx.workers > 1 ? ['  so-reuseport: yes'] : []),
+      '  module-config: "iterator"',
+      '  do-daemonize: no',
+      '  chroot: ""',
+      '  username: ""',
+      '  use-syslog: no',
+      '  logfile: ""',
+      '  pidfile: ""',
+      '  verbosity: 0',
+      `  directory: "${ctx.dir}"`,
+      '  access-control: 127.0.0.0/8 allow',
+      '  local-zone: "cluster.local." static',
+      ...w.records.map((r) => `  local-data: "${r.name}. ${w.ttl} IN A ${r.ip}"`),
+      'remote-control:',
+      '  control-enable: no',
+    ];
+    const conf = join(ctx.dir, `unbound-${ctx.mode}.conf`);
+    writeFileSync(conf, lines.join('\n') + '\n');
+    return startProcess(this.name, 'unbound', ['-d', '-c', conf], { pin: ctx.pin, logFile: logFile(ctx, this.name) });
+  },
+};
+
+export const dnsmasq = {
+  name: 'dnsmasq',
+  kind: 'peer',
+  optional: false,
+  unpinnedByDefault: false, // single-threaded: unpinned adds little; --all measures it
+
+  available: () => (onPath('dnsmasq') || existsSync('/usr/sbin/dnsmasq') ? null : 'dnsmasq is not installed'),
+  label: () => 'dnsmasq',
+  queries: (ctx) => ctx.workload.queryFile,
+  start(ctx) {
+    const w = ctx.workload;
+    const lines = ['no-resolv', 'no-hosts', 'local=/cluster.local/',
+      ...w.records.map((r) => `host-record=${r.name},${r.ip},${w.ttl}`)];
+    const conf = join(ctx.dir, `dnsmasq-${ctx.mode}.conf`);
+    writeFileSync(conf, lines.join('\n') + '\n');
+    return startProcess(this.name, 'dnsmasq', ['-k', '-C', conf, `--port=${ctx.port}`, '--listen-address=127.0.0.1',
+      '--bind-interfaces', '--user=root', `--pid-file=${join(ctx.dir, `dnsmasq-${ctx.mode}.pid`)}`, '--log-facility=-'],
+    { pin: ctx.pin, logFile: logFile(ctx, this.name) });
+  },
+};
+
+// kresd: blocks .local names unless told to pass them, the hints module has one TTL for
+// all its records, and queries without RD are REFUSED (dnsperf and dig set RD).
+export const kresd = {
+  name: 'kresd',
+  kind: 'peer',
+  optional: true,
+  unpinnedByDefault: false,
+
+  available: () => (onPath('kresd') || existsSync('/usr/sbin/kresd') ? null : 'kresd is not installed'),
+  label: () => 'kresd',
+  queries: (ctx) => ctx.workload.queryFile,
+  start(ctx) {
+    const rundir = join(ctx.dir, `kresd-${ctx.mode}`);
+    mkdirSync(rundir, { recursive: true });
+    const conf = join(rundir, 'config.lua');
+    writeFileSync(conf, [
+      `net.listen('127.0.0.1', ${ctx.port}, { kind = 'dns' })`,
+      "modules = { 'hints > iterate' }",
+      `hints.add_hosts('${ctx.workload.hostsFile}')`,
+      `hints.ttl(${ctx.workload.ttl})`,
+      "policy.add(policy.suffix(policy.PASS, {todname('cluster.local.')}))",
+      "trust_anchors.remove('.')",
+      'cache.size = 20 * MB',
+      '',
+    ].join('\n'));
+    return startProcess(this.name, 'kresd', ['-n', '-c', conf, rundir], { pin: ctx.pin, logFile: logFile(ctx, this.name) });
+  },
+};
+
+export const bareNode = {
+  name: 'bare-node',
+  kind: 'ceiling',
+  optional: false,
+  label: (ctx) => `bare Node responder (${ctx.workers > 1 ? `${ctx.workers} workers` : '1 process'})`,
+  queries: (ctx) => ctx.workload.queryFile,
+  start(ctx) {
+    return startProcess(this.name, process.execPath, [join(ctx.root, 'bench/bare-responder.mjs'), '--port', String(ctx.port),
+      '--hosts', ctx.workload.hostsFile, '--ttl', String(ctx.workload.ttl), '--workers', String(ctx.workers)],
+    { pin: ctx.pin, logFile: logFile(ctx, this.name) });
+  },
+};
+
+export const peers = [unbound, dnsmasq, kresd, bareNode];
+
+/** A port in 20000–59999 that is free for both UDP and TCP on 127.0.0.1. */
+export async function freePort(taken = new Set()) {
+  for (let i = 0; i < 200; i++) {
+    const port = 20000 + Math.floor(Math.random() * 40000);
+    if (taken.has(port)) continue;
+    if ((await canBindUdp(port)) && (await canBindTcp(port))) {
+      taken.add(port);
+      return port;
+    }
+  }
+  throw new Error('no free port found');
+}
+
+function canBindUdp(port) {
+  return new Promise((resolve) => {
+    const s = dgram.createSocket('udp4');
+    s.once('error', () => resolve(false));
+    s.bind(port, '127.0.0.1', () => s.close(() => resolve(true)));
+  });
+}
+
+function canBindTcp(port) {
+  return new Promise((resolve) => {
+    const s = net.createServer();
+    s.once('error', () => resolve(false));
+    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
+  });
+}
