@@ -78,7 +78,24 @@ function fail(msg: string): never {
   process.exit(1);
 }
 
+/**
+ * CLUSTERDNS_EXIT_WITH_PARENT=1: stop (as on SIGTERM) once the process that started us is
+ * gone. Test harnesses set it so a killed test run leaves no servers behind.
+ */
+function watchParent(): void {
+  if (process.env['CLUSTERDNS_EXIT_WITH_PARENT'] !== '1') return;
+  const parent = process.ppid;
+  const t = setInterval(() => {
+    if (process.ppid !== parent) {
+      clearInterval(t);
+      process.kill(process.pid, 'SIGTERM');
+    }
+  }, 1000);
+  t.unref();
+}
+
 export async function main(argv: string[]): Promise<void> {
+  watchParent();
   const sub = argv[0];
   if (sub !== undefined && !sub.startsWith('-')) {
     const { runSubcommand } = await import('./subcommands.js');

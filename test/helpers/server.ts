@@ -43,7 +43,7 @@ export async function startServer(o: StartOptions): Promise<RunningServer> {
   writeFileSync(corefile, o.corefile.replaceAll('PORT', String(port)));
   const proc = spawn(process.execPath, [BIN, '-conf', corefile, '-workers', String(o.workers ?? 1), ...(o.args ?? [])], {
     cwd: dir,
-    env: { ...process.env, ...o.env },
+    env: { ...process.env, CLUSTERDNS_EXIT_WITH_PARENT: '1', ...o.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
