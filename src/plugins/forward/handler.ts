@@ -12,6 +12,7 @@ import { frameFor, type Outstanding, type UpstreamProto } from './exchange.js';
 import { forwardTotals } from './metrics.js';
 import type { Policy } from './policy.js';
 import type { Upstream } from './upstream.js';
+import type { UpstreamHealth } from '../../status/sources.js';
 import { answerCount, emptyTruncated, FLAG_TC, headerRcode, randomBelow, recordsFit } from './wire.js';
 
 /** CoreDNS's overall deadline for one query. */
@@ -78,6 +79,12 @@ export class Forward implements Handler {
   stop(): void {
     this.stopped = true;
     for (const u of this.opts.upstreams) u.stop();
+  }
+
+  /** Each upstream as CoreDNS judges it (read by the status page). */
+  upstreamHealth(): UpstreamHealth[] {
+    const max = this.opts.maxFails;
+    return this.opts.upstreams.map((u) => ({ to: u.addr, state: u.down(max) ? 'down' : u.fails > 0 ? 'failing' : 'up' }));
   }
 }
 

@@ -14,12 +14,14 @@ import { durationArg, intArg, once, unknownProperty } from '../args.js';
 import type { PluginSetup, SetupContext, PluginInstance } from '../plugin.js';
 import { ClusterIndex } from './clusterindex.js';
 import { KubernetesHandler } from './handler.js';
+import type { KubernetesInstance } from './instance.js';
 import { invalidateCaches, invalidateZones } from './invalidate.js';
 import { RelayedSource, relayed, sourceFromSpec, type SourceSpec } from './relay.js';
 import { programmingDuration, trackApiState } from './metrics.js';
 import type { ProjectionOptions } from './objects.js';
 import { DEFAULT_STARTUP_TIMEOUT_MS, DEFAULT_TTL, MANIFEST_POLL_MS, type KubernetesOptions, type PodMode, type SourceConfig } from './options.js';
 import { parseLabelSelector, SelectorError } from './selector.js';
+import type { ApiSyncSource } from '../../status/sources.js';
 
 const REMOVED: Record<string, string> = {
   upstream: "'upstream' was removed in CoreDNS 1.7.0: ExternalName targets are always resolved through the server",
@@ -269,7 +271,9 @@ function waitForSync(index: ClusterIndex, timeoutMs: number, log: Logger): Promi
   });
 }
 
-export function createInstance(o: KubernetesOptions, ctx: SetupContext, at: Directive): PluginInstance & { index: ClusterIndex; handler: KubernetesHandler } {
+export { isKubernetesInstance, type KubernetesInstance } from './instance.js';
+
+export function createInstance(o: KubernetesOptions, ctx: SetupContext, at: Directive): KubernetesInstance & ApiSyncSource {
   const log = ctx.logger;
   const index = new ClusterIndex();
   const projection: ProjectionOptions = { endpointPodNames: o.endpointPodNames, warn: projectionWarnings(log) };
@@ -312,6 +316,7 @@ export function createInstance(o: KubernetesOptions, ctx: SetupContext, at: Dire
     name: 'kubernetes',
     handler,
     index,
+    options: o,
     async startup() {
       // Up once synced and while connected: an instance still waiting for its first list is not up.
       untrack = trackApiState({
@@ -334,6 +339,18 @@ export function createInstance(o: KubernetesOptions, ctx: SetupContext, at: Dire
       await source.stop();
     },
     ready: () => index.synced,
+    // For the status page: where this instance's view of the cluster stands.
+    apiSync: () => ({
+      zones: o.zones,
+      source: source.description,
+      synced: index.synced,
+      connected: index.connected,
+      services: index.services.size,
+      endpointSlices: index.slices.size,
+      namespaces: index.namespaces.size,
+      pods: index.pods.size,
+      lastChange: index.serial,
+    }),
   };
 }
 
