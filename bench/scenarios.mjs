@@ -15,8 +15,54 @@
 //   targets        → optional { pinnedVsUnbound: 0.5, unpinnedBeatsPinned: true } checked
 //                    and printed after the tables.
 //
-// To come (when the plugins exist): `kubernetes` with 10,000 Services from the test API
-// server, `cache` hits (cache + forward to a peer), and the `forward` path (cache off).
+// The upstream for `cache` and `forward` is the bare responder serving the same names on
+// its own port, pinned with the server (it answers ~3x faster than it is asked, so it is
+// not the limit); its CPU is not counted in clusterdns's column.
+
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { freePort } from './lib/servers.mjs';
+
+const root = new URL('..', import.meta.url).pathname;
+
+/** 10,000 Services (the workload's 2,000 plus filler) with 5 endpoints each, as one JSON List. */
+function writeClusterManifest(ctx) {
+  const items = [];
+  const namespaces = new Set();
+  const add = (ns, name, ip, endpoints) => {
+    namespaces.add(ns);
+    items.push({ apiVersion: 'v1', kind: 'Service', metadata: { name, namespace: ns }, spec: { clusterIP: ip, clusterIPs: [ip], ports: [{ name: 'http', port: 80, protocol: 'TCP' }] } });
+    items.push({
+      apiVersion: 'discovery.k8s.io/v1',
+      kind: 'EndpointSlice',
+      metadata: { name: `${name}-1`, namespace: ns, labels: { 'kubernetes.io/service-name': name } },
+      addressType: 'IPv4',
+      ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
+      endpoints: endpoints.map((a) => ({ addresses: [a], conditions: { ready: true } })),
+    });
+  };
+  let e = 0;
+  const eps = () => Array.from({ length: 5 }, () => { e++; return `10.${128 + (e >> 16)}.${(e >> 8) & 255}.${e & 255}`; });
+  for (const r of ctx.workload.records) {
+    const [svc, ns] = r.name.split('.');
+    add(ns, svc, r.ip, eps());
+  }
+  for (let i = ctx.workload.records.length; i < 10_000; i++) add(`filler-${i % 50}`, `svc-${i}`, `10.97.${i >> 8}.${i & 255}`, eps());
+  for (const ns of namespaces) items.push({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
+  const file = join(ctx.dir, 'cluster.json');
+  writeFileSync(file, JSON.stringify({ apiVersion: 'v1', kind: 'List', items }));
+  return file;
+}
+
+async function startUpstream(ctx) {
+  const port = await freePort(new Set([ctx.port]));
+  ctx.startProcess(`upstream-${ctx.mode}`, process.execPath, [join(root, 'bench/bare-responder.mjs'), '--port', String(port), '--hosts', ctx.workload.hostsFile, '--ttl', String(ctx.workload.ttl)], {
+    pin: ctx.pin,
+    logFile: join(ctx.dir, `upstream-${ctx.mode}.log`),
+  });
+  ctx.upstreamPort = port;
+  await new Promise((r) => setTimeout(r, 300));
+}
 
 export const scenarios = [
   {
@@ -26,5 +72,33 @@ export const scenarios = [
       `cluster.local:${ctx.port} {\n    bind 127.0.0.1\n    hosts ${ctx.workload.hostsFile} {\n        ttl ${ctx.workload.ttl}\n    }\n}\n`,
     queries: (ctx) => ctx.workload.queryFile,
     targets: { pinnedVsUnbound: 0.5, unpinnedBeatsPinned: true },
+  },
+  {
+    name: 'kubernetes',
+    description: 'the kubernetes plugin (manifests mode): 10,000 Services, 50,000 endpoints, ttl 30',
+    setup: async (ctx) => {
+      ctx.manifest = writeClusterManifest(ctx);
+    },
+    corefile: (ctx) => `cluster.local:${ctx.port} {\n    bind 127.0.0.1\n    kubernetes {\n        manifests ${ctx.manifest}\n        ttl ${ctx.workload.ttl}\n    }\n}\n`,
+    queries: (ctx) => ctx.workload.queryFile,
+    targets: { pinnedVsUnbound: 0.5 },
+  },
+  {
+    name: 'cache',
+    description: 'cache hits: cache 3600 in front of forward to an upstream with the same names',
+    setup: startUpstream,
+    // Cached TTLs count down between the checks before and after the load: check the data only.
+    samples: (ctx) => ctx.workload.records.slice(0, 5).map((r) => ({ name: r.name, type: 'A', data: r.ip })),
+    corefile: (ctx) => `cluster.local:${ctx.port} {\n    bind 127.0.0.1\n    cache 3600\n    forward . 127.0.0.1:${ctx.upstreamPort}\n}\n`,
+    queries: (ctx) => ctx.workload.queryFile,
+    targets: { pinnedVsUnbound: 0.5 },
+  },
+  {
+    name: 'forward',
+    description: 'the forward path, no cache: every query goes to the upstream',
+    setup: startUpstream,
+    corefile: (ctx) => `cluster.local:${ctx.port} {\n    bind 127.0.0.1\n    forward . 127.0.0.1:${ctx.upstreamPort}\n}\n`,
+    queries: (ctx) => ctx.workload.queryFile,
+    targets: { pinnedVsUnbound: 0.5 },
   },
 ];

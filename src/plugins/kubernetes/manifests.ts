@@ -143,6 +143,18 @@ export class ManifestSource implements KubeSource {
 
   private parse(file: string, text: string): Upsert[] {
     const out: Upsert[] = [];
+    // JSON (kubectl -o json) is read with JSON.parse: the YAML parser's document tree for a
+    // large List costs many times the data in memory and time.
+    if (file.endsWith('.json')) {
+      let obj: unknown;
+      try {
+        obj = JSON.parse(text);
+      } catch (e) {
+        throw new ManifestError((e as Error).message);
+      }
+      this.collect(obj, '', out, file);
+      return out;
+    }
     for (const doc of parseAllDocuments(text)) {
       if (doc.errors.length > 0) throw new ManifestError(doc.errors[0]!.message);
       this.collect(doc.toJS({ maxAliasCount: 1000 }), '', out, file);
