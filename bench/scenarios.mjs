@@ -21,9 +21,8 @@
 
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { freePort } from './lib/servers.mjs';
+import { dataSamples, startUpstream } from './lib/servers.mjs';
 
-const root = new URL('..', import.meta.url).pathname;
 
 /** 10,000 Services (the workload's 2,000 plus filler) with 5 endpoints each, as one JSON List. */
 function writeClusterManifest(ctx) {
@@ -54,16 +53,6 @@ function writeClusterManifest(ctx) {
   return file;
 }
 
-async function startUpstream(ctx) {
-  const port = await freePort(new Set([ctx.port]));
-  ctx.startProcess(`upstream-${ctx.mode}`, process.execPath, [join(root, 'bench/bare-responder.mjs'), '--port', String(port), '--hosts', ctx.workload.hostsFile, '--ttl', String(ctx.workload.ttl)], {
-    pin: ctx.pin,
-    logFile: join(ctx.dir, `upstream-${ctx.mode}.log`),
-  });
-  ctx.upstreamPort = port;
-  await new Promise((r) => setTimeout(r, 300));
-}
-
 export const scenarios = [
   {
     name: 'hosts',
@@ -88,7 +77,7 @@ export const scenarios = [
     description: 'cache hits: cache 3600 in front of forward to an upstream with the same names',
     setup: startUpstream,
     // Cached TTLs count down between the checks before and after the load: check the data only.
-    samples: (ctx) => ctx.workload.records.slice(0, 5).map((r) => ({ name: r.name, type: 'A', data: r.ip })),
+    samples: dataSamples,
     corefile: (ctx) => `cluster.local:${ctx.port} {\n    bind 127.0.0.1\n    cache 3600\n    forward . 127.0.0.1:${ctx.upstreamPort}\n}\n`,
     queries: (ctx) => ctx.workload.queryFile,
     targets: { pinnedVsUnbound: 0.5 },

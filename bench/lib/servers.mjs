@@ -140,7 +140,66 @@ export const bareNode = {
   },
 };
 
-export const peers = [unbound, dnsmasq, kresd, bareNode];
+/**
+ * An upstream for forwarding measurements: the bare responder serving the workload on its
+ * own port, pinned with the server it feeds. Sets ctx.upstreamPort.
+ */
+export async function startUpstream(ctx) {
+  const port = await freePort(new Set([ctx.port]));
+  startProcess(`upstream-${ctx.mode}-${ctx.port}`, process.execPath, [join(ctx.root, 'bench/bare-responder.mjs'), '--port', String(port),
+    '--hosts', ctx.workload.hostsFile, '--ttl', String(ctx.workload.ttl)], { pin: ctx.pin, logFile: join(ctx.dir, `upstream-${ctx.mode}-${ctx.port}.log`) });
+  ctx.upstreamPort = port;
+  await new Promise((r) => setTimeout(r, 300));
+}
+
+/** Sample checks of the data only, for servers whose TTLs legitimately differ (caches off or counting down). */
+export const dataSamples = (ctx) => ctx.workload.records.slice(0, 5).map((r) => ({ name: r.name, type: 'A', data: r.ip }));
+
+// Forwarders with their caches off, to compare clusterdns's forward path like for like.
+export const dnsmasqForward = {
+  name: 'dnsmasq-forward',
+  kind: 'peer',
+  optional: true,
+  unpinnedByDefault: false,
+  available: () => (onPath('dnsmasq') || existsSync('/usr/sbin/dnsmasq') ? null : 'dnsmasq is not installed'),
+  label: () => 'dnsmasq forwarding, cache off',
+  queries: (ctx) => ctx.workload.queryFile,
+  setup: startUpstream,
+  start(ctx) {
+    const conf = join(ctx.dir, `dnsmasq-forward-${ctx.mode}.conf`);
+    writeFileSync(conf, ['no-resolv', 'no-hosts', 'cache-size=0', `server=127.0.0.1#${ctx.upstreamPort}`, ''].join('\n'));
+    return startProcess(this.name, 'dnsmasq', ['-k', '-C', conf, `--port=${ctx.port}`, '--listen-address=127.0.0.1',
+      '--bind-interfaces', '--user=root', `--pid-file=${join(ctx.dir, `dnsmasq-forward-${ctx.mode}.pid`)}`, '--log-facility=-'],
+    { pin: ctx.pin, logFile: logFile(ctx, this.name) });
+  },
+};
+
+export const unboundForward = {
+  name: 'unbound-forward',
+  kind: 'peer',
+  optional: true,
+  unpinnedByDefault: false,
+  available: () => (onPath('unbound') || existsSync('/usr/sbin/unbound') ? null : 'unbound is not installed'),
+  label: () => 'unbound forwarding, cache off',
+  queries: (ctx) => ctx.workload.queryFile,
+  samples: dataSamples, // cache-max-ttl 0 gives TTL 0
+  setup: startUpstream,
+  start(ctx) {
+    const conf = join(ctx.dir, `unbound-forward-${ctx.mode}.conf`);
+    writeFileSync(conf, [
+      'server:',
+      `  interface: 127.0.0.1@${ctx.port}`,
+      '  do-daemonize: no', '  chroot: ""', '  username: ""', '  pidfile: ""', '  use-syslog: no',
+      `  directory: "${ctx.dir}"`, '  num-threads: 1', '  do-not-query-localhost: no',
+      '  cache-max-ttl: 0', '  cache-max-negative-ttl: 0', '  prefetch: no', '  module-config: "iterator"',
+      '  access-control: 127.0.0.0/8 allow',
+      'forward-zone:', '  name: "."', `  forward-addr: 127.0.0.1@${ctx.upstreamPort}`, '',
+    ].join('\n'));
+    return startProcess(this.name, 'unbound', ['-d', '-c', conf], { pin: ctx.pin, logFile: logFile(ctx, this.name) });
+  },
+};
+
+export const peers = [unbound, dnsmasq, kresd, bareNode, dnsmasqForward, unboundForward];
 
 /** A port in 20000–59999 that is free for both UDP and TCP on 127.0.0.1. */
 export async function freePort(taken = new Set()) {
