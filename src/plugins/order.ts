@@ -8,14 +8,17 @@ import { setup as bind } from './bind/setup.js';
 import { setup as ready } from './ready/setup.js';
 import { setup as health } from './health/setup.js';
 import { setup as prometheus } from './prometheus/setup.js';
+import { setup as routes } from './routes/setup.js';
 import { setup as errors } from './errors/setup.js';
 import { setup as log } from './log/setup.js';
 import { setup as loadbalance } from './loadbalance/setup.js';
+import { setup as autopath } from './autopath/setup.js';
 import { setup as cache } from './cache/setup.js';
 import { setup as hosts } from './hosts/setup.js';
 import { setup as kubernetes } from './kubernetes/setup.js';
 import { serveKubeRelay } from './kubernetes/relay.js';
 import { setup as loop } from './loop/setup.js';
+import { setup as searchfan } from './searchfan/setup.js';
 import { setup as forward } from './forward/setup.js';
 import { setup as whoami } from './whoami/setup.js';
 
@@ -26,13 +29,16 @@ export const pluginOrder: ReadonlyArray<readonly [string, PluginSetup]> = [
   ['ready', ready],
   ['health', health],
   ['prometheus', prometheus],
+  ['routes', routes],
   ['errors', errors],
   ['log', log],
   ['loadbalance', loadbalance],
+  ['autopath', autopath],
   ['cache', cache],
   ['hosts', hosts],
   ['kubernetes', kubernetes],
   ['loop', loop],
+  ['searchfan', searchfan],
   ['forward', forward],
   ['whoami', whoami],
 ];

@@ -1,0 +1,78 @@
+// Where autopath's search path comes from: a resolv.conf file (the same list for every
+// client), or `@kubernetes`: the asking pod's own list, found by its source address in the
+// kubernetes plugin's pod index (`pods verified`), as CoreDNS's Kubernetes.AutoPath builds it:
+// [<ns>.svc.<zone>, svc.<zone>, <zone>, <this server's resolv.conf search...>, ""].
+
+import { matchZone } from '../fallthrough.js';
+import { keysOf } from '../kubernetes/clusterindex.js';
+import type { KubernetesInstance } from '../kubernetes/instance.js';
+import type { Request } from '../../server/request.js';
+
+export interface SearchPathSource {
+  /** The client's search path (FQDNs, "" last for the bare name), or null to leave the query alone. */
+  pathFor(req: Request): readonly string[] | null;
+}
+
+/** The same path for everyone: `autopath /etc/resolv.conf`. */
+export class StaticSearchPath implements SearchPathSource {
+  constructor(private readonly path: readonly string[]) {}
+
+  pathFor(): readonly string[] {
+    return this.path;
+  }
+}
+
+/** Bounds the per-namespace lists kept (they are rebuilt when dropped). */
+const MAX_KEPT_PATHS = 10_000;
+
+/** `@kubernetes`: each pod's own path, by the namespace of the pod at the query's source address. */
+export class PodSearchPath implements SearchPathSource {
+  private readonly byZoneNs = new Map<string, Map<string, readonly string[]>>();
+  private kept = 0;
+
+  constructor(
+    private readonly k8s: KubernetesInstance,
+    /** This server's own resolv.conf search domains (FQDNs). */
+    private readonly serverSearch: readonly string[],
+  ) {}
+
+  pathFor(req: Request): readonly string[] | null {
+    const o = this.k8s.options;
+    if (o.pods !== 'verified') return null;
+    const zone = matchZone(o.zones, req.name);
+    if (zone === undefined) return null;
+    const ns = this.namespaceOf(clientIp(req.client.remoteAddress));
+    if (ns === null) return null;
+    let byNs = this.byZoneNs.get(zone);
+    if (byNs === undefined) this.byZoneNs.set(zone, (byNs = new Map()));
+    let path = byNs.get(ns);
+    if (path === undefined) {
+      if (this.kept >= MAX_KEPT_PATHS) {
+        this.byZoneNs.clear();
+        this.kept = 0;
+        this.byZoneNs.set(zone, (byNs = new Map()));
+      }
+      const z = zone === '.' ? '' : zone;
+      path = [`${ns}.svc.${z}`, `svc.${z}`, zone, ...this.serverSearch, ''];
+      byNs.set(ns, path);
+      this.kept++;
+    }
+    return path;
+  }
+
+  /** Namespace of the (first) pod with this IP, as CoreDNS's podWithIP. */
+  private namespaceOf(ip: string): string | null {
+    const index = this.k8s.index;
+    for (const key of keysOf(index.podsByIp.get(ip))) {
+      const pod = index.pods.get(key);
+      if (pod !== undefined && pod.namespace !== '') return pod.namespace;
+    }
+    return null;
+  }
+}
+
+/** The address as the pod index keeps it: IPv4-mapped IPv6 (dual-stack sockets) unwrapped. */
+export function clientIp(address: string): string {
+  if (address.startsWith('::ffff:') && address.includes('.')) return address.slice(7);
+  return address;
+}

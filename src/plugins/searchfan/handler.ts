@@ -1,0 +1,113 @@
+// The searchfan handler, KubeVPN's DNS forward server done the way a resolver walking the
+// search list would answer: cache check, single-flight, search expansion, fan-out to every
+// upstream at once (fanout.ts), ordered choice of the answer, rewrite to the asked name
+// (rewrite.ts), store (store.ts). Every query it gets is answered here; nothing goes on.
+
+import { Rcode } from '../../dns/constants.js';
+import { Response, type Handler, type HandlerResult, type Next, type Request } from '../../server/request.js';
+import { clock, releaseClock, retainClock } from '../cache/clock.js';
+import { expand } from './candidates.js';
+import { FanOut, type FanResult } from './fanout.js';
+import { countersFor, trackEntries, untrackEntries, type SearchFanCounters } from './metrics.js';
+import { prepareAnswer, type PreparedAnswer } from './rewrite.js';
+import type { SearchFanConfig } from './setup.js';
+import { AnswerStore, StoredAnswer, writeAnswer } from './store.js';
+
+const NAME = 'searchfan';
+
+/** What a lookup settles to, shared by every query that waited on it. */
+type Settled = StoredAnswer | { error: string };
+
+export class SearchFan implements Handler {
+  readonly name = NAME;
+  readonly store = new AnswerStore();
+  readonly counters: SearchFanCounters;
+  /** Lookups in flight, by question; identical misses wait on the same one. */
+  private readonly flights = new Map<string, Promise<Settled>>();
+  private started = false;
+  private stopped = false;
+
+  constructor(
+    readonly cfg: SearchFanConfig,
+    private readonly server: string,
+  ) {
+    this.counters = countersFor(server);
+  }
+
+  /** Before the first query: the coarse clock the cache ages by, and the entries gauge. */
+  start(): void {
+    if (this.started) return;
+    this.started = true;
+    retainClock();
+    trackEntries(this, this.server, () => this.store.size);
+  }
+
+  serveDNS(req: Request, _next: Next): HandlerResult {
+    this.counters.requests++;
+    const now = clock.ms;
+    const hit = this.store.get(req.name, req.qtype, req.qclass, now);
+    if (hit !== undefined && hit.answer.questionEnd === req.questionEnd) {
+      this.counters.cacheHits++;
+      return Response.wire(writeAnswer(req, hit, now), NAME);
+    }
+    const key = `${req.qtype}/${req.qclass}/${req.name}`;
+    let flight = this.flights.get(key);
+    if (flight !== undefined) this.counters.coalesced++;
+    else if (this.flights.size >= this.cfg.maxConcurrent) {
+      this.counters.refused++;
+      return Response.rcode(Rcode.REFUSED, NAME, `concurrent lookups exceeded maximum ${this.cfg.maxConcurrent}`);
+    } else flight = this.begin(req, key);
+    return flight.then((s) => this.reply(req, s));
+  }
+
+  /** Starts the one lookup for this question; concurrent askers join it. */
+  private begin(req: Request, key: string): Promise<Settled> {
+    const cfg = this.cfg;
+    const exp = expand(req.qname, cfg.search, cfg.ndots);
+    let fan: FanOut;
+    try {
+      fan = new FanOut(exp.names, exp.bare, req.qtype, req.qclass, cfg.upstreams, cfg.timeoutMs, this.counters);
+    } catch (e) {
+      return Promise.resolve({ error: `cannot ask for ${req.qname}: ${(e as Error).message}` });
+    }
+    const qname = req.qname;
+    const name = req.name;
+    const qtype = req.qtype;
+    const qclass = req.qclass;
+    const promise = fan.promise.then((r: FanResult): Settled => {
+      this.flights.delete(key);
+      if (r.kind === 'servfail') return { error: r.error };
+      let answer: PreparedAnswer;
+      try {
+        answer = prepareAnswer(r.reply, exp.names[r.index]!, qname, qtype, qclass);
+      } catch (e) {
+        return { error: `cannot use the answer for ${exp.names[r.index]}: ${(e as Error).message}` };
+      }
+      const storedAt = clock.ms;
+      const stored = new StoredAnswer(answer, storedAt, storedAt + answer.cacheSeconds * 1000);
+      if (answer.cacheSeconds > 0 && !this.stopped) this.store.set(name, qtype, qclass, stored);
+      return stored;
+    });
+    this.flights.set(key, promise);
+    return promise;
+  }
+
+  private reply(req: Request, s: Settled): Response {
+    if (!(s instanceof StoredAnswer)) {
+      this.counters.failures++;
+      return Response.rcode(Rcode.SERVFAIL, NAME, s.error);
+    }
+    if (s.answer.questionEnd !== req.questionEnd) return Response.rcode(Rcode.SERVFAIL, NAME, 'searchfan: question changed');
+    return Response.wire(writeAnswer(req, s, clock.ms), NAME);
+  }
+
+  /** Replaced (reload) or stopping: lookups in flight finish (each within its deadline) but are not kept. */
+  stop(): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.store.clear();
+    if (!this.started) return;
+    untrackEntries(this);
+    releaseClock();
+  }
+}
