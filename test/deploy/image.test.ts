@@ -49,7 +49,7 @@ describe('deploy/Dockerfile', () => {
   test('runs as a non-root user with the entrypoint node /app/dist/src/cli.js', () => {
     const user = (runtime?.lines ?? []).filter((l) => /^USER\b/.test(l)).at(-1);
     assert.match(user ?? '', /^USER [1-9]\d*(:[1-9]\d*)?$/, 'a numeric non-root uid, so runAsNonRoot can verify it');
-    assert.equal((runtime?.lines ?? []).find((l) => /^ENTRYPOINT\b/.test(l)), 'ENTRYPOINT ["node","/app/dist/src/cli.js"]');
+    assert.equal((runtime?.lines ?? []).find((l) => /^ENTRYPOINT\b/.test(l)), 'ENTRYPOINT ["node","--max-semi-space-size=2","/app/dist/src/cli.js"]');
     assert.ok((runtime?.lines ?? []).some((l) => l === 'WORKDIR /app'));
   });
 
