@@ -21,3 +21,5 @@ export async function runSubcommand(name: string, argv: string[]): Promise<void>
 registerCommand('autoscale', async () => (await import('./autoscale/command.js')).run);
 registerCommand('diagnose', async () => (await import('./diagnose/command.js')).run);
 registerCommand('nodecache', async () => (await import('./nodecache/command.js')).run);
+registerCommand('connect', async () => (await import('./connect/command.js')).run);
+registerCommand('disconnect', async () => (await import('./connect/command.js')).runDisconnect);
