@@ -84,7 +84,6 @@ export async function run(argv: string[]): Promise<void> {
     log.fatal(`unexpected error: ${err.stack ?? err.message}`);
     shutdown('error', 1);
   });
-  watchParent(() => shutdown('parent process exited', 0));
   try {
     await session.start();
   } catch (err) {
@@ -96,22 +95,6 @@ export async function run(argv: string[]): Promise<void> {
   log.info(
     `connected: ${flags.domains.join(', ')} -> ${formatServer(flags.server)}${flags.routesUrl ? `, hosts entries from ${flags.routesUrl.origin}${flags.routesUrl.pathname}` : ''} (pid ${process.pid}; stop with Ctrl-C or \`clusterdns disconnect\`)`,
   );
-}
-
-/**
- * With CLUSTERDNS_CONNECT_EXIT_WITH_PARENT=1 (set by a supervisor or a test harness), disconnect
- * when the process that started us is gone, instead of staying connected as an orphan.
- */
-function watchParent(onGone: () => void): void {
-  if (process.env['CLUSTERDNS_CONNECT_EXIT_WITH_PARENT'] !== '1') return;
-  const parent = process.ppid;
-  const t = setInterval(() => {
-    if (process.ppid !== parent) {
-      clearInterval(t);
-      onGone();
-    }
-  }, 500);
-  t.unref();
 }
 
 function sleep(ms: number): Promise<void> {

@@ -23,7 +23,7 @@ export function killLeftovers(): void {
 export function startConnect(args: string[], env: NodeJS.ProcessEnv, wrap: string[] = []): ConnectProcess {
   const argv = [...wrap, process.execPath, BIN, 'connect', ...args];
   // Exit with the test process, so a killed test run leaves no connect behind.
-  const proc = spawn(argv[0], argv.slice(1), { env: { ...env, CLUSTERDNS_CONNECT_EXIT_WITH_PARENT: '1' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(argv[0], argv.slice(1), { env: { ...env, CLUSTERDNS_EXIT_WITH_PARENT: '1' }, stdio: ['ignore', 'pipe', 'pipe'] });
   live.add(proc);
   proc.on('exit', () => live.delete(proc));
   let out = '';
