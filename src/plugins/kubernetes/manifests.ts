@@ -7,7 +7,7 @@
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { extname, join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
-import { parseAllDocuments } from 'yaml';
+import type { parseAllDocuments as ParseAllDocuments } from 'yaml';
 import { isRecord, stringMap } from '../../kube/types.js';
 import type { Logger } from '../../log.js';
 import type { ClusterEvent, ClusterKind, ClusterSink, KubeSource } from './events.js';
@@ -20,6 +20,9 @@ import {
   type ProjectionOptions,
 } from './objects.js';
 import type { LabelMatcher } from './selector.js';
+
+
+let yamlParser: typeof ParseAllDocuments | null = null;
 
 export interface ManifestSourceOptions {
   path: string;
@@ -117,6 +120,8 @@ export class ManifestSource implements KubeSource {
       for (const f of [...this.perFile.keys()]) if (!files.includes(f)) this.perFile.delete(f);
       for (const f of files) {
         try {
+          // The YAML library is loaded only for YAML files (~10 MB of RSS); JSON needs none.
+          if (!f.endsWith('.json') && !yamlParser) yamlParser = (await import('yaml')).parseAllDocuments;
           this.perFile.set(f, this.parse(f, await readFile(f, 'utf8')));
         } catch (err) {
           const kept = this.perFile.has(f) ? 'keeping its previous objects' : 'nothing loaded from it';
@@ -155,7 +160,8 @@ export class ManifestSource implements KubeSource {
       this.collect(obj, '', out, file);
       return out;
     }
-    for (const doc of parseAllDocuments(text)) {
+    if (!yamlParser) throw new ManifestError('the YAML parser is not loaded');
+    for (const doc of yamlParser(text)) {
       if (doc.errors.length > 0) throw new ManifestError(doc.errors[0]!.message);
       this.collect(doc.toJS({ maxAliasCount: 1000 }), '', out, file);
     }
