@@ -63,6 +63,13 @@ export const scenarios = [
     targets: { pinnedVsUnbound: 0.5, unpinnedBeatsPinned: true },
   },
   {
+    name: 'hosts-prometheus',
+    description: 'hosts with the prometheus plugin on: what counting every query costs',
+    corefile: (ctx) =>
+      `cluster.local:${ctx.port} {\n    bind 127.0.0.1\n    prometheus 127.0.0.1:0\n    hosts ${ctx.workload.hostsFile} {\n        ttl ${ctx.workload.ttl}\n    }\n}\n`,
+    queries: (ctx) => ctx.workload.queryFile,
+  },
+  {
     name: 'kubernetes',
     description: 'the kubernetes plugin (manifests mode): 10,000 Services, 50,000 endpoints, ttl 30',
     setup: async (ctx) => {
