@@ -7,7 +7,7 @@ import { writeFileSync, rmSync } from 'node:fs';
 import { CorefileError } from './corefile/errors.js';
 import { pluginOrder, primaryServices } from './plugins/order.js';
 import { DnsServer } from './server/server.js';
-import { parseConfig, readConfigSource, Runtime } from './server/runtime.js';
+import { parseConfig, readConfigSource, Runtime, type ConfigSource } from './server/runtime.js';
 import { HttpServices } from './server/http.js';
 import { VERSION } from './version.js';
 import { coreLog } from './log.js';
@@ -51,7 +51,9 @@ export async function runServer(flags: ServerFlags): Promise<void> {
   // Validate everything before binding anything: a config error exits 1 with FILE:LINE.
   let cfg;
   try {
-    cfg = parseConfig(readConfigSource(flags.conf), flags.port);
+    // A replacement worker starts with what the others run, not with a Corefile that may have broken since.
+    const running = cluster.isWorker ? process.env.CLUSTERDNS_RUNNING_CONFIG : undefined;
+    cfg = parseConfig(running ? (JSON.parse(running) as ConfigSource) : readConfigSource(flags.conf), flags.port);
     new Runtime(cfg, { http: new HttpServices(), requestReload: () => {}, shuttingDown: () => false });
   } catch (e) {
     if (e instanceof CorefileError) fail(e.message);
@@ -87,6 +89,7 @@ export async function runServer(flags: ServerFlags): Promise<void> {
     process.on('message', (m: { type?: string }) => {
       if (m?.type === 'shutdown') void stop();
       else if (m?.type === 'reload') void server.reload('SIGUSR1');
+      else if (m?.type === 'running-config?') process.send?.({ type: 'running-config', source: server.runtime?.config.source });
     });
     process.send?.({ type: 'ready' });
     return;
@@ -101,8 +104,8 @@ function runPrimary(flags: ServerFlags, keys: string[]): void {
   for (const start of primaryServices) start();
   let stopping = false;
   let started = 0;
-  const fork = () => {
-    const w = cluster.fork({ CLUSTERDNS_WORKER: '1' });
+  const fork = (running?: ConfigSource) => {
+    const w = cluster.fork({ CLUSTERDNS_WORKER: '1', ...(running ? { CLUSTERDNS_RUNNING_CONFIG: JSON.stringify(running) } : {}) });
     w.on('message', (m: { type?: string; message?: string }) => {
       if (m?.type === 'fatal') {
         stopping = true;
@@ -127,7 +130,7 @@ function runPrimary(flags: ServerFlags, keys: string[]): void {
       return;
     }
     coreLog.error(`worker ${w.process.pid} exited (${signal ?? code}); starting another`);
-    setTimeout(fork, 500);
+    setTimeout(() => void runningConfig().then(fork), 500);
   });
   const stopAll = () => {
     if (stopping) return;
@@ -143,3 +146,21 @@ function runPrimary(flags: ServerFlags, keys: string[]): void {
   });
 }
 
+/** The configuration a live worker runs (undefined when none answers within a second). */
+function runningConfig(): Promise<ConfigSource | undefined> {
+  const w = Object.values(cluster.workers ?? {}).find((x) => x?.isConnected());
+  if (!w) return Promise.resolve(undefined);
+  return new Promise((resolve) => {
+    const done = (source: ConfigSource | undefined) => {
+      clearTimeout(t);
+      w.off('message', onMessage);
+      resolve(source);
+    };
+    const onMessage = (m: { type?: string; source?: ConfigSource }) => {
+      if (m?.type === 'running-config') done(m.source);
+    };
+    const t = setTimeout(() => done(undefined), 1000);
+    w.on('message', onMessage);
+    w.send({ type: 'running-config?' });
+  });
+}

@@ -337,9 +337,16 @@ export class WireWriter {
   }
 }
 
+/**
+ * Compression key of the name from label `from`: length-prefixed labels (a label may hold a
+ * '.'), with only ASCII letters folded (RFC 4343: Latin-1 0xC0 is another octet than 0xE0).
+ */
 function suffixKey(labels: Buffer[], from: number): string {
   let k = '';
-  for (let i = from; i < labels.length; i++) k += labels[i]!.latin1Slice(0, labels[i]!.length).toLowerCase() + '.';
+  for (let i = from; i < labels.length; i++) {
+    const l = labels[i]!.latin1Slice(0, labels[i]!.length);
+    k += String.fromCharCode(l.length) + (/[^\x00-\x7f]/.test(l) ? l.replace(/[A-Z]/g, (c) => c.toLowerCase()) : l.toLowerCase());
+  }
   return k;
 }
 

@@ -36,8 +36,9 @@ export interface AgentDeps {
 /** Writes through a temporary file and a rename, so a reload never reads half a Corefile. */
 function writeAtomically(path: string, text: string): void {
   const tmp = join(dirname(path), `.${process.pid}.${Date.now()}.nodecache.tmp`);
-  writeFileSync(tmp, text, { mode: 0o644 });
   try {
+    // 'wx' (O_EXCL): never written through a file or symlink already there; a full disk leaves no tmp behind.
+    writeFileSync(tmp, text, { mode: 0o644, flag: 'wx' });
     renameSync(tmp, path);
   } catch (e) {
     rmSync(tmp, { force: true });
@@ -206,7 +207,12 @@ export class NodeCacheAgent {
       this.lastFingerprint = fp;
       const generated = renderSources(sources, this.generator);
       for (const w of generated.warnings) this.log.warn(w);
-      writeAtomically(this.flags.corefile, generated.text);
+      try {
+        writeAtomically(this.flags.corefile, generated.text);
+      } catch (e) {
+        this.lastFingerprint = ''; // not written (a full disk): try again at the next poll
+        throw e;
+      }
       this.log.info(`${generated.baseFrom === 'built-in' ? 'template inputs' : generated.baseFrom} changed; wrote ${this.flags.corefile}, reloading`);
       await this.server.reload('nodecache: template changed');
       if (this.server.runtime?.config.source.text !== generated.text) {

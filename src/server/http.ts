@@ -12,7 +12,8 @@ const log = logger('http');
 interface Listener {
   address: string;
   server: Server;
-  routes: Map<string, HttpHandler>;
+  /** Per path, the handlers of the configurations that added it; the newest serves. */
+  routes: Map<string, HttpHandler[]>;
   listening: Promise<void>;
 }
 
@@ -47,10 +48,10 @@ export class HttpServices {
     let l = this.listeners.get(address);
     if (!l) {
       const { host, port } = splitHostPort(address, 0);
-      const routes = new Map<string, HttpHandler>();
+      const routes = new Map<string, HttpHandler[]>();
       const server = createServer((req, res) => {
         const p = (req.url ?? '/').split('?')[0]!;
-        const h = routes.get(p);
+        const h = routes.get(p)?.at(-1);
         if (!h) {
           res.writeHead(404, { 'content-type': 'text/plain' });
           res.end('404 page not found\n');
@@ -84,10 +85,15 @@ export class HttpServices {
       await l.listening;
     }
     const listener = l;
-    // A newer configuration's handler replaces the old one's (reload keeps the port open).
-    listener.routes.set(path, handler);
+    // A newer configuration's handler replaces the old one's (reload keeps the port open); if the
+    // newer one is released first (its reload failed), the old one serves again.
+    const handlers = listener.routes.get(path) ?? [];
+    handlers.push(handler);
+    listener.routes.set(path, handlers);
     return async () => {
-      if (listener.routes.get(path) === handler) listener.routes.delete(path);
+      const i = handlers.lastIndexOf(handler);
+      if (i >= 0) handlers.splice(i, 1);
+      if (handlers.length === 0 && listener.routes.get(path) === handlers) listener.routes.delete(path);
       if (listener.routes.size === 0 && this.listeners.get(address) === listener) {
         this.listeners.delete(address);
         listener.server.closeAllConnections();

@@ -68,7 +68,8 @@ export class Request {
   get maxSize(): number {
     if (this.client.proto === 'tcp') return 65535;
     if (this.edns === null) return 512;
-    return this.edns.udpSize < 512 ? 512 : this.edns.udpSize;
+    // 65,507 octets is the most an IPv4 UDP datagram carries: a bigger reply is never sent at all.
+    return this.edns.udpSize < 512 ? 512 : this.edns.udpSize > 65507 ? 65507 : this.edns.udpSize;
   }
 
   /** A reply skeleton: same ID, opcode, RD and CD, the question as asked, QR set. */

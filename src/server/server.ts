@@ -43,10 +43,11 @@ export class DnsServer {
   }
 
   private async switchTo(rt: Runtime): Promise<void> {
-    await rt.startup();
     const wanted = rt.listenAddresses();
     const opened: string[] = [];
     try {
+      // Inside the try: a plugin that fails to start (a port in use) must not leave the others running.
+      await rt.startup();
       for (const { host, port } of wanted) {
         const key = listenerKey(host, port);
         if (this.listeners.has(key)) continue;

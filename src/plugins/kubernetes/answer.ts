@@ -122,10 +122,31 @@ export class AnswerWriter {
     const v6 = ip.includes(':');
     const b = v6 ? parseIPv6(ip) : parseIPv4(ip);
     if (b === null) return;
-    this.w.u16(0xc000 | owner);
+    this.ownerName(owner);
     const lenAt = this.header(v6 ? QType.AAAA : QType.A, ttl);
     this.w.bytes(b);
     this.endRdata(lenAt);
+  }
+
+  /**
+   * The name at message offset `owner`, as a pointer. A pointer has 14 bits: past 16 KiB (the
+   * targets of a big headless Service's SRV answer) the labels are copied instead, up to the
+   * zone, which is a pointer into the question (so it keeps the query's spelling).
+   */
+  private ownerName(owner: number): void {
+    const w = this.w;
+    if (owner <= 0x3fff) {
+      w.u16(0xc000 | owner);
+      return;
+    }
+    let p = owner;
+    while (w.buf[p] !== 0 && (w.buf[p]! & 0xc0) !== 0xc0) p += 1 + w.buf[p]!;
+    if (w.buf[p] !== 0) w.bytes(Buffer.from(w.buf.subarray(owner, p + 2))); // ends in a pointer already
+    else if (this.zone === '.') w.bytes(Buffer.from(w.buf.subarray(owner, p + 1)));
+    else {
+      w.bytes(Buffer.from(w.buf.subarray(owner, p + 1 - wireLength(this.zone))));
+      w.u16(0xc000 | this.zoneOff);
+    }
   }
 
   /**
