@@ -191,7 +191,8 @@ describe('forward: misbehaving upstreams while queries flow', () => {
       );
       const total = [...rcodes.values()].reduce((a, b) => a + b, 0);
       assert.deepEqual([...rcodes.keys()], [Rcode.NOERROR], `rcodes ${JSON.stringify([...rcodes])}`);
-      assert.ok(total > 40, `only ${total} queries`);
+      // A query that first meets the flapping upstream while it is silent waits out its 2 s try.
+      assert.ok(total > 20, `only ${total} queries`);
       assert.ok(flappy.queries.length > 0 && healthy.queries.length > 0, 'both upstreams were used');
       latencies.sort((a, b) => a - b);
       assert.ok(latencies[Math.floor(latencies.length / 2)]! < 500, `median ${latencies[Math.floor(latencies.length / 2)]} ms: the flapping one is mostly avoided`);
