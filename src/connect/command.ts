@@ -1,27 +1,15 @@
 // `clusterdns connect` and `clusterdns disconnect`.
 // Exit codes: 2 bad flags; 1 could not start, already connected, or could not undo; 0 otherwise.
-import { logger, type Logger } from '../log.js';
+import { exitWith, roleLogger, type Logger } from '../log.js';
 import { execRunner, type CommandRunner } from './exec.js';
 import { CONNECT_USAGE, ConnectFlagError, DISCONNECT_USAGE, formatServer, parseConnectFlags, parseDisconnectFlags, type TargetOs } from './flags.js';
 import { ConnectSession, foreignRunner, nativeOs, stateProcessAlive, sweepLeftovers, undoFromState, type SessionDeps } from './session.js';
 import { connectPaths, StateFileError, StateStore, type ConnectState } from './state.js';
 
-function connectLogger(): Logger {
-  const base = logger('');
-  const p = (m: string) => `connect: ${m}`;
-  return {
-    debug: (m) => base.debug(p(m)),
-    info: (m) => base.info(p(m)),
-    warn: (m) => base.warn(p(m)),
-    error: (m) => base.error(p(m)),
-    fatal: (m) => base.fatal(p(m)),
-    line: (t) => base.line(t),
-  };
-}
+const connectLogger = (): Logger => roleLogger('connect');
 
 function die(cmd: string, code: number, message: string): never {
-  process.stderr.write(`clusterdns ${cmd}: ${message}\n`);
-  process.exit(code);
+  return exitWith(cmd, code, message);
 }
 
 function runnerFor(os: TargetOs, log: Logger): CommandRunner {

@@ -3,28 +3,16 @@
 
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { logger, type Logger } from '../log.js';
+import { exitWith, roleLogger, type Logger } from '../log.js';
 import { VERSION } from '../version.js';
 import { NodeCacheAgent } from './agent.js';
 import { execRunner, execRunnerSync } from './exec.js';
 import { NodeCacheFlagError, parseNodeCacheFlags, USAGE, type NodeCacheFlags } from './flags.js';
 
-function nodecacheLogger(): Logger {
-  const base = logger('');
-  const p = (m: string) => `nodecache: ${m}`;
-  return {
-    debug: (m) => base.debug(p(m)),
-    info: (m) => base.info(p(m)),
-    warn: (m) => base.warn(p(m)),
-    error: (m) => base.error(p(m)),
-    fatal: (m) => base.fatal(p(m)),
-    line: (t) => base.line(t),
-  };
-}
+const nodecacheLogger = (): Logger => roleLogger('nodecache');
 
 function die(code: number, message: string): never {
-  process.stderr.write(`clusterdns nodecache: ${message}\n`);
-  process.exit(code);
+  return exitWith('nodecache', code, message);
 }
 
 export async function run(argv: string[]): Promise<void> {

@@ -6,7 +6,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import { KubeApiServer } from '../helpers/kubeapi.js';
 import { startServer, type RunningServer } from '../helpers/server.js';
 import { query } from '../helpers/dns.js';
@@ -15,23 +15,11 @@ import { QType, Rcode } from '../../src/dns/constants.js';
 import type { Message } from '../../src/dns/message.js';
 import { namespace, service } from '../kubernetes/fixtures.js';
 import { answer, FakeUpstream } from '../forward/upstreams.js';
+import { childrenOf } from '../helpers/procs.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Child processes of `pid` (the cluster workers of a primary), from /proc. */
-function childrenOf(pid: number): number[] {
-  const out: number[] = [];
-  for (const d of readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
-      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid) out.push(Number(d));
-    } catch {
-      // exited meanwhile
-    }
-  }
-  return out;
-}
 
 const firstAddress = (m: Message): string | null => {
   const a = m.answers.find((r) => r.type === QType.A);

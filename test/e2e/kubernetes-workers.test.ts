@@ -2,28 +2,15 @@
 // client, every worker answers the same, and a replaced worker catches up without a relist.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
 import { KubeApiServer } from '../helpers/kubeapi.js';
 import { startServer } from '../helpers/server.js';
 import { query } from '../helpers/dns.js';
 import { QType, Rcode } from '../../src/dns/constants.js';
 import { namespace, service } from '../kubernetes/fixtures.js';
+import { childrenOf } from '../helpers/procs.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function childrenOf(pid: number): number[] {
-  const out: number[] = [];
-  for (const d of readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
-      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid) out.push(Number(d));
-    } catch {
-      /* gone */
-    }
-  }
-  return out;
-}
 
 /** Every one of `n` queries (spread over the workers by the kernel) must see `ip`. */
 async function allSee(port: number, name: string, ip: string, n = 30, withinMs = 3000): Promise<void> {

@@ -1,11 +1,12 @@
 // Reload, shutdown with lameduck, and worker processes, driven through the real binary.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { startServer } from '../helpers/server.js';
 import { query } from '../helpers/dns.js';
 import { freePort } from '../helpers/ports.js';
 import { QType, Rcode } from '../../src/dns/constants.js';
+import { childrenOf } from '../helpers/procs.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -19,20 +20,6 @@ async function until<T>(fn: () => Promise<T | undefined>, ms: number): Promise<T
   return undefined;
 }
 
-function childrenOf(pid: number): number[] {
-  const out: number[] = [];
-  for (const d of readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      if (ppid === pid) out.push(Number(d));
-    } catch {
-      /* gone */
-    }
-  }
-  return out;
-}
 
 const conf = (entry: string) => `.:PORT {\n    bind 127.0.0.1\n    reload 2s 1s\n    hosts {\n        ${entry}\n    }\n}\n`;
 
