@@ -188,6 +188,10 @@ export class DnsListener {
   private tcp: net.Server | null = null;
   private readonly conns = new Set<net.Socket>();
   private closing = false;
+  /** UDP queries handed to the dispatcher and not yet answered (or dropped). */
+  private udpPending = 0;
+  private udpOpen = true;
+  private drained: (() => void) | null = null;
   boundPort = 0;
 
   constructor(
@@ -234,8 +238,17 @@ export class DnsListener {
         localAddress,
         localPort,
       };
+      this.udpPending++;
       d.handle(msg, client, this.router(), (out) => {
-        if (out !== null) udp.send(out, rinfo.port, rinfo.address);
+        // An answer that finishes after the socket closed (shutdown, or a reload that dropped
+        // this listener) is lost: dgram would throw ERR_SOCKET_DGRAM_NOT_RUNNING.
+        if (out === null || !this.udpOpen) this.udpDone();
+        // While closing, the socket waits for the send itself: close() cancels queued sends.
+        else if (this.closing) udp.send(out, rinfo.port, rinfo.address, this.udpDoneCb);
+        else {
+          udp.send(out, rinfo.port, rinfo.address);
+          this.udpDone();
+        }
       });
     });
     this.udp = udp;
@@ -325,12 +338,42 @@ export class DnsListener {
     return this.conns.size;
   }
 
+  private udpDone(): void {
+    if (--this.udpPending === 0 && this.drained) this.drained();
+  }
+
+  private readonly udpDoneCb = () => this.udpDone();
+
+  private udpDrained(maxMs: number): Promise<void> {
+    if (this.udpPending === 0) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(done, maxMs);
+      timer.unref();
+      function done(): void {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.drained = done;
+    });
+  }
+
   async close(): Promise<void> {
     this.closing = true;
     const tasks: Promise<void>[] = [];
     if (this.udp) {
       const u = this.udp;
-      tasks.push(new Promise<void>((r) => u.close(() => r())));
+      // No new queries; answers still being worked out (a forward in flight) get up to a
+      // second to go out before the socket closes.
+      u.removeAllListeners('message');
+      tasks.push(
+        this.udpDrained(UDP_DRAIN_MS).then(
+          () =>
+            new Promise<void>((r) => {
+              this.udpOpen = false;
+              u.close(() => r());
+            }),
+        ),
+      );
     }
     if (this.tcp) {
       const t = this.tcp;
@@ -343,6 +386,8 @@ export class DnsListener {
     await Promise.all(tasks);
   }
 }
+
+const UDP_DRAIN_MS = 1000;
 
 export function listenerKey(host: string, port: number): string {
   return `${host}|${port}`;

@@ -276,7 +276,7 @@ describe('clusterdns nodecache in a test network namespace', { skip: unavailable
     const rules = await ourRules();
     assert.equal(rules.length, 24);
     assert.equal(new Set(rules).size, 24);
-    assert.equal((await b.stop('SIGTERM')).code, 0);
+    assert.equal((await b.stop('SIGTERM')).code, 0, b.output());
     assert.deepEqual(await ourRules(), []);
     assert.equal(await linkInfo(), null);
   });
@@ -295,7 +295,7 @@ describe('clusterdns nodecache in a test network namespace', { skip: unavailable
     const before = upstreamLog('kube-dns.kube-system.svc.cluster.local', 'udp').length;
     assert.deepEqual(await dig(KUBE_DNS, 'kube-dns.kube-system.svc.cluster.local'), [KUBE_DNS]);
     await until('the cluster DNS answered directly', async () => upstreamLog('kube-dns.kube-system.svc.cluster.local', 'udp').length > before, 3000);
-    assert.equal((await a.stop('SIGTERM')).code, 0);
+    assert.equal((await a.stop('SIGTERM')).code, 0, a.output());
     assert.deepEqual(await ourRules(), []);
   });
 
