@@ -331,3 +331,36 @@ kc.local:PORT {
     assert.ok(tokenApi.requestLog.every((r) => r.authorization === 'Bearer s3cret'));
   });
 });
+
+describe('kubernetes: a reload keeps the watch', () => {
+  test('a Corefile change that keeps the source adopts the synced index: no relist, changes still arrive, the old handler stops following; a new source lists', { timeout: 30000 }, async () => {
+    const api = await KubeApiServer.create();
+    api.apply(namespace('default'));
+    api.apply(service('default', 'a', ['10.96.3.1'], [['http', 'TCP', 80]]));
+    const conf = (ttl: number, extra = '') =>
+      `.:PORT {\n    bind 127.0.0.1\n    reload 1h\n    kubernetes cluster.local {\n        endpoint ${api.url}\n        ttl ${ttl}\n${extra}    }\n}\n`;
+    const s = await startServer({ corefile: conf(5) });
+    try {
+      const lists = () => api.requestLog.filter((r) => r.verb === 'list').length;
+      const A = (name: string) => query(s.port, name, QType.A);
+      const before = lists();
+      assert.ok(before >= 2, `first sync listed services and slices (${before})`);
+      const { writeFileSync } = await import('node:fs');
+      writeFileSync(s.corefile, conf(7).replaceAll('PORT', String(s.port)));
+      s.proc.kill('SIGUSR1');
+      await within(3000, 'the new ttl answers', () => A('a.default.svc.cluster.local.'), (m) => m.answers[0]?.ttl === 7);
+      assert.equal(lists(), before, 'the reload relisted');
+      // The adopted index keeps following the watch.
+      api.apply(service('default', 'b', ['10.96.3.2'], [['http', 'TCP', 80]]));
+      await within(1000, 'b added after the reload', () => A('b.default.svc.cluster.local.'), (m) => addresses(m).includes('10.96.3.2'));
+      // A different source (labels) is a different index: listed afresh, and its filter applies.
+      writeFileSync(s.corefile, conf(7, '        labels app=none\n').replaceAll('PORT', String(s.port)));
+      s.proc.kill('SIGUSR1');
+      await within(3000, 'the label filter applies', () => A('a.default.svc.cluster.local.'), (m) => m.rcode === Rcode.NXDOMAIN);
+      assert.ok(lists() > before, 'a new source lists');
+    } finally {
+      await s.stop();
+      await api.close();
+    }
+  });
+});

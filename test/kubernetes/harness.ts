@@ -98,6 +98,7 @@ export function rig(directive: string, objects: Obj[] = [], localIPs: string[] =
   const o = optionsFrom(directive);
   const index = new ClusterIndex();
   const handler = new KubernetesHandler(o, index, () => Response.rcode(Rcode.SERVFAIL, ''), () => localIPs);
+  handler.open();
   const next = () => Response.rcode(Rcode.SERVFAIL, 'next');
   const r: Rig = {
     index,

@@ -78,8 +78,13 @@ export class ClusterIndex {
   serial = Math.floor(Date.now() / 1000);
   private readonly listeners: IndexListener[] = [];
 
-  listen(l: IndexListener): void {
+  /** Adds a listener; the function returned removes it (an index outlives a reload). */
+  listen(l: IndexListener): () => void {
     this.listeners.push(l);
+    return () => {
+      const i = this.listeners.indexOf(l);
+      if (i >= 0) this.listeners.splice(i, 1);
+    };
   }
 
   /** The sink a KubeSource feeds. */

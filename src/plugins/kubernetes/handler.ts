@@ -44,10 +44,24 @@ export class KubernetesHandler implements Handler {
     this.lookup = new Lookup(index, o, localIPs);
     this.fall = new Fallthrough(o.fallthrough);
     this.forwardZones = o.zones.filter((z) => !isReverseZone(z));
-    index.listen({
+  }
+
+  private unlisten: (() => void) | null = null;
+
+  /** Follows the index's changes (at startup: a configuration only parsed must not listen). */
+  open(): void {
+    if (this.unlisten) return;
+    this.prepared.clear();
+    this.unlisten = this.index.listen({
       onChange: (c) => this.forget(c),
       onSynced: () => this.prepared.clear(),
     });
+  }
+
+  /** Stops following the index (which the next configuration may go on using). */
+  close(): void {
+    this.unlisten?.();
+    this.unlisten = null;
   }
 
   serveDNS(req: Request, next: Next): HandlerResult {

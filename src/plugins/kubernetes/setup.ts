@@ -12,7 +12,8 @@ import { cidrToReverseZones, isReverseZone } from '../../dns/reverse.js';
 import type { Logger } from '../../log.js';
 import { durationArg, intArg, once, unknownProperty } from '../args.js';
 import type { PluginSetup, SetupContext, PluginInstance } from '../plugin.js';
-import { ClusterIndex } from './clusterindex.js';
+import type { ClusterIndex, IndexListener } from './clusterindex.js';
+import { feedFor, type FeedHold } from './feed.js';
 import { KubernetesHandler } from './handler.js';
 import type { KubernetesInstance } from './instance.js';
 import { invalidateCaches, invalidateZones } from './invalidate.js';
@@ -260,6 +261,7 @@ function waitForSync(index: ClusterIndex, timeoutMs: number, log: Logger): Promi
       finished = true;
       clearInterval(tick);
       clearTimeout(deadline);
+      unlisten?.();
       done();
     };
     const tick = setInterval(() => log.info('waiting for Kubernetes API before starting server'), 500);
@@ -267,7 +269,7 @@ function waitForSync(index: ClusterIndex, timeoutMs: number, log: Logger): Promi
       log.warn('starting server with unsynced Kubernetes API');
       finish();
     }, timeoutMs);
-    index.listen({ onSynced: finish });
+    const unlisten: (() => void) | undefined = index.listen({ onSynced: finish });
   });
 }
 
@@ -275,7 +277,6 @@ export { isKubernetesInstance, type KubernetesInstance } from './instance.js';
 
 export function createInstance(o: KubernetesOptions, ctx: SetupContext, at: Directive): KubernetesInstance & ApiSyncSource {
   const log = ctx.logger;
-  const index = new ClusterIndex();
   const projection: ProjectionOptions = { endpointPodNames: o.endpointPodNames, warn: projectionWarnings(log) };
   const spec: SourceSpec = {
     source: o.source,
@@ -286,12 +287,14 @@ export function createInstance(o: KubernetesOptions, ctx: SetupContext, at: Dire
     endpointPodNames: o.endpointPodNames,
     manifestPollMs: o.manifestPollMs,
   };
-  // In a worker the primary runs the one watcher and relays its events (relay.ts).
-  const source = relayed() ? new RelayedSource(spec, describeSource(o.source)) : sourceFromSpec(spec, projection, log);
+  // In a worker the primary runs the one watcher and relays its events (relay.ts). The
+  // index and its source outlive a reload that keeps the same source (feed.ts).
+  const feed = feedFor(spec, () => (relayed() ? new RelayedSource(spec, describeSource(o.source)) : sourceFromSpec(spec, projection, log)));
+  const { index, source } = feed;
   let local: string[] | null = null;
   const handler = new KubernetesHandler(o, index, (req) => ctx.resolve(req), () => (local ??= localAddresses(ctx)));
   const forwardZones = o.zones.filter((z) => !isReverseZone(z));
-  index.listen({
+  const listener: IndexListener = {
     onChange: (c) => {
       // Before the first sync caches hold nothing worth saving; the sync drops the zones at once.
       if (!index.synced) return;
@@ -310,7 +313,9 @@ export function createInstance(o: KubernetesOptions, ctx: SetupContext, at: Dire
       if (up) log.info(`${detail}: reachable again`);
       else log.warn(`${detail}: unreachable; serving the last known state`);
     },
-  });
+  };
+  let hold: FeedHold | null = null;
+  let unlisten: (() => void) | null = null;
   let untrack: (() => void) | null = null;
   return {
     name: 'kubernetes',
@@ -324,8 +329,11 @@ export function createInstance(o: KubernetesOptions, ctx: SetupContext, at: Dire
           return index.synced && index.connected;
         },
       });
+      hold = feed.hold();
+      unlisten = index.listen(listener);
+      handler.open();
       try {
-        await source.start(index.apply);
+        await hold.start();
       } catch (e) {
         untrack();
         untrack = null;
@@ -336,7 +344,11 @@ export function createInstance(o: KubernetesOptions, ctx: SetupContext, at: Dire
     async shutdown() {
       untrack?.();
       untrack = null;
-      await source.stop();
+      unlisten?.();
+      unlisten = null;
+      handler.close();
+      await hold?.release();
+      hold = null;
     },
     ready: () => index.synced,
     // For the status page: where this instance's view of the cluster stands.

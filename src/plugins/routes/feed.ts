@@ -74,11 +74,20 @@ export class RouteFeed {
   /** Starts following `index`. */
   attach(index: ClusterIndex): void {
     this.index = index;
-    index.listen({
+    this.unlisten = index.listen({
       onChange: (c) => this.onChange(c),
       onSynced: () => this.resync(),
     });
     if (index.synced) this.resync();
+  }
+
+  private unlisten: (() => void) | null = null;
+
+  /** Stops following the index (kept by the kubernetes plugin across reloads). */
+  detach(): void {
+    this.unlisten?.();
+    this.unlisten = null;
+    this.index = null;
   }
 
   get version(): string {

@@ -218,6 +218,7 @@ export const setup: PluginSetup = (ds, ctx): PluginInstance => {
       }
     },
     async shutdown() {
+      feed?.detach();
       stream?.stop();
       await release?.();
       release = null;
