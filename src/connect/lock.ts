@@ -43,9 +43,14 @@ function tryCreate(path: string): boolean {
   }
   try {
     fs.writeSync(fd, `${process.pid}\n`);
-  } finally {
+  } catch (err) {
+    // A full disk can refuse even the pid: an empty lock would make the next writer wait
+    // emptyStaleMs, so the file we just created goes again and the caller gets the error.
     fs.closeSync(fd);
+    fs.rmSync(path, { force: true });
+    throw err;
   }
+  fs.closeSync(fd);
   return true;
 }
 

@@ -144,6 +144,26 @@ describe('a full disk while writing state', { skip }, () => {
     }
   });
 
+  test("connect on a disk with no block left: the lock's pid cannot be written, ENOSPC is reported, and no empty lock file stays behind", { timeout: 30_000 }, () => {
+    const { dir, disk } = scratch();
+    try {
+      const setup = [
+        `mkdir "$d/etc" && printf '127.0.0.1 localhost\\n' > "$d/etc/hosts"`,
+        `dd if=/dev/zero of="$d/filler" bs=4k count=$(( $(df -B4k --output=avail "$d" | tail -1) )) 2>/dev/null; true`,
+      ].join(' && ');
+      const entries = JSON.stringify(['10.96.0.1 a.default.svc.cluster.local a.default']);
+      const r = spawnSync('unshare', ['--mount', 'sh', '-c', `d="$1"; mount -t tmpfs -o size=64k tmpfs "$d" && ${setup} || exit 97; "$2" "$3" "$d/etc/hosts" "$4"; echo "exit=$?"; echo "etc: $(ls -A "$d/etc" | tr "\\n" " ")"`,
+        'sh', disk, process.execPath, resolve('dist/test/connect/hosts-write-main.js'), entries], { env: process.env, encoding: 'utf8' });
+      assert.notEqual(r.status, 97, r.stderr);
+      const out = r.stdout + r.stderr;
+      assert.match(out, /ENOSPC: no space left on device/);
+      assert.match(out, /^exit=1$/m);
+      assert.match(out, /^etc: hosts $/m, 'only the hosts file is left in its directory');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   for (const mode of ['renamed into place', 'bind-mounted (written in place)'] as const) {
     test(`connect's /etc/hosts block on a full disk, ${mode}: ENOSPC, and the hosts file is exactly as it was`, { timeout: 30_000 }, () => {
       const { dir, disk } = scratch();

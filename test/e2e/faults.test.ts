@@ -92,16 +92,17 @@ describe('kubernetes: the API server fails while queries flow', () => {
     await api?.close();
   });
 
-  test('unreachable for 6 s: every query is answered from the last known state; what changed meanwhile is served once it is back, without a relist', { timeout: 60_000 }, async () => {
+  test('unreachable for a minute: every query is answered from the last known state; what changed meanwhile is served once it is back, without a relist', { timeout: 120_000 }, async () => {
     const lists = api.listRequests;
     const load = keepAsking(s.port, stable, stableIp);
     await api.stop();
     await sleep(2000);
     api.apply(service('default', 'made-during-outage', ['10.96.11.1']));
     api.remove('Service', 'default', 'stable-19');
-    await sleep(4000);
+    await sleep(58_000);
     await api.start();
-    const catchUp = await servedWithin(s.port, 'made-during-outage.default.svc.cluster.local.', '10.96.11.1', 20_000);
+    // The reflector's backoff (0.5 s doubling, capped at 30 s, with jitter) bounds the catch-up.
+    const catchUp = await servedWithin(s.port, 'made-during-outage.default.svc.cluster.local.', '10.96.11.1', 35_000);
     await servedWithin(s.port, 'stable-19.default.svc.cluster.local.', null, 1000);
     api.apply(service('default', 'stable-19', ['10.96.10.19']));
     await servedWithin(s.port, 'stable-19.default.svc.cluster.local.', '10.96.10.19', 1000);
@@ -109,10 +110,9 @@ describe('kubernetes: the API server fails while queries flow', () => {
     // stable-19 was gone for a while: only its answers may differ, and only as NXDOMAIN.
     const failures = t.failures.filter((f) => !/^stable-19\.default\.svc\.cluster\.local\.: rcode 3 null/.test(f));
     assert.deepEqual(failures, [], `${failures.length} of ${t.asked} queries failed during the outage`);
-    assert.ok(t.asked > 100, `only ${t.asked} queries`);
+    assert.ok(t.asked > 1000, `only ${t.asked} queries`);
     assert.equal(api.listRequests, lists, 'the watches resumed from their resourceVersion: no relist');
-    // The reflector's backoff (0.5 s doubling, capped at 30 s) bounds the catch-up: about the outage.
-    assert.ok(catchUp < 20_000, `caught up ${catchUp} ms after the API came back`);
+    console.log(`# a minute's outage: ${t.asked} queries answered from the last known state; caught up ${catchUp} ms after the API came back`);
   });
 
   test('answering 500 to every request for 5 s (watches cut): answers go on, and it catches up after', { timeout: 60_000 }, async () => {
