@@ -75,6 +75,9 @@ if (flags.only) {
     process.exit(2);
   }
 }
+// A peer made for one scenario (forScenario, e.g. unbound-mix) runs with that scenario or when named.
+const named = new Set((flags.only ?? '').split(',').map((x) => x.trim()));
+servers = servers.filter((s) => !s.forScenario || named.has(s.name) || servers.some((x) => x.name === `clusterdns-${s.forScenario}`));
 
 // ---- cleanup: every process we start dies with us --------------------------------------
 let tmp = null;

@@ -22,10 +22,11 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { dataSamples, startUpstream } from './lib/servers.mjs';
+import { mixQueries, mixSamples } from './lib/mix.mjs';
 
 
 /** 10,000 Services (the workload's 2,000 plus filler) with 5 endpoints each, as one JSON List. */
-function writeClusterManifest(ctx) {
+function writeClusterManifest(ctx, fileName = 'cluster.json') {
   const items = [];
   const namespaces = new Set();
   const add = (ns, name, ip, endpoints) => {
@@ -48,7 +49,7 @@ function writeClusterManifest(ctx) {
   }
   for (let i = ctx.workload.records.length; i < 10_000; i++) add(`filler-${i % 50}`, `svc-${i}`, `10.97.${i >> 8}.${i & 255}`, eps());
   for (const ns of namespaces) items.push({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
-  const file = join(ctx.dir, 'cluster.json');
+  const file = join(ctx.dir, fileName);
   writeFileSync(file, JSON.stringify({ apiVersion: 'v1', kind: 'List', items }));
   return file;
 }
@@ -78,6 +79,18 @@ export const scenarios = [
     corefile: (ctx) => `cluster.local:${ctx.port} {\n    bind 127.0.0.1\n    kubernetes {\n        manifests ${ctx.manifest}\n        ttl ${ctx.workload.ttl}\n    }\n}\n`,
     queries: (ctx) => ctx.workload.queryFile,
     targets: { pinnedVsUnbound: 0.5 },
+  },
+  {
+    // Compare with unbound-mix / dnsmasq-mix / kresd-mix (same query file), not with `unbound`.
+    name: 'mix',
+    description: 'kubernetes (10,000 Services) asked a mix: 80% A, 10% AAAA (NODATA), 10% NXDOMAIN names',
+    setup: async (ctx) => {
+      // Its own copy, so that writing it never touches the file the `kubernetes` row serves.
+      ctx.manifest = writeClusterManifest(ctx, 'cluster-mix.json');
+    },
+    corefile: (ctx) => `cluster.local:${ctx.port} {\n    bind 127.0.0.1\n    kubernetes {\n        manifests ${ctx.manifest}\n        ttl ${ctx.workload.ttl}\n    }\n}\n`,
+    queries: mixQueries,
+    samples: mixSamples,
   },
   {
     name: 'cache',

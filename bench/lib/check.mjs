@@ -33,7 +33,8 @@ export async function waitAnswering(port, name, timeoutMs, isAlive) {
 }
 
 /**
- * Checks each sample {name, type, data, ttl}; returns a list of problems (empty when right).
+ * Checks each sample {name, type, data, ttl, status?}; returns a list of problems (empty when
+ * right). `status: 'NXDOMAIN'` or `data: null` (NODATA) expect that answer and no records.
  * The TTL must be exact: every server here is configured with the workload's TTL, and a
  * server that answers from a cache may count down, so allow ttl-1 as well.
  */
@@ -43,8 +44,12 @@ export async function checkAnswers(port, samples) {
     const r = await dig(port, s.name, s.type);
     const fq = s.name.endsWith('.') ? s.name : s.name + '.';
     const rel = r.answers.filter((a) => a.type === s.type);
-    if (r.status !== 'NOERROR') problems.push(`${s.name} ${s.type}: status ${r.status ?? 'no answer'}`);
-    else if (rel.length !== 1) problems.push(`${s.name} ${s.type}: ${rel.length} ${s.type} records, want 1\n${r.raw}`);
+    const want = s.status ?? 'NOERROR';
+    if (r.status !== want) problems.push(`${s.name} ${s.type}: status ${r.status ?? 'no answer'}, want ${want}`);
+    // A negative answer (status NXDOMAIN, or data: null for NODATA) has no record of the type.
+    else if (want !== 'NOERROR' || s.data === null) {
+      if (rel.length !== 0) problems.push(`${s.name} ${s.type}: ${rel.length} ${s.type} records, want none\n${r.raw}`);
+    } else if (rel.length !== 1) problems.push(`${s.name} ${s.type}: ${rel.length} ${s.type} records, want 1\n${r.raw}`);
     else {
       const a = rel[0];
       if (a.name.toLowerCase() !== fq.toLowerCase()) problems.push(`${s.name}: owner ${a.name}`);

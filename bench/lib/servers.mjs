@@ -1,15 +1,16 @@
 // How each server under test is configured and started. Every server serves the same
 // workload (lib/workload.mjs) on its own 127.0.0.1 high port.
 //
-// A server definition: { name, kind, optional, unpinnedByDefault?, label(ctx), start(ctx) → process entry,
-// queries(ctx), samples(ctx)?, setup(ctx)? }. ctx = { root, dir, port, workload, mode,
-// pin, workers, startProcess }.
+// A server definition: { name, kind, optional, unpinnedByDefault?, forScenario?, label(ctx),
+// start(ctx) → process entry, queries(ctx), samples(ctx)?, setup(ctx)? }. ctx = { root, dir,
+// port, workload, mode, pin, workers, startProcess, nodeArgs?, env? }.
 
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import dgram from 'node:dgram';
 import net from 'node:net';
 import { startProcess } from './procs.mjs';
+import { mixQueries, mixSamples } from './mix.mjs';
 
 function logFile(ctx, name) {
   return join(ctx.dir, `${name}-${ctx.mode}.log`);
@@ -33,10 +34,11 @@ export function clusterdnsServer(scenario) {
     start(ctx) {
       const conf = join(ctx.dir, `Corefile-${scenario.name}-${ctx.mode}`);
       writeFileSync(conf, scenario.corefile(ctx));
+      // ctx.nodeArgs (e.g. --trace-gc) and ctx.env are for bench scripts that observe the server.
       return startProcess(this.name, process.execPath,
         // As deployed (bin/clusterdns, npm start, the image): a 2 MB young generation.
-        ['--max-semi-space-size=2', join(ctx.root, 'bin/clusterdns'), '-conf', conf, '-workers', String(ctx.workers), '-quiet'],
-        { pin: ctx.pin, logFile: logFile(ctx, this.name), cwd: ctx.root });
+        ['--max-semi-space-size=2', ...(ctx.nodeArgs ?? []), join(ctx.root, 'bin/clusterdns'), '-conf', conf, '-workers', String(ctx.workers), '-quiet'],
+        { pin: ctx.pin, logFile: logFile(ctx, this.name), cwd: ctx.root, env: ctx.env });
     },
   };
 }
@@ -68,11 +70,12 @@ export const unbound = {
       `  directory: "${ctx.dir}"`,
       '  access-control: 127.0.0.0/8 allow',
       '  local-zone: "cluster.local." static',
+      ...(this.extraLines ?? []),
       ...w.records.map((r) => `  local-data: "${r.name}. ${w.ttl} IN A ${r.ip}"`),
       'remote-control:',
       '  control-enable: no',
     ];
-    const conf = join(ctx.dir, `unbound-${ctx.mode}.conf`);
+    const conf = join(ctx.dir, `${this.name}-${ctx.mode}.conf`);
     writeFileSync(conf, lines.join('\n') + '\n');
     return startProcess(this.name, 'unbound', ['-d', '-c', conf], { pin: ctx.pin, logFile: logFile(ctx, this.name) });
   },
@@ -91,10 +94,10 @@ export const dnsmasq = {
     const w = ctx.workload;
     const lines = ['no-resolv', 'no-hosts', 'local=/cluster.local/',
       ...w.records.map((r) => `host-record=${r.name},${r.ip},${w.ttl}`)];
-    const conf = join(ctx.dir, `dnsmasq-${ctx.mode}.conf`);
+    const conf = join(ctx.dir, `${this.name}-${ctx.mode}.conf`);
     writeFileSync(conf, lines.join('\n') + '\n');
     return startProcess(this.name, 'dnsmasq', ['-k', '-C', conf, `--port=${ctx.port}`, '--listen-address=127.0.0.1',
-      '--bind-interfaces', '--user=root', `--pid-file=${join(ctx.dir, `dnsmasq-${ctx.mode}.pid`)}`, '--log-facility=-'],
+      '--bind-interfaces', '--user=root', `--pid-file=${join(ctx.dir, `${this.name}-${ctx.mode}.pid`)}`, '--log-facility=-'],
     { pin: ctx.pin, logFile: logFile(ctx, this.name) });
   },
 };
@@ -111,7 +114,7 @@ export const kresd = {
   label: () => 'kresd',
   queries: (ctx) => ctx.workload.queryFile,
   start(ctx) {
-    const rundir = join(ctx.dir, `kresd-${ctx.mode}`);
+    const rundir = join(ctx.dir, `${this.name}-${ctx.mode}`);
     mkdirSync(rundir, { recursive: true });
     const conf = join(rundir, 'config.lua');
     writeFileSync(conf, [
@@ -119,7 +122,7 @@ export const kresd = {
       "modules = { 'hints > iterate' }",
       `hints.add_hosts('${ctx.workload.hostsFile}')`,
       `hints.ttl(${ctx.workload.ttl})`,
-      "policy.add(policy.suffix(policy.PASS, {todname('cluster.local.')}))",
+      ...(this.policyLines?.(ctx) ?? ["policy.add(policy.suffix(policy.PASS, {todname('cluster.local.')}))"]),
       "trust_anchors.remove('.')",
       'cache.size = 20 * MB',
       '',
@@ -200,7 +203,51 @@ export const unboundForward = {
   },
 };
 
-export const peers = [unbound, dnsmasq, kresd, bareNode, dnsmasqForward, unboundForward];
+// The peers of the `mix` scenario (lib/mix.mjs): the same servers and names, asked the mix's
+// query file (A, AAAA for IPv4-only names, NXDOMAIN names). Measured pinned only by default,
+// and only when clusterdns-mix is (forScenario).
+export const unboundMix = {
+  ...unbound,
+  name: 'unbound-mix',
+  forScenario: 'mix', // bench/run.mjs runs it only with clusterdns-mix (or when named)
+  unpinnedByDefault: false,
+  label: (ctx) => `${unbound.label(ctx)}, \`mix\` queries`,
+  queries: mixQueries,
+  samples: mixSamples,
+  // Negative answers carry the zone's SOA, as from clusterdns (static local-zone alone sends none).
+  extraLines: ['  local-data: "cluster.local. 30 IN SOA ns.dns.cluster.local. hostmaster.cluster.local. 1 7200 1800 86400 30"'],
+};
+
+export const dnsmasqMix = {
+  ...dnsmasq,
+  name: 'dnsmasq-mix',
+  forScenario: 'mix', // bench/run.mjs runs it only with clusterdns-mix (or when named)
+  label: () => 'dnsmasq, `mix` queries',
+  queries: mixQueries,
+  samples: mixSamples,
+};
+
+// kresd has no authoritative zone for its hints: a name the hints module does not know is sent
+// to the iterator (SERVFAIL here, offline). So only the workload's names pass the policy, and
+// every other name under .local gets kresd's built-in NXDOMAIN for .local (special-use names).
+export const kresdMix = {
+  ...kresd,
+  name: 'kresd-mix',
+  forScenario: 'mix', // bench/run.mjs runs it only with clusterdns-mix (or when named)
+  label: () => 'kresd, `mix` queries',
+  queries: mixQueries,
+  samples: mixSamples,
+  policyLines: (ctx) => [
+    'local known = {}',
+    `for line in io.lines('${ctx.workload.hostsFile}') do`,
+    "  local _, name = line:match('^(%S+)%s+(%S+)')",
+    "  if name then known[todname(name .. '.')] = true end",
+    'end',
+    'policy.add(function(_, query) if known[query:name()] then return policy.PASS end end)',
+  ],
+};
+
+export const peers = [unbound, dnsmasq, kresd, bareNode, dnsmasqForward, unboundForward, unboundMix, dnsmasqMix, kresdMix];
 
 /** A port in 20000–59999 that is free for both UDP and TCP on 127.0.0.1. */
 export async function freePort(taken = new Set()) {
