@@ -105,7 +105,7 @@ function runPrimary(flags: ServerFlags, keys: string[]): void {
   let stopping = false;
   let started = 0;
   const fork = (running?: ConfigSource) => {
-    const w = cluster.fork({ CLUSTERDNS_WORKER: '1', ...(running ? { CLUSTERDNS_RUNNING_CONFIG: JSON.stringify(running) } : {}) });
+    const w = cluster.fork({ CLUSTERDNS_WORKER: '1', CLUSTERDNS_WORKERS: String(flags.workers), ...(running ? { CLUSTERDNS_RUNNING_CONFIG: JSON.stringify(running) } : {}) });
     w.on('message', (m: { type?: string; message?: string }) => {
       if (m?.type === 'fatal') {
         stopping = true;

@@ -1,7 +1,9 @@
 // UDP and TCP listeners. The server owns all socket I/O: parsing the question, routing to
 // a server block, FORMERR/NOTIMP/REFUSED/BADVERS, truncation, TCP framing and limits.
 
+import cluster from 'node:cluster';
 import dgram from 'node:dgram';
+import dns from 'node:dns';
 import net from 'node:net';
 import { QClass, Rcode } from '../dns/constants.js';
 import { parseQuery, QueryProblem } from '../dns/query.js';
@@ -10,6 +12,7 @@ import { bareReply, finalizeReply } from './reply.js';
 import { Request, type ClientInfo, type HandlerResult, type Response } from './request.js';
 import { serverStats, type ZoneStats } from './stats.js';
 import { queryNames } from '../status/names.js';
+import { FLAG_TRUNCATED, META_INTS, OUT_INTS, udpBatchAddon, type UdpBatchAddon, type UdpBatchSocket } from './udp-native.js';
 
 const log = logger('');
 
@@ -187,6 +190,8 @@ export class DnsListener {
   private udp: dgram.Socket | null = null;
   private tcp: net.Server | null = null;
   private readonly conns = new Set<net.Socket>();
+  /** The native batched socket (native/udpbatch.c), when it is used instead of `udp`. */
+  private batch: NativeUdp | null = null;
   private closing = false;
   /** UDP queries handed to the dispatcher and not yet answered (or dropped). */
   private udpPending = 0;
@@ -208,7 +213,112 @@ export class DnsListener {
   async start(): Promise<void> {
     const { host, port } = this.opts;
     const family = host.includes(':') ? 'udp6' : 'udp4';
-    const udp = dgram.createSocket({ type: family, reuseAddr: false, ipv6Only: this.opts.ipv6Only === true });
+    const { addon, why } = udpBatchAddon();
+    // Cluster workers share the primary's socket (a worker that dies loses no queued query), each
+    // reading it in batches; CLUSTERDNS_NATIVE_UDP=reuseport gives each worker a socket of its own
+    // instead (SO_REUSEPORT: the kernel spreads the load, but queries queued on a worker that
+    // dies are lost), which port 0 cannot do.
+    const reusePort = cluster.isWorker && process.env.CLUSTERDNS_NATIVE_UDP === 'reuseport' && port !== 0;
+    let how = '';
+    if (addon && !cluster.isWorker) {
+      this.startNative(addon, this.openNative(addon, family === 'udp6', false));
+      how = 'own socket';
+    } else if (addon && reusePort) {
+      this.startNative(addon, this.openNative(addon, family === 'udp6', true));
+      how = 'SO_REUSEPORT socket per worker';
+    } else if (addon) {
+      await this.startDgram(family);
+      const adopted = this.adoptDgram(addon);
+      how = adopted ? 'socket shared by the workers' : '';
+    } else {
+      await this.startDgram(family);
+    }
+    if (how) logUdpPath(`UDP: batched native socket (recvmmsg/sendmmsg, ${how})`);
+    else {
+      const text = `UDP: node:dgram (native batched socket unavailable: ${addon ? 'cannot take over the socket node:dgram opened' : why})`;
+      // Asked for by name and not there: say so; otherwise the fallback is normal (an image built without a compiler).
+      logUdpPath(text, !addon && (process.env.CLUSTERDNS_NATIVE_UDP === '1' || process.env.CLUSTERDNS_NATIVE_UDP === 'reuseport'));
+    }
+    try {
+      await this.startTcp(port === 0 ? this.boundPort : port);
+    } catch (e) {
+      // The TCP port is taken: do not leave the UDP socket bound behind the failed start.
+      this.batch?.close();
+      this.batch = null;
+      const u = this.udp;
+      this.udp = null;
+      if (u) await new Promise<void>((r) => u.close(() => r()));
+      throw e;
+    }
+  }
+
+  private openNative(addon: UdpBatchAddon, ipv6: boolean, reusePort: boolean): UdpBatchSocket {
+    const { host, port } = this.opts;
+    const workers = Number(process.env.CLUSTERDNS_WORKERS);
+    return addon.open({
+      address: host || (ipv6 ? '::' : '0.0.0.0'),
+      port,
+      ipv6,
+      ipv6Only: this.opts.ipv6Only === true,
+      reusePort,
+      spread: reusePort && workers > 1 ? workers : 0,
+      // The default buffer (~208 KiB) drops bursts of a few hundred queries.
+      recvBuffer: this.opts.udpRecvBuffer ?? 4 * 1024 * 1024,
+      sendBuffer: 1024 * 1024,
+    });
+  }
+
+  /**
+   * Reads the socket node:dgram bound (in a cluster worker: the one the primary holds for all
+   * workers) through the addon: dgram stops reading, the addon polls a duplicate of the fd.
+   * The dgram socket stays open, so the primary keeps sharing it.
+   */
+  private adoptDgram(addon: UdpBatchAddon): boolean {
+    const udp = this.udp!;
+    const state = Object.getOwnPropertySymbols(udp).find((k) => k.description === 'state symbol');
+    const handle = state ? (udp as unknown as Record<symbol, { handle?: { fd?: number; recvStop?: () => number } }>)[state]?.handle : undefined;
+    if (!handle || typeof handle.fd !== 'number' || handle.fd < 0 || typeof handle.recvStop !== 'function') return false;
+    let sock: UdpBatchSocket;
+    try {
+      sock = addon.adopt({ fd: handle.fd });
+    } catch {
+      return false;
+    }
+    handle.recvStop();
+    udp.removeAllListeners('message');
+    this.startNative(addon, sock);
+    return true;
+  }
+
+  private startNative(addon: UdpBatchAddon, sock: UdpBatchSocket): void {
+    this.boundPort = sock.port;
+    this.batch = new NativeUdp(addon, sock, this, this.dispatcher);
+    this.batch.start();
+  }
+
+  /** @internal */
+  routerForUdp(): Router | undefined {
+    return this.router();
+  }
+
+  /** @internal One UDP query taken on (it must end with udpAnswered). */
+  udpTaken(): void {
+    this.udpPending++;
+  }
+
+  /** @internal */
+  udpAnswered(): void {
+    this.udpDone();
+  }
+
+  /** @internal False once the socket closed: late answers are dropped. */
+  get udpIsOpen(): boolean {
+    return this.udpOpen;
+  }
+
+  private async startDgram(family: 'udp4' | 'udp6'): Promise<void> {
+    const { host, port } = this.opts;
+    const udp = dgram.createSocket({ type: family, reuseAddr: false, ipv6Only: this.opts.ipv6Only === true, lookup: literalLookup(family) });
     await new Promise<void>((resolve, reject) => {
       udp.once('error', reject);
       udp.bind({ address: host || (family === 'udp6' ? '::' : '0.0.0.0'), port }, () => {
@@ -252,7 +362,6 @@ export class DnsListener {
       });
     });
     this.udp = udp;
-    await this.startTcp(port === 0 ? this.boundPort : port);
   }
 
   private async startTcp(port: number): Promise<void> {
@@ -360,7 +469,7 @@ export class DnsListener {
   async close(): Promise<void> {
     this.closing = true;
     const tasks: Promise<void>[] = [];
-    if (this.udp) {
+    if (this.udp && !this.batch) {
       const u = this.udp;
       // No new queries; answers still being worked out (a forward in flight) get up to a
       // second to go out before the socket closes.
@@ -373,6 +482,18 @@ export class DnsListener {
               u.close(() => r());
             }),
         ),
+      );
+    }
+    if (this.batch) {
+      const b = this.batch;
+      b.pause();
+      tasks.push(
+        this.udpDrained(UDP_DRAIN_MS).then(async () => {
+          this.udpOpen = false;
+          b.close();
+          const u = this.udp;
+          if (u) await new Promise<void>((r) => u.close(() => r()));
+        }),
       );
     }
     if (this.tcp) {
@@ -388,6 +509,196 @@ export class DnsListener {
 }
 
 const UDP_DRAIN_MS = 1000;
+
+/**
+ * dgram resolves the destination of every send() with dns.lookup, which for an address
+ * literal (always the case: answers go to rinfo's address) still costs a process.nextTick
+ * per answer; this answers literals at once (measured: 7% less CPU per query on the
+ * dgram path) and leaves names to dns.lookup.
+ */
+function literalLookup(type: 'udp4' | 'udp6'): dgram.SocketOptions['lookup'] {
+  const family = type === 'udp6' ? 6 : 4;
+  const f = (address: string, options: unknown, cb: (err: Error | null, address: string, family: number) => void): void => {
+    if (net.isIP(address) !== 0) cb(null, address, family);
+    else dns.lookup(address, options as dns.LookupOneOptions, cb as never);
+  };
+  return f as unknown as dgram.SocketOptions['lookup'];
+}
+
+let udpPathLogged = false;
+
+/** Which UDP path this process uses, once, at debug level (a warning when it was asked for and is missing). */
+function logUdpPath(text: string, warn = false): void {
+  if (udpPathLogged) return;
+  udpPathLogged = true;
+  if (warn) log.warn(text);
+  else log.debug(text);
+}
+
+/**
+ * A UDP client on the native path: the peer's address stays four numbers until a plugin asks
+ * for it as text. `send` answers into the current batch when it is called while the batch is
+ * being handled, else straight to the peer.
+ */
+class BatchClient implements ClientInfo {
+  remotePort: number;
+  family: 1 | 2;
+  private text: string | undefined;
+  readonly send = (out: Buffer | null): void => this.path.reply(this, out);
+
+  constructor(
+    private readonly path: NativeUdp,
+    readonly gen: number,
+    readonly slot: number,
+    readonly af: number,
+    port: number,
+    readonly scope: number,
+    readonly a0: number,
+    readonly a1: number,
+    readonly a2: number,
+    readonly a3: number,
+  ) {
+    this.remotePort = port;
+    this.family = af === 6 ? 2 : 1;
+  }
+
+  get proto(): 'udp' {
+    return 'udp';
+  }
+
+  get remoteAddress(): string {
+    if (this.text === undefined) {
+      const a = this.a0;
+      this.text = this.af === 4 ? `${a >>> 24}.${(a >>> 16) & 255}.${(a >>> 8) & 255}.${a & 255}` : this.path.ntop(this);
+    }
+    return this.text;
+  }
+
+  get localAddress(): string {
+    return this.path.localAddress;
+  }
+
+  get localPort(): number {
+    return this.path.localPort;
+  }
+}
+
+/**
+ * The UDP side of a DnsListener on the native socket: one call per batch of datagrams
+ * (recvmmsg); answers made while the batch is handled are packed into the shared `out` slab
+ * and leave in one sendmmsg when the callback returns; answers that come later (forward)
+ * leave one by one.
+ */
+class NativeUdp {
+  readonly localAddress: string;
+  readonly localPort: number;
+  private readonly inBuf: Buffer;
+  private readonly meta: Int32Array;
+  private readonly out: Uint8Array;
+  private readonly outMeta: Int32Array;
+  private readonly slotSize: number;
+  private gen = 0;
+  private inBatch = false;
+  private outCount = 0;
+  private outOff = 0;
+
+  constructor(
+    private readonly addon: UdpBatchAddon,
+    private readonly sock: UdpBatchSocket,
+    private readonly listener: DnsListener,
+    private readonly dispatcher: Dispatcher,
+  ) {
+    this.localAddress = sock.address;
+    this.localPort = sock.port;
+    this.inBuf = Buffer.from(sock.in);
+    this.meta = new Int32Array(sock.meta);
+    this.out = new Uint8Array(sock.out);
+    this.outMeta = new Int32Array(sock.outMeta);
+    this.slotSize = sock.slotSize;
+  }
+
+  start(): void {
+    this.addon.start(this.sock, this.onBatch);
+  }
+
+  pause(): void {
+    this.addon.pause(this.sock);
+  }
+
+  close(): void {
+    this.addon.close(this.sock);
+  }
+
+  ntop(c: BatchClient): string {
+    return this.addon.ntop(c.af, c.scope, c.a0, c.a1, c.a2, c.a3);
+  }
+
+  private readonly onBatch = (n: number): number => {
+    const meta = this.meta;
+    const inBuf = this.inBuf;
+    const l = this.listener;
+    const d = this.dispatcher;
+    const router = l.routerForUdp();
+    const gen = ++this.gen;
+    this.outCount = 0;
+    this.outOff = 0;
+    this.inBatch = true;
+    try {
+      for (let i = 0; i < n; i++) {
+        const m = i * META_INTS;
+        const len = meta[m]!;
+        const af = meta[m + 2]!;
+        if (af !== 4 && af !== 6) continue;
+        const c = new BatchClient(this, gen, i, af, meta[m + 3]!, meta[m + 4]!, meta[m + 5]!, meta[m + 6]!, meta[m + 7]!, meta[m + 8]!);
+        const at = i * this.slotSize;
+        l.udpTaken();
+        if ((meta[m + 1]! & FLAG_TRUNCATED) !== 0) {
+          // Longer than a slot (64 KiB: cannot happen with the default slots): what arrived is
+          // not the whole query. A readable query header gets FORMERR, anything else is dropped.
+          c.send(len >= 12 && (inBuf[at + 2]! & 0x80) === 0 ? truncatedReply(inBuf, at) : null);
+          continue;
+        }
+        // A copy: the slot is reused by the next batch, and an answer worked out later
+        // (forward) still reads the query. (A view instead measured within noise: 8.2 against
+        // 8.4 µs per query.)
+        const msg = Buffer.allocUnsafe(len);
+        inBuf.copy(msg, 0, at, at + len);
+        d.handle(msg, c, router, c.send);
+      }
+    } finally {
+      this.inBatch = false;
+    }
+    return this.outCount;
+  };
+
+  reply(c: BatchClient, out: Buffer | null): void {
+    const l = this.listener;
+    if (out !== null && l.udpIsOpen) {
+      const len = out.length;
+      if (this.inBatch && c.gen === this.gen && len <= this.out.length - this.outOff) {
+        const at = this.outOff;
+        this.out.set(out, at);
+        const k = this.outCount++ * OUT_INTS;
+        this.outMeta[k] = at;
+        this.outMeta[k + 1] = len;
+        this.outMeta[k + 2] = c.slot;
+        this.outOff = at + len;
+      } else {
+        this.addon.sendTo(this.sock, out, c.af, c.remotePort, c.scope, c.a0, c.a1, c.a2, c.a3);
+      }
+    }
+    l.udpAnswered();
+  }
+}
+
+/** FORMERR for a query whose datagram was cut short: the header alone, counts zero. */
+function truncatedReply(buf: Buffer, at: number): Buffer {
+  const out = Buffer.alloc(12);
+  out[0] = buf[at]!;
+  out[1] = buf[at + 1]!;
+  out.writeUInt16BE(0x8000 | ((buf.readUInt16BE(at + 2)) & 0x7900) | Rcode.FORMERR, 2);
+  return out;
+}
 
 export function listenerKey(host: string, port: number): string {
   return `${host}|${port}`;

@@ -1,0 +1,765 @@
+// Batched UDP socket I/O for clusterdns: recvmmsg/sendmmsg on a socket this addon opens,
+// watched with a uv_poll_t on the Node event loop. One JS call per batch of datagrams
+// instead of one per datagram, and one sendmmsg for the answers the batch produced.
+// Linux only (recvmmsg, sendmmsg, SO_REUSEPORT, SO_ATTACH_REUSEPORT_CBPF); see README.md.
+//
+// Memory shared with JS (all allocated once per socket):
+//   in    slots × slot_size octets: datagram i at i × slot_size
+//   meta  Int32Array, META_INTS per datagram: length, flags, family, port, scope, address
+//   out   out_size octets: the answers JS wrote, packed
+//   ometa Int32Array, OUT_INTS per answer: offset in `out`, length, datagram index (its
+//         sender is the destination)
+// The JS callback gets the number of datagrams and returns the number of answers to send.
+
+#define _GNU_SOURCE
+#define NAPI_VERSION 8
+#include <node_api.h>
+#include <uv.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#ifndef SO_ATTACH_REUSEPORT_CBPF
+#define SO_ATTACH_REUSEPORT_CBPF 51
+#endif
+#ifndef SKF_AD_RANDOM
+#define SKF_AD_RANDOM 56
+#endif
+
+#define META_INTS 10 /* len, flags, family, port, scope, a0, a1, a2, a3, reserved */
+#define OUT_INTS 4   /* offset, len, slot, reserved */
+#define FLAG_TRUNC 1
+#define MAX_SLOTS 1024
+#define MAX_BATCHES_PER_WAKEUP 8 /* then back to the loop: timers and TCP get their turn */
+
+enum { ST_RECEIVED, ST_BATCHES, ST_SENT, ST_SEND_ERRORS, ST_TRUNCATED, ST_RECV_ERRORS, ST_WAKEUPS, ST_COUNT };
+
+typedef struct sock_s {
+  napi_env env;
+  uv_poll_t poll;
+  int fd;
+  int family;
+  int polling;
+  int in_batch;
+  int close_pending; /* close() was called from inside the batch callback */
+  int closed;
+  int handle_open;   /* the uv_poll_t is initialised and its close callback has not run */
+  int js_alive;      /* the wrapping JS object has not been finalised */
+  int hook_added;
+  napi_ref cb_ref;
+  napi_ref ab_ref[4];
+  napi_async_context actx;
+  unsigned slots, slot_size, out_size;
+  uint8_t *in;
+  int32_t *meta;
+  uint8_t *out;
+  int32_t *ometa;
+  struct mmsghdr *rm;
+  struct iovec *riov;
+  struct sockaddr_storage *raddr;
+  struct mmsghdr *sm;
+  struct iovec *siov;
+  double st[ST_COUNT];
+} sock_t;
+
+/* ---------- helpers ---------- */
+
+#define CHECK(call)                                                                     \
+  do {                                                                                  \
+    if ((call) != napi_ok) {                                                            \
+      const napi_extended_error_info *ei = NULL;                                        \
+      napi_get_last_error_info(env, &ei);                                               \
+      bool pending = false;                                                             \
+      napi_is_exception_pending(env, &pending);                                         \
+      if (!pending) napi_throw_error(env, NULL, ei && ei->error_message ? ei->error_message : #call); \
+      return NULL;                                                                      \
+    }                                                                                   \
+  } while (0)
+
+static napi_value throw_errno(napi_env env, int err, const char *syscall, const char *address, int port) {
+  char msg[256];
+  const char *code = uv_err_name(-err);
+  if (address)
+    snprintf(msg, sizeof msg, "%s %s %s%s%s:%d", syscall, code, strchr(address, ':') ? "[" : "", address, strchr(address, ':') ? "]" : "", port);
+  else
+    snprintf(msg, sizeof msg, "%s %s", syscall, code);
+  napi_value e, m, c, n, sc;
+  napi_create_string_utf8(env, msg, NAPI_AUTO_LENGTH, &m);
+  napi_create_string_utf8(env, code, NAPI_AUTO_LENGTH, &c);
+  napi_create_error(env, c, m, &e);
+  napi_create_int32(env, -err, &n);
+  napi_set_named_property(env, e, "errno", n);
+  napi_create_string_utf8(env, syscall, NAPI_AUTO_LENGTH, &sc);
+  napi_set_named_property(env, e, "syscall", sc);
+  napi_throw(env, e);
+  return NULL;
+}
+
+static sock_t *unwrap(napi_env env, napi_value v) {
+  sock_t *s = NULL;
+  if (napi_unwrap(env, v, (void **)&s) != napi_ok || s == NULL) {
+    napi_throw_type_error(env, NULL, "not a udpbatch socket");
+    return NULL;
+  }
+  return s;
+}
+
+static void maybe_free(sock_t *s) {
+  if (s->handle_open || s->js_alive) return;
+  free(s->rm);
+  free(s->riov);
+  free(s->raddr);
+  free(s->sm);
+  free(s->siov);
+  free(s);
+}
+
+static void on_handle_closed(uv_handle_t *h) {
+  sock_t *s = (sock_t *)h->data;
+  s->handle_open = 0;
+  maybe_free(s);
+}
+
+static void env_cleanup(void *arg);
+
+/* Stops reading, closes the descriptor and lets go of the JS values. Idempotent. */
+static void do_close(sock_t *s) {
+  if (s->closed) return;
+  if (s->in_batch) {
+    s->close_pending = 1;
+    return;
+  }
+  s->closed = 1;
+  s->polling = 0;
+  if (s->handle_open) uv_close((uv_handle_t *)&s->poll, on_handle_closed);
+  if (s->fd >= 0) close(s->fd);
+  s->fd = -1;
+  napi_env env = s->env;
+  if (s->cb_ref) napi_delete_reference(env, s->cb_ref);
+  s->cb_ref = NULL;
+  for (int i = 0; i < 4; i++) {
+    if (s->ab_ref[i]) napi_delete_reference(env, s->ab_ref[i]);
+    s->ab_ref[i] = NULL;
+  }
+  if (s->actx) napi_async_destroy(env, s->actx);
+  s->actx = NULL;
+  if (s->hook_added) napi_remove_env_cleanup_hook(env, env_cleanup, s);
+  s->hook_added = 0;
+}
+
+static void env_cleanup(void *arg) {
+  sock_t *s = (sock_t *)arg;
+  s->hook_added = 0; /* being run: removing it now is not allowed */
+  s->in_batch = 0;
+  do_close(s);
+}
+
+static void finalize_sock(napi_env env, void *data, void *hint) {
+  (void)env;
+  (void)hint;
+  sock_t *s = (sock_t *)data;
+  s->js_alive = 0;
+  if (!s->closed) do_close(s);
+  maybe_free(s);
+}
+
+static void finalize_mmap(napi_env env, void *data, void *hint) {
+  (void)env;
+  munmap(data, (size_t)(uintptr_t)hint);
+}
+
+static int sockaddr_from_ints(struct sockaddr_storage *ss, socklen_t *len, int family, int port, int scope, const int32_t *a) {
+  memset(ss, 0, sizeof *ss);
+  if (family == 4) {
+    struct sockaddr_in *sin = (struct sockaddr_in *)ss;
+    sin->sin_family = AF_INET;
+    sin->sin_port = htons((uint16_t)port);
+    sin->sin_addr.s_addr = htonl((uint32_t)a[0]);
+    *len = sizeof *sin;
+    return 0;
+  }
+  if (family == 6) {
+    struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+    sin6->sin6_family = AF_INET6;
+    sin6->sin6_port = htons((uint16_t)port);
+    sin6->sin6_scope_id = (uint32_t)scope;
+    memcpy(&sin6->sin6_addr, a, 16);
+    *len = sizeof *sin6;
+    return 0;
+  }
+  return -1;
+}
+
+/* ---------- the read path ---------- */
+
+static void send_batch(sock_t *s, int count) {
+  if (count <= 0 || s->fd < 0) return;
+  if ((unsigned)count > s->slots) count = (int)s->slots;
+  int m = 0;
+  for (int j = 0; j < count; j++) {
+    const int32_t *o = s->ometa + (size_t)j * OUT_INTS;
+    uint32_t off = (uint32_t)o[0], len = (uint32_t)o[1], slot = (uint32_t)o[2];
+    if (slot >= s->slots || off > s->out_size || len > s->out_size - off) {
+      s->st[ST_SEND_ERRORS]++;
+      continue;
+    }
+    s->siov[m].iov_base = s->out + off;
+    s->siov[m].iov_len = len;
+    struct msghdr *h = &s->sm[m].msg_hdr;
+    memset(h, 0, sizeof *h);
+    h->msg_name = &s->raddr[slot];
+    h->msg_namelen = s->rm[slot].msg_hdr.msg_namelen;
+    h->msg_iov = &s->siov[m];
+    h->msg_iovlen = 1;
+    m++;
+  }
+  int i = 0;
+  while (i < m) {
+    int r = sendmmsg(s->fd, s->sm + i, (unsigned)(m - i), 0);
+    if (r > 0) {
+      i += r;
+      s->st[ST_SENT] += r;
+    } else if (r < 0 && errno == EINTR) {
+      continue;
+    } else {
+      /* EAGAIN/ENOBUFS (buffer full), EPERM (firewall), EINVAL (bad address): this answer is
+       * lost, as a datagram can be; go on with the next. */
+      s->st[ST_SEND_ERRORS]++;
+      i++;
+    }
+  }
+}
+
+static void on_readable(uv_poll_t *h, int status, int events) {
+  (void)events;
+  sock_t *s = (sock_t *)h->data;
+  napi_env env = s->env;
+  s->st[ST_WAKEUPS]++;
+  if (status < 0) s->st[ST_RECV_ERRORS]++;
+  for (int round = 0; round < MAX_BATCHES_PER_WAKEUP && s->polling && !s->closed; round++) {
+    for (unsigned i = 0; i < s->slots; i++) {
+      struct msghdr *mh = &s->rm[i].msg_hdr;
+      mh->msg_namelen = sizeof(struct sockaddr_storage);
+      mh->msg_flags = 0;
+      mh->msg_control = NULL;
+      mh->msg_controllen = 0;
+      s->riov[i].iov_len = s->slot_size;
+    }
+    int n = recvmmsg(s->fd, s->rm, s->slots, MSG_DONTWAIT, NULL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      /* ECONNREFUSED and the like from an ICMP error queued on the socket: consumed, go on. */
+      s->st[ST_RECV_ERRORS]++;
+      continue;
+    }
+    if (n == 0) break;
+    for (int i = 0; i < n; i++) {
+      int32_t *m = s->meta + (size_t)i * META_INTS;
+      const struct msghdr *mh = &s->rm[i].msg_hdr;
+      uint32_t len = s->rm[i].msg_len;
+      int trunc = (mh->msg_flags & MSG_TRUNC) != 0;
+      if (len > s->slot_size) len = s->slot_size;
+      if (trunc) s->st[ST_TRUNCATED]++;
+      m[0] = (int32_t)len;
+      m[1] = trunc ? FLAG_TRUNC : 0;
+      const struct sockaddr_storage *ss = &s->raddr[i];
+      if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *sin = (const struct sockaddr_in *)ss;
+        m[2] = 4;
+        m[3] = ntohs(sin->sin_port);
+        m[4] = 0;
+        m[5] = (int32_t)ntohl(sin->sin_addr.s_addr); /* host order: JS reads the octets with shifts */
+        m[6] = m[7] = m[8] = 0;
+      } else if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)ss;
+        m[2] = 6;
+        m[3] = ntohs(sin6->sin6_port);
+        m[4] = (int32_t)sin6->sin6_scope_id;
+        memcpy(&m[5], &sin6->sin6_addr, 16);
+      } else {
+        m[2] = 0;
+        m[3] = 0;
+      }
+    }
+    s->st[ST_RECEIVED] += n;
+    s->st[ST_BATCHES]++;
+
+    napi_handle_scope scope;
+    if (napi_open_handle_scope(env, &scope) != napi_ok) break;
+    napi_value cb, recv, argv[1], result;
+    int32_t count = 0;
+    napi_status st = napi_get_reference_value(env, s->cb_ref, &cb);
+    if (st == napi_ok && cb != NULL) {
+      napi_get_global(env, &recv); /* napi_make_callback wants an object as `this` */
+      napi_create_int32(env, n, &argv[0]);
+      s->in_batch = 1;
+      st = napi_make_callback(env, s->actx, recv, cb, 1, argv, &result);
+      s->in_batch = 0;
+      if (st == napi_ok) {
+        if (napi_get_value_int32(env, result, &count) != napi_ok) count = 0;
+      } else {
+        bool pending = false;
+        napi_is_exception_pending(env, &pending);
+        if (pending) {
+          napi_value ex;
+          napi_get_and_clear_last_exception(env, &ex);
+          napi_fatal_exception(env, ex); /* as a throwing 'message' listener would */
+        }
+      }
+    }
+    napi_close_handle_scope(env, scope);
+    if (!s->closed) send_batch(s, count);
+    if (s->close_pending) {
+      s->close_pending = 0;
+      do_close(s);
+      return;
+    }
+    if ((unsigned)n < s->slots) break; /* drained: a full batch means more may be waiting */
+  }
+}
+
+/* ---------- JS API ---------- */
+
+static int32_t get_int(napi_env env, napi_value obj, const char *key, int32_t dflt) {
+  napi_value v;
+  bool has = false;
+  if (napi_has_named_property(env, obj, key, &has) != napi_ok || !has) return dflt;
+  if (napi_get_named_property(env, obj, key, &v) != napi_ok) return dflt;
+  napi_valuetype t;
+  napi_typeof(env, v, &t);
+  if (t == napi_boolean) {
+    bool b;
+    napi_get_value_bool(env, v, &b);
+    return b ? 1 : 0;
+  }
+  if (t != napi_number) return dflt;
+  int32_t r;
+  if (napi_get_value_int32(env, v, &r) != napi_ok) return dflt;
+  return r;
+}
+
+static napi_value make_ab(napi_env env, sock_t *s, int idx, size_t len, void **data) {
+  napi_value ab;
+  if (napi_create_arraybuffer(env, len, data, &ab) != napi_ok) return NULL;
+  napi_create_reference(env, ab, 1, &s->ab_ref[idx]);
+  return ab;
+}
+
+/* Wraps a bound, non-blocking datagram socket (owned from now on) in a JS handle object. */
+static napi_value wrap_fd(napi_env env, int fd, int slots, int slot_size, int out_size) {
+  struct sockaddr_storage bound;
+  memset(&bound, 0, sizeof bound);
+  socklen_t blen = sizeof bound;
+  char bound_addr[INET6_ADDRSTRLEN] = {0};
+  int bound_port = 0;
+  if (getsockname(fd, (struct sockaddr *)&bound, &blen) == 0) {
+    if (bound.ss_family == AF_INET) {
+      inet_ntop(AF_INET, &((struct sockaddr_in *)&bound)->sin_addr, bound_addr, sizeof bound_addr);
+      bound_port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
+    } else {
+      inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&bound)->sin6_addr, bound_addr, sizeof bound_addr);
+      bound_port = ntohs(((struct sockaddr_in6 *)&bound)->sin6_port);
+    }
+  }
+
+  sock_t *s = (sock_t *)calloc(1, sizeof *s);
+  if (!s) {
+    close(fd);
+    napi_throw_error(env, "ENOMEM", "udpbatch: out of memory");
+    return NULL;
+  }
+  s->env = env;
+  s->fd = fd;
+  s->family = bound.ss_family;
+  s->slots = (unsigned)slots;
+  s->slot_size = (unsigned)slot_size;
+  s->out_size = (unsigned)out_size;
+  s->rm = calloc((size_t)slots, sizeof *s->rm);
+  s->riov = calloc((size_t)slots, sizeof *s->riov);
+  s->raddr = calloc((size_t)slots, sizeof *s->raddr);
+  s->sm = calloc((size_t)slots, sizeof *s->sm);
+  s->siov = calloc((size_t)slots, sizeof *s->siov);
+  s->js_alive = 1;
+  napi_value obj, in_ab, meta_ab, out_ab, ometa_ab;
+  /* Datagrams land in their own slot of up to 64 KiB, so none is ever cut short; the slab
+   * is mapped, not allocated, so only the pages datagrams touch become resident. */
+  size_t in_len = (size_t)slots * (size_t)slot_size;
+  void *in = (s->rm && s->riov && s->raddr && s->sm && s->siov)
+                 ? mmap(NULL, in_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                 : MAP_FAILED;
+  if (in == MAP_FAILED) {
+    close(fd);
+    s->fd = -1;
+    s->js_alive = 0;
+    maybe_free(s);
+    napi_throw_error(env, "ENOMEM", "udpbatch: out of memory");
+    return NULL;
+  }
+  if (napi_create_external_arraybuffer(env, in, in_len, finalize_mmap, (void *)(uintptr_t)in_len, &in_ab) != napi_ok) {
+    munmap(in, in_len);
+    close(fd);
+    s->fd = -1;
+    s->js_alive = 0;
+    maybe_free(s);
+    napi_throw_error(env, NULL, "udpbatch: cannot create the receive buffer");
+    return NULL;
+  }
+  s->in = (uint8_t *)in;
+  napi_create_reference(env, in_ab, 1, &s->ab_ref[0]);
+  meta_ab = make_ab(env, s, 1, (size_t)slots * META_INTS * 4, (void **)&s->meta);
+  out_ab = make_ab(env, s, 2, (size_t)out_size, (void **)&s->out);
+  ometa_ab = make_ab(env, s, 3, (size_t)slots * OUT_INTS * 4, (void **)&s->ometa);
+  if (!meta_ab || !out_ab || !ometa_ab) {
+    do_close(s);
+    s->js_alive = 0;
+    maybe_free(s);
+    napi_throw_error(env, NULL, "udpbatch: cannot create buffers");
+    return NULL;
+  }
+  for (int i = 0; i < slots; i++) {
+    s->riov[i].iov_base = s->in + (size_t)i * (size_t)slot_size;
+    s->riov[i].iov_len = (size_t)slot_size;
+    s->rm[i].msg_hdr.msg_name = &s->raddr[i];
+    s->rm[i].msg_hdr.msg_namelen = sizeof(struct sockaddr_storage);
+    s->rm[i].msg_hdr.msg_iov = &s->riov[i];
+    s->rm[i].msg_hdr.msg_iovlen = 1;
+  }
+
+  if (napi_create_object(env, &obj) != napi_ok) {
+    do_close(s);
+    s->js_alive = 0;
+    maybe_free(s);
+    napi_throw_error(env, NULL, "udpbatch: cannot create the socket object");
+    return NULL;
+  }
+  napi_value pv, adv, tmp;
+  napi_create_int32(env, bound_port, &pv);
+  napi_create_string_utf8(env, bound_addr, NAPI_AUTO_LENGTH, &adv);
+  napi_set_named_property(env, obj, "port", pv);
+  napi_set_named_property(env, obj, "address", adv);
+  napi_set_named_property(env, obj, "in", in_ab);
+  napi_set_named_property(env, obj, "meta", meta_ab);
+  napi_set_named_property(env, obj, "out", out_ab);
+  napi_set_named_property(env, obj, "outMeta", ometa_ab);
+  napi_create_int32(env, slots, &tmp);
+  napi_set_named_property(env, obj, "slots", tmp);
+  napi_create_int32(env, slot_size, &tmp);
+  napi_set_named_property(env, obj, "slotSize", tmp);
+  if (napi_wrap(env, obj, s, finalize_sock, NULL, NULL) != napi_ok) {
+    do_close(s);
+    s->js_alive = 0;
+    maybe_free(s);
+    napi_throw_error(env, NULL, "udpbatch: cannot wrap the socket");
+    return NULL;
+  }
+  napi_value res_name;
+  napi_create_string_utf8(env, "UDPBATCH", NAPI_AUTO_LENGTH, &res_name);
+  napi_async_init(env, obj, res_name, &s->actx);
+  if (napi_add_env_cleanup_hook(env, env_cleanup, s) == napi_ok) s->hook_added = 1;
+  return obj;
+}
+
+/* open({ address, port, ipv6, ipv6Only, reusePort, spread, recvBuffer, sendBuffer, slots, slotSize, outSize }) */
+static napi_value js_open(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 1) {
+    napi_throw_type_error(env, NULL, "open(options)");
+    return NULL;
+  }
+  napi_value o = argv[0];
+  char address[INET6_ADDRSTRLEN + IF_NAMESIZE + 2] = {0};
+  napi_value av;
+  size_t alen = 0;
+  CHECK(napi_get_named_property(env, o, "address", &av));
+  if (napi_get_value_string_utf8(env, av, address, sizeof address, &alen) != napi_ok) {
+    napi_throw_type_error(env, NULL, "address must be a string");
+    return NULL;
+  }
+  int port = get_int(env, o, "port", 0);
+  int ipv6 = get_int(env, o, "ipv6", 0);
+  int v6only = get_int(env, o, "ipv6Only", 0);
+  int reuseport = get_int(env, o, "reusePort", 0);
+  int spread = get_int(env, o, "spread", 0);
+  int rcvbuf = get_int(env, o, "recvBuffer", 0);
+  int sndbuf = get_int(env, o, "sendBuffer", 0);
+  int slots = get_int(env, o, "slots", 64);
+  int slot_size = get_int(env, o, "slotSize", 65536);
+  int out_size = get_int(env, o, "outSize", 256 * 1024);
+  if (port < 0 || port > 65535 || slots < 1 || slots > MAX_SLOTS || slot_size < 12 || slot_size > 65536 || out_size < 512 || out_size > (64 << 20)) {
+    napi_throw_range_error(env, NULL, "udpbatch: option out of range");
+    return NULL;
+  }
+
+  struct sockaddr_storage ss;
+  socklen_t sslen;
+  memset(&ss, 0, sizeof ss);
+  if (ipv6) {
+    struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+    sin6->sin6_family = AF_INET6;
+    sin6->sin6_port = htons((uint16_t)port);
+    char *pct = strchr(address, '%');
+    if (pct) {
+      *pct = 0;
+      sin6->sin6_scope_id = if_nametoindex(pct + 1);
+      if (sin6->sin6_scope_id == 0) sin6->sin6_scope_id = (uint32_t)atoi(pct + 1);
+    }
+    if (inet_pton(AF_INET6, address, &sin6->sin6_addr) != 1) {
+      if (pct) *pct = '%';
+      return throw_errno(env, EINVAL, "bind", address, port);
+    }
+    if (pct) *pct = '%';
+    sslen = sizeof *sin6;
+  } else {
+    struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+    sin->sin_family = AF_INET;
+    sin->sin_port = htons((uint16_t)port);
+    if (inet_pton(AF_INET, address, &sin->sin_addr) != 1) return throw_errno(env, EINVAL, "bind", address, port);
+    sslen = sizeof *sin;
+  }
+
+  int fd = socket(ipv6 ? AF_INET6 : AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return throw_errno(env, errno, "socket", NULL, 0);
+  int one = 1;
+  if (ipv6 && v6only && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one) < 0) {
+    int e = errno;
+    close(fd);
+    return throw_errno(env, e, "setsockopt", NULL, 0);
+  }
+  if (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0) {
+    int e = errno;
+    close(fd);
+    return throw_errno(env, e, "setsockopt", NULL, 0);
+  }
+  /* The kernel caps these at net.core.[rw]mem_max; a smaller buffer still works. */
+  if (rcvbuf > 0) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+  if (sndbuf > 0) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
+  if (bind(fd, (struct sockaddr *)&ss, sslen) < 0) {
+    int e = errno;
+    close(fd);
+    return throw_errno(env, e, "bind", address, port);
+  }
+  if (reuseport && spread > 1) {
+    /* Every datagram to a random socket of the group, not by hash of the 4-tuple: a few
+     * busy clients (a node-local cache, a benchmark) otherwise land on one worker. An index
+     * past the group's size (a worker not yet started) falls back to the hash. */
+    struct sock_filter code[] = {
+        {BPF_LD | BPF_W | BPF_ABS, 0, 0, (uint32_t)(SKF_AD_OFF + SKF_AD_RANDOM)},
+        {BPF_ALU | BPF_MOD | BPF_K, 0, 0, (uint32_t)spread},
+        {BPF_RET | BPF_A, 0, 0, 0},
+    };
+    struct sock_fprog prog = {.len = 3, .filter = code};
+    setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof prog); /* best effort */
+  }
+  return wrap_fd(env, fd, slots, slot_size, out_size);
+}
+
+/* adopt({ fd, slots, slotSize, outSize }): a duplicate of an already bound UDP socket (one that
+ * node:dgram opened, e.g. the socket cluster workers share); the caller keeps its own fd. */
+static napi_value js_adopt(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 1) {
+    napi_throw_type_error(env, NULL, "adopt(options)");
+    return NULL;
+  }
+  napi_value o = argv[0];
+  int src = get_int(env, o, "fd", -1);
+  int slots = get_int(env, o, "slots", 64);
+  int slot_size = get_int(env, o, "slotSize", 65536);
+  int out_size = get_int(env, o, "outSize", 256 * 1024);
+  if (src < 0 || slots < 1 || slots > MAX_SLOTS || slot_size < 12 || slot_size > 65536 || out_size < 512 || out_size > (64 << 20)) {
+    napi_throw_range_error(env, NULL, "udpbatch: option out of range");
+    return NULL;
+  }
+  int type = 0;
+  socklen_t tl = sizeof type;
+  if (getsockopt(src, SOL_SOCKET, SO_TYPE, &type, &tl) < 0) return throw_errno(env, errno, "getsockopt", NULL, 0);
+  if (type != SOCK_DGRAM) return throw_errno(env, EINVAL, "adopt", NULL, 0);
+  int fd = fcntl(src, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return throw_errno(env, errno, "dup", NULL, 0);
+  int fl = fcntl(fd, F_GETFL);
+  if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+    int e = errno;
+    close(fd);
+    return throw_errno(env, e, "fcntl", NULL, 0);
+  }
+  return wrap_fd(env, fd, slots, slot_size, out_size);
+}
+
+/* start(sock, onBatch): begin reading; onBatch(n) returns the number of answers in `out`. */
+static napi_value js_start(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  sock_t *s = unwrap(env, argv[0]);
+  if (!s) return NULL;
+  if (s->closed) return throw_errno(env, EBADF, "start", NULL, 0);
+  napi_valuetype t;
+  napi_typeof(env, argv[1], &t);
+  if (t != napi_function) {
+    napi_throw_type_error(env, NULL, "start(sock, onBatch)");
+    return NULL;
+  }
+  if (s->cb_ref) napi_delete_reference(env, s->cb_ref);
+  CHECK(napi_create_reference(env, argv[1], 1, &s->cb_ref));
+  if (!s->handle_open) {
+    uv_loop_t *loop;
+    CHECK(napi_get_uv_event_loop(env, &loop));
+    int r = uv_poll_init(loop, &s->poll, s->fd);
+    if (r < 0) return throw_errno(env, -r, "uv_poll_init", NULL, 0);
+    s->poll.data = s;
+    s->handle_open = 1;
+  }
+  int r = uv_poll_start(&s->poll, UV_READABLE, on_readable);
+  if (r < 0) return throw_errno(env, -r, "uv_poll_start", NULL, 0);
+  s->polling = 1;
+  return NULL;
+}
+
+/* pause(sock): stop reading (queued datagrams stay in the kernel); sending still works. */
+static napi_value js_pause(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  sock_t *s = unwrap(env, argv[0]);
+  if (!s) return NULL;
+  if (s->handle_open && s->polling && !s->closed) uv_poll_stop(&s->poll);
+  s->polling = 0;
+  return NULL;
+}
+
+static napi_value js_close(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  sock_t *s = unwrap(env, argv[0]);
+  if (!s) return NULL;
+  do_close(s);
+  return NULL;
+}
+
+/* sendTo(sock, data, family, port, scope, a0, a1, a2, a3): one datagram; 0 or -errno. */
+static napi_value js_send_to(napi_env env, napi_callback_info info) {
+  size_t argc = 9;
+  napi_value argv[9];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 9) {
+    napi_throw_type_error(env, NULL, "sendTo(sock, data, family, port, scope, a0, a1, a2, a3)");
+    return NULL;
+  }
+  sock_t *s = unwrap(env, argv[0]);
+  if (!s) return NULL;
+  napi_typedarray_type tt;
+  size_t length;
+  void *data;
+  napi_value ab;
+  size_t off;
+  if (napi_get_typedarray_info(env, argv[1], &tt, &length, &data, &ab, &off) != napi_ok || tt != napi_uint8_array) {
+    napi_throw_type_error(env, NULL, "sendTo: data must be a Uint8Array");
+    return NULL;
+  }
+  int32_t v[7];
+  for (int i = 0; i < 7; i++) napi_get_value_int32(env, argv[2 + i], &v[i]);
+  napi_value ret;
+  int res = 0;
+  if (s->closed || s->fd < 0) {
+    res = -EBADF;
+  } else {
+    struct sockaddr_storage ss;
+    socklen_t len;
+    if (sockaddr_from_ints(&ss, &len, v[0], v[1], v[2], &v[3]) < 0) {
+      res = -EINVAL;
+    } else {
+      ssize_t r;
+      do r = sendto(s->fd, data, length, 0, (struct sockaddr *)&ss, len);
+      while (r < 0 && errno == EINTR);
+      if (r < 0) res = -errno;
+    }
+  }
+  if (res == 0) s->st[ST_SENT]++;
+  else s->st[ST_SEND_ERRORS]++;
+  napi_create_int32(env, res, &ret);
+  return ret;
+}
+
+/* ntop(family, scope, a0, a1, a2, a3): the address as text, as Node's rinfo.address has it. */
+static napi_value js_ntop(napi_env env, napi_callback_info info) {
+  size_t argc = 6;
+  napi_value argv[6];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int32_t v[6] = {0};
+  for (size_t i = 0; i < argc && i < 6; i++) napi_get_value_int32(env, argv[i], &v[i]);
+  char buf[INET6_ADDRSTRLEN + IF_NAMESIZE + 2] = {0};
+  if (v[0] == 4) {
+    struct in_addr ia;
+    ia.s_addr = htonl((uint32_t)v[2]);
+    inet_ntop(AF_INET, &ia, buf, sizeof buf);
+  }
+  else if (v[0] == 6) {
+    inet_ntop(AF_INET6, &v[2], buf, INET6_ADDRSTRLEN);
+    if (v[1] != 0) {
+      /* Node (libuv) writes link-local scopes as %ifname. */
+      char ifn[IF_NAMESIZE];
+      size_t l = strlen(buf);
+      if (if_indextoname((unsigned)v[1], ifn)) snprintf(buf + l, sizeof buf - l, "%%%s", ifn);
+      else snprintf(buf + l, sizeof buf - l, "%%%d", v[1]);
+    }
+  }
+  napi_value r;
+  napi_create_string_utf8(env, buf, NAPI_AUTO_LENGTH, &r);
+  return r;
+}
+
+/* stats(sock): [received, batches, sent, sendErrors, truncated, recvErrors, wakeups] */
+static napi_value js_stats(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  sock_t *s = unwrap(env, argv[0]);
+  if (!s) return NULL;
+  napi_value arr;
+  CHECK(napi_create_array_with_length(env, ST_COUNT, &arr));
+  for (uint32_t i = 0; i < ST_COUNT; i++) {
+    napi_value n;
+    napi_create_double(env, s->st[i], &n);
+    napi_set_element(env, arr, i, n);
+  }
+  return arr;
+}
+
+static napi_value init(napi_env env, napi_value exports) {
+  napi_property_descriptor d[] = {
+      {"open", NULL, js_open, NULL, NULL, NULL, napi_default, NULL},
+      {"adopt", NULL, js_adopt, NULL, NULL, NULL, napi_default, NULL},
+      {"start", NULL, js_start, NULL, NULL, NULL, napi_default, NULL},
+      {"pause", NULL, js_pause, NULL, NULL, NULL, napi_default, NULL},
+      {"close", NULL, js_close, NULL, NULL, NULL, napi_default, NULL},
+      {"sendTo", NULL, js_send_to, NULL, NULL, NULL, napi_default, NULL},
+      {"ntop", NULL, js_ntop, NULL, NULL, NULL, napi_default, NULL},
+      {"stats", NULL, js_stats, NULL, NULL, NULL, napi_default, NULL},
+  };
+  napi_define_properties(env, exports, sizeof d / sizeof d[0], d);
+  napi_value v;
+  napi_create_int32(env, META_INTS, &v);
+  napi_set_named_property(env, exports, "META_INTS", v);
+  napi_create_int32(env, OUT_INTS, &v);
+  napi_set_named_property(env, exports, "OUT_INTS", v);
+  return exports;
+}
+
+NAPI_MODULE(NODE_GYP_MODULE_NAME, init)

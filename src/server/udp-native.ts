@@ -1,0 +1,89 @@
+// Loads the optional native addon for batched UDP I/O (native/udpbatch.c: recvmmsg/sendmmsg,
+// SO_REUSEPORT per worker). It is built from source by `npm ci` where a compiler is present;
+// where it is missing, fails to load, or CLUSTERDNS_NATIVE_UDP=0, the listeners use node:dgram.
+
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+
+/** A socket opened by the addon; the ArrayBuffers are shared with it (see native/README.md). */
+export interface UdpBatchSocket {
+  readonly port: number;
+  readonly address: string;
+  /** Datagram i at i × slotSize. */
+  readonly in: ArrayBuffer;
+  /**
+   * META_INTS int32 per datagram: length, flags (1 = truncated), family (4|6), port, scope id,
+   * address (IPv4: one int32 in host order; IPv6: the 16 octets as 4 × int32).
+   */
+  readonly meta: ArrayBuffer;
+  /** Answers of the current batch, packed. */
+  readonly out: ArrayBuffer;
+  /** OUT_INTS int32 per answer: offset in `out`, length, index of the datagram it answers. */
+  readonly outMeta: ArrayBuffer;
+  readonly slots: number;
+  readonly slotSize: number;
+}
+
+export interface UdpBatchOptions {
+  address: string;
+  port: number;
+  ipv6: boolean;
+  ipv6Only?: boolean;
+  /** SO_REUSEPORT: every cluster worker binds its own socket to the port. */
+  reusePort?: boolean;
+  /** With reusePort: spread datagrams at random over this many sockets instead of by flow hash. */
+  spread?: number;
+  recvBuffer?: number;
+  sendBuffer?: number;
+  slots?: number;
+  slotSize?: number;
+  outSize?: number;
+}
+
+export interface UdpBatchAddon {
+  readonly META_INTS: number;
+  readonly OUT_INTS: number;
+  open(o: UdpBatchOptions): UdpBatchSocket;
+  /** A duplicate of a bound UDP socket's fd (the caller keeps and closes its own). */
+  adopt(o: { fd: number; slots?: number; slotSize?: number; outSize?: number }): UdpBatchSocket;
+  /** onBatch(n) handles datagrams 0..n-1 and returns how many answers it put in `out`. */
+  start(s: UdpBatchSocket, onBatch: (n: number) => number): void;
+  pause(s: UdpBatchSocket): void;
+  close(s: UdpBatchSocket): void;
+  /** One datagram to the given peer; 0 or a negative errno. */
+  sendTo(s: UdpBatchSocket, data: Uint8Array, family: number, port: number, scope: number, a0: number, a1: number, a2: number, a3: number): number;
+  ntop(family: number, scope: number, a0: number, a1: number, a2: number, a3: number): string;
+  /** [received, batches, sent, sendErrors, truncated, recvErrors, wakeups] */
+  stats(s: UdpBatchSocket): number[];
+}
+
+export const META_INTS = 10;
+export const OUT_INTS = 4;
+export const FLAG_TRUNCATED = 1;
+
+/** Where `npm ci` leaves the addon (relative to dist/src/server/). */
+export const DEFAULT_ADDON_PATH = fileURLToPath(new URL('../../../native/build/Release/udpbatch.node', import.meta.url));
+
+let loaded: { addon: UdpBatchAddon | null; why: string } | undefined;
+
+/**
+ * The addon, or null with the reason. Decided once per process: CLUSTERDNS_NATIVE_UDP=0 turns it
+ * off; CLUSTERDNS_NATIVE_UDP_ADDON names another file (tests use a missing one).
+ */
+export function udpBatchAddon(): { addon: UdpBatchAddon | null; why: string } {
+  if (loaded) return loaded;
+  if (process.env.CLUSTERDNS_NATIVE_UDP === '0') return (loaded = { addon: null, why: 'CLUSTERDNS_NATIVE_UDP=0' });
+  if (process.platform !== 'linux') return (loaded = { addon: null, why: `not built for ${process.platform}` });
+  const path = process.env.CLUSTERDNS_NATIVE_UDP_ADDON || DEFAULT_ADDON_PATH;
+  try {
+    const addon = createRequire(import.meta.url)(path) as UdpBatchAddon;
+    if (addon.META_INTS !== META_INTS || addon.OUT_INTS !== OUT_INTS || typeof addon.open !== 'function') {
+      return (loaded = { addon: null, why: `${path} is from another version (rebuild with npm ci)` });
+    }
+    return (loaded = { addon, why: path });
+  } catch (e) {
+    const err = e as NodeJS.ErrnoException;
+    const why = err.code === 'MODULE_NOT_FOUND' ? 'not built' : String(err.message).split('\n')[0];
+    return (loaded = { addon: null, why: `${path}: ${why}` });
+  }
+}
