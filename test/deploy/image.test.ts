@@ -43,7 +43,7 @@ describe('deploy/Dockerfile', () => {
     const r = runtime?.lines ?? [];
     assert.ok(r.some((l) => /^RUN npm ci --omit=dev\b/.test(l)));
     const copies = r.filter((l) => /^COPY\b/.test(l));
-    assert.deepEqual(copies, ['COPY package.json package-lock.json ./', 'COPY --from=build /src/dist/src ./dist/src']);
+    assert.deepEqual(copies, ['COPY package.json package-lock.json ./', 'COPY --from=build /src/dist/src ./dist/src', 'COPY --from=build /src/native/build/Release ./native/build/Release']);
   });
 
   test('runs as a non-root user with the entrypoint node /app/dist/src/cli.js', () => {
