@@ -371,9 +371,15 @@ export class KubeClient {
   }
 }
 
+/**
+ * The body as text. Each chunk is decoded as it arrives, so the socket's buffers are freed at
+ * once and no body-sized Buffer is made: a LIST page of big objects stays in the JS heap, and
+ * does not leave the C heap fragmented (resident) after the initial list.
+ */
 function readBody(res: http.IncomingMessage, limit: number, path: string): Promise<string> {
   return new Promise((ok, fail) => {
-    const chunks: Buffer[] = [];
+    const decoder = new StringDecoder('utf8');
+    const parts: string[] = [];
     let size = 0;
     res.on('data', (chunk: Buffer) => {
       size += chunk.length;
@@ -382,9 +388,9 @@ function readBody(res: http.IncomingMessage, limit: number, path: string): Promi
         fail(new ResponseTooLargeError(path, limit));
         return;
       }
-      chunks.push(chunk);
+      parts.push(decoder.write(chunk));
     });
-    res.on('end', () => ok(Buffer.concat(chunks).toString('utf8')));
+    res.on('end', () => ok(parts.join('') + decoder.end()));
     res.on('error', fail);
     res.on('close', () => {
       if (!res.complete) fail(new Error(`${path}: connection closed before the response was complete`));

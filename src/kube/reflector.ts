@@ -5,6 +5,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { KubeApiError, type KubeClient, type Query } from './http.js';
 import { describeObject, isList, isStatus, isWatchEvent, listMeta, objectKey, objectMeta, type Status } from './types.js';
+import { collectAfterBurst, collectNow } from '../heap.js';
 
 export interface Projected<T> {
   key: string;
@@ -104,6 +105,13 @@ export class Backoff {
     this.#attempt = 0;
   }
 }
+
+/**
+ * Pages between two collections in a long list: with 500 objects a page, every 5,000 objects
+ * (5–20 MB of JSON). With 100,000 objects (three lists at once) this took the peak RSS of a
+ * start from 286 MB to 197 MB, at the cost of a few tens of milliseconds each.
+ */
+const GC_EVERY_PAGES = 10;
 
 type WatchEnd = { kind: 'closed'; events: number; durationMs: number } | { kind: 'expired'; events: number };
 
@@ -254,6 +262,7 @@ export class Reflector<T> {
     const seen = new Set<string>();
     let cont = '';
     let restarts = 0;
+    let pages = 0;
     if (this.#synced) this.counters.relists++;
     for (;;) {
       const query: Query = { limit: this.#o.pageSize ?? 500, continue: cont, ...this.#selectors() };
@@ -271,11 +280,14 @@ export class Reflector<T> {
         throw err;
       }
       this.#setConnected(true);
+      pages++;
       if (!isList(body)) throw new Error(`${this.path}: LIST answer has no items array`);
       const meta = listMeta(body);
       for (const item of body.items) this.#applyListItem(item, seen);
       if (meta.continue) {
         cont = meta.continue;
+        // Collect what the pages so far left (see collectNow).
+        if (pages % GC_EVERY_PAGES === 0) collectNow();
         continue;
       }
       this.counters.lists++;
@@ -288,6 +300,8 @@ export class Reflector<T> {
       this.#rv = meta.resourceVersion ?? '';
       this.#needList = false;
       this.#markCurrent();
+      // The pages are garbage now; an idle process would keep the heap they grew.
+      collectAfterBurst();
       if (!this.#synced) {
         this.#synced = true;
         this.#safe(() => this.#o.onSynced?.(), 'onSynced');

@@ -1,12 +1,16 @@
 // /metrics with several worker processes: the worker that gets the scrape asks the primary,
 // which gathers every worker's samples with prom-client's AggregatorRegistry and sums them.
+// prom-client is loaded only once metrics are wanted (registry.ts): in a worker when its
+// registry is created, in the primary when a worker first asks.
 
 import cluster from 'node:cluster';
-import { AggregatorRegistry } from 'prom-client';
-import { registry } from './registry.js';
+import { metricsRegistry, metricsLoaded, promClient, registry, whenRegistryCreated } from './registry.js';
 
 const REQ = 'clusterdns:metrics-req';
 const RES = 'clusterdns:metrics-res';
+/** prom-client's own messages (lib/cluster.js), answered here while prom-client is not loaded. */
+const PROM_REQ = 'prom-client:getMetricsReq';
+const PROM_RES = 'prom-client:getMetricsRes';
 
 interface MetricsRequest { type: typeof REQ; id: number }
 interface MetricsResponse { type: typeof RES; id: number; text?: string; error?: string }
@@ -15,20 +19,30 @@ let nextId = 0;
 const pending = new Map<number, (r: MetricsResponse) => void>();
 let workerListening = false;
 
-/** In a worker: make this process's registry the one the primary aggregates. */
+/**
+ * In a worker: make this process's registry the one the primary aggregates, once it exists.
+ * Until then (no plugin of the configuration wants metrics) the worker has no samples and
+ * says so to the primary's aggregator itself, without loading prom-client.
+ */
 export function setupWorkerMetrics(): void {
-  AggregatorRegistry.setRegistries([registry]);
   if (workerListening) return;
   workerListening = true;
-  // prom-client installs the worker's answering listener when an aggregator is constructed.
-  new AggregatorRegistry();
-  process.on('message', (m: MetricsResponse) => {
-    if (m && m.type === RES) {
-      const f = pending.get(m.id);
+  whenRegistryCreated((reg, prom) => {
+    prom.AggregatorRegistry.setRegistries([reg]);
+    // prom-client installs the worker's answering listener when an aggregator is constructed.
+    new prom.AggregatorRegistry();
+  });
+  process.on('message', (m: MetricsResponse | { type?: string; requestId?: number }) => {
+    if (!m) return;
+    if (m.type === RES) {
+      const r = m as MetricsResponse;
+      const f = pending.get(r.id);
       if (f) {
-        pending.delete(m.id);
-        f(m);
+        pending.delete(r.id);
+        f(r);
       }
+    } else if (m.type === PROM_REQ && !metricsLoaded()) {
+      process.send?.({ type: PROM_RES, requestId: (m as { requestId?: number }).requestId, metrics: [] });
     }
   });
 }
@@ -36,6 +50,7 @@ export function setupWorkerMetrics(): void {
 /** The exposition text: this process's, or every worker's summed when running as a worker. */
 export async function metricsText(): Promise<string> {
   if (!cluster.isWorker || !process.send) return registry.metrics();
+  metricsRegistry();
   setupWorkerMetrics();
   const id = nextId++;
   return new Promise<string>((resolve, reject) => {
@@ -52,11 +67,12 @@ export async function metricsText(): Promise<string> {
   });
 }
 
-/** In the primary: answer workers' metrics requests. */
+/** In the primary: answer workers' metrics requests (prom-client is loaded at the first). */
 export function servePrimaryMetrics(): void {
-  const aggregator = new AggregatorRegistry();
+  let aggregator: InstanceType<ReturnType<typeof promClient>['AggregatorRegistry']> | null = null;
   cluster.on('message', (worker, m: MetricsRequest) => {
     if (!m || m.type !== REQ) return;
+    aggregator ??= new (promClient().AggregatorRegistry)();
     aggregator.clusterMetrics().then(
       (text) => worker.send({ type: RES, id: m.id, text } satisfies MetricsResponse),
       (e: Error) => worker.send({ type: RES, id: m.id, error: e.message } satisfies MetricsResponse),

@@ -3,7 +3,7 @@
 // kept as bucket arrays need no per-query prom-client call.
 
 import type { MetricValue } from 'prom-client';
-import { registry } from './registry.js';
+import { withRegistry } from './registry.js';
 
 export type MetricKind = 'counter' | 'gauge' | 'histogram';
 
@@ -23,20 +23,25 @@ interface CollectedMetric {
   reset(): void;
 }
 
-/** Registers a metric once (module level); later calls with the same name are ignored. */
+/**
+ * Registers a metric once (module level); later calls with the same name are ignored. It
+ * reaches the registry when that is created (registry.ts): declaring loads nothing.
+ */
 export function defineCollected(name: string, help: string, type: MetricKind, collect: () => Sample[], aggregator: 'sum' | 'max' | 'first' = 'sum'): void {
-  if (registry.getSingleMetric(name)) return;
-  const m: CollectedMetric = {
-    name,
-    help,
-    type,
-    aggregator,
-    async get() {
-      return { name, help, type, aggregator, values: collect() as MetricValue<string>[] };
-    },
-    reset() {},
-  };
-  registry.registerMetric(m as unknown as Parameters<typeof registry.registerMetric>[0]);
+  withRegistry((registry) => {
+    if (registry.getSingleMetric(name)) return;
+    const m: CollectedMetric = {
+      name,
+      help,
+      type,
+      aggregator,
+      async get() {
+        return { name, help, type, aggregator, values: collect() as MetricValue<string>[] };
+      },
+      reset() {},
+    };
+    registry.registerMetric(m as unknown as Parameters<typeof registry.registerMetric>[0]);
+  });
 }
 
 /** Expands non-cumulative bucket counts (last slot +Inf) into histogram samples. */

@@ -4,7 +4,7 @@
 
 import { createServer, type Server } from 'node:http';
 import { defineCollected } from '../metrics/collected.js';
-import { registry } from '../metrics/registry.js';
+import { metricsRegistry, registry } from '../metrics/registry.js';
 import { splitHostPort } from '../server/http.js';
 
 export const SETUP_ERROR_TYPES = ['iptables', 'iptables_lock', 'interface_add', 'interface_check', 'configmap'] as const;
@@ -21,6 +21,8 @@ export function setupErrorCount(type: SetupErrorType): number {
 }
 
 export function defineNodeCacheMetrics(): void {
+  // node-cache always serves its metrics: load the registry now, as before.
+  metricsRegistry();
   defineCollected('coredns_nodecache_setup_errors_total', 'The number of errors during periodic network setup for node-cache', 'counter', () =>
     SETUP_ERROR_TYPES.map((t) => ({ labels: { errortype: t }, value: setupErrors.get(t) ?? 0 })),
   );

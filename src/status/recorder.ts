@@ -5,7 +5,7 @@
 // numbers exactly as it does for /metrics. Nothing here runs per query.
 
 import { defineCollected, type Sample } from '../metrics/collected.js';
-import { registry } from '../metrics/registry.js';
+import { metricsRegistry, registry } from '../metrics/registry.js';
 import { rcodeToString } from '../dns/constants.js';
 import { DURATION_BUCKETS, NT, serverStats } from '../server/stats.js';
 import type { PluginInstance } from '../plugins/plugin.js';
@@ -179,6 +179,8 @@ let defined = false;
 function defineStatusMetrics(): void {
   if (defined) return;
   defined = true;
+  // The page is built from the metrics: they are wanted now (prom-client loads here).
+  metricsRegistry();
   const about = 'For the health plugin\'s /status page, summed over workers.';
   defineCollected('clusterdns_status_workers', `Processes counting for the status page. ${about}`, 'gauge', whileShown(() => [{ labels: {}, value: 1 }]));
   defineCollected('clusterdns_status_uptime_seconds', 'Seconds since the longest-running worker started.', 'gauge', whileShown(() => [{ labels: {}, value: Math.round(process.uptime()) }]), 'max');

@@ -53,6 +53,40 @@ describe('KubeClient over a hand-driven socket', () => {
   });
 });
 
+describe('KubeClient.getJSON over a hand-driven socket', () => {
+  let server: http.Server;
+  let base: string;
+  before(async () => {
+    server = http.createServer((_req, res) => {
+      void (async () => {
+        res.writeHead(200, { 'Content-Type': 'application/json' });
+        // A body in many writes, one split inside a two-byte and one inside a four-byte character.
+        const body = Buffer.from(JSON.stringify({ kind: 'List', items: [{ name: 'grüße' }, { name: 'x'.repeat(70_000) }, { name: '🦀 crab' }] }));
+        const cuts = [5, body.indexOf(Buffer.from('ü')) + 1, 40_000, body.indexOf(Buffer.from('🦀')) + 2, body.length];
+        let at = 0;
+        for (const cut of cuts) {
+          res.write(body.subarray(at, cut));
+          at = cut;
+          await delay(5);
+        }
+        res.end();
+      })();
+    });
+    await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  after(() => new Promise<void>((ok) => server.close(() => ok())));
+
+  it('decodes a body whose chunks split multi-byte characters', async () => {
+    const client = new KubeClient(await endpointConnection(base));
+    const body = (await client.getJSON('/api/v1/services')) as { items: Array<{ name: string }> };
+    client.close();
+    assert.deepEqual(body.items.map((i) => i.name.length), [5, 70_000, 7]);
+    assert.equal(body.items[0]!.name, 'grüße');
+    assert.equal(body.items[2]!.name, '🦀 crab');
+  });
+});
+
 describe('Backoff', () => {
   it('doubles from the initial delay up to the cap, with jitter in [d/2, d]', () => {
     const b = new Backoff({ initialMs: 100, maxMs: 1000 });

@@ -2,8 +2,8 @@
 // the hot path; these metrics read them when /metrics is scraped. Counts of a cache that
 // a reload replaced are kept, so counters never go backwards.
 
-import { Counter, Gauge } from 'prom-client';
-import { labelKey, registry, splitLabelKey } from '../../metrics/registry.js';
+import type { Counter } from 'prom-client';
+import { labelKey, splitLabelKey, withRegistry } from '../../metrics/registry.js';
 
 /** Plain counters of one cache instance. */
 export class CacheCounters {
@@ -73,73 +73,75 @@ function labels3(key: string): Record<Labels3, string> {
   return { server, zones, view };
 }
 
-function counter3(name: string, help: string, pick: (c: CacheCounters) => number): Counter<Labels3> {
-  return new Counter<Labels3>({
-    name,
-    help,
-    labelNames: ['server', 'zones', 'view'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const [k, c] of totals()) this.inc(labels3(k), pick(c));
-    },
-  });
-}
+// The prom-client metrics are made when the registry is (registry.ts): only a configuration
+// that serves metrics loads prom-client.
+withRegistry((registry, { Counter, Gauge }) => {
+  const counter3 = (name: string, help: string, pick: (c: CacheCounters) => number): Counter<Labels3> =>
+    new Counter<Labels3>({
+      name,
+      help,
+      labelNames: ['server', 'zones', 'view'],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const [k, c] of totals()) this.inc(labels3(k), pick(c));
+      },
+    });
 
-function counter4(name: string, help: string, success: (c: CacheCounters) => number, denial: (c: CacheCounters) => number): Counter<Labels4> {
-  return new Counter<Labels4>({
-    name,
-    help,
+  const counter4 = (name: string, help: string, success: (c: CacheCounters) => number, denial: (c: CacheCounters) => number): Counter<Labels4> =>
+    new Counter<Labels4>({
+      name,
+      help,
+      labelNames: ['server', 'type', 'zones', 'view'],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const [k, c] of totals()) {
+          const l = labels3(k);
+          this.inc({ server: l.server, type: 'success', zones: l.zones, view: l.view }, success(c));
+          this.inc({ server: l.server, type: 'denial', zones: l.zones, view: l.view }, denial(c));
+        }
+      },
+    });
+
+  new Gauge<Labels4>({
+    name: 'coredns_cache_entries',
+    help: 'The number of elements in the cache.',
     labelNames: ['server', 'type', 'zones', 'view'],
     registers: [registry],
     collect() {
       this.reset();
-      for (const [k, c] of totals()) {
+      const sums = new Map<string, [number, number]>();
+      for (const s of live) {
+        const v = sums.get(s.metricLabels) ?? [0, 0];
+        v[0] += s.entries('success');
+        v[1] += s.entries('denial');
+        sums.set(s.metricLabels, v);
+      }
+      for (const [k, [succ, den]] of sums) {
         const l = labels3(k);
-        this.inc({ server: l.server, type: 'success', zones: l.zones, view: l.view }, success(c));
-        this.inc({ server: l.server, type: 'denial', zones: l.zones, view: l.view }, denial(c));
+        this.set({ server: l.server, type: 'success', zones: l.zones, view: l.view }, succ);
+        this.set({ server: l.server, type: 'denial', zones: l.zones, view: l.view }, den);
       }
     },
   });
-}
 
-export const cacheEntries = new Gauge<Labels4>({
-  name: 'coredns_cache_entries',
-  help: 'The number of elements in the cache.',
-  labelNames: ['server', 'type', 'zones', 'view'],
-  registers: [registry],
-  collect() {
-    this.reset();
-    const sums = new Map<string, [number, number]>();
-    for (const s of live) {
-      const v = sums.get(s.metricLabels) ?? [0, 0];
-      v[0] += s.entries('success');
-      v[1] += s.entries('denial');
-      sums.set(s.metricLabels, v);
-    }
-    for (const [k, [succ, den]] of sums) {
-      const l = labels3(k);
-      this.set({ server: l.server, type: 'success', zones: l.zones, view: l.view }, succ);
-      this.set({ server: l.server, type: 'denial', zones: l.zones, view: l.view }, den);
-    }
-  },
+  counter3('coredns_cache_requests_total', 'The count of cache requests.', (c) => c.requests);
+  counter4('coredns_cache_hits_total', 'The count of cache hits.', (c) => c.hitsSuccess, (c) => c.hitsDenial);
+  counter3(
+    'coredns_cache_misses_total',
+    'The count of cache misses. Deprecated, derive misses from cache hits/requests counters.',
+    (c) => c.misses,
+  );
+  counter3('coredns_cache_prefetch_total', 'The number of times the cache has prefetched a cached item.', (c) => c.prefetches);
+  counter3(
+    'coredns_cache_drops_total',
+    'The number responses that are not cached, because the reply is malformed.',
+    (c) => c.drops,
+  );
+  counter3('coredns_cache_served_stale_total', 'The number of requests served from stale cache entries.', (c) => c.servedStale);
+  counter4('coredns_cache_evictions_total', 'The count of cache evictions.', (c) => c.evictionsSuccess, (c) => c.evictionsDenial);
 });
-
-export const cacheRequests = counter3('coredns_cache_requests_total', 'The count of cache requests.', (c) => c.requests);
-export const cacheHits = counter4('coredns_cache_hits_total', 'The count of cache hits.', (c) => c.hitsSuccess, (c) => c.hitsDenial);
-export const cacheMisses = counter3(
-  'coredns_cache_misses_total',
-  'The count of cache misses. Deprecated, derive misses from cache hits/requests counters.',
-  (c) => c.misses,
-);
-export const cachePrefetches = counter3('coredns_cache_prefetch_total', 'The number of times the cache has prefetched a cached item.', (c) => c.prefetches);
-export const cacheDrops = counter3(
-  'coredns_cache_drops_total',
-  'The number responses that are not cached, because the reply is malformed.',
-  (c) => c.drops,
-);
-export const cacheServedStale = counter3('coredns_cache_served_stale_total', 'The number of requests served from stale cache entries.', (c) => c.servedStale);
-export const cacheEvictions = counter4('coredns_cache_evictions_total', 'The count of cache evictions.', (c) => c.evictionsSuccess, (c) => c.evictionsDenial);
 
 export function metricLabels(server: string, zones: readonly string[], view = ''): string {
   return labelKey(server, zones.join(','), view);

@@ -23,6 +23,8 @@ export interface Prepared {
   zoneAt: number[] | null;
   /** Offset in `bytes` of the SOA serial, written at reply time; -1 when there is none. */
   serialAt: number;
+  /** The qtype's slot once kept by PreparedAnswers (prepared.ts); -1 before. */
+  slot: number;
 }
 
 /** Wire length of a lowercase FQDN without escapes (the root is one octet). */
@@ -211,6 +213,8 @@ export class AnswerWriter {
   finish(rcode: number): Prepared {
     return {
       rcode,
+      // A slice of Node's shared pool, for one reply; an answer that is kept is copied out
+      // of it (prepared.ts), so that it does not pin a pool slab of short-lived buffers.
       bytes: Buffer.from(this.w.buf.subarray(this.base, this.w.pos)),
       an: this.an,
       ns: this.ns,
@@ -218,6 +222,7 @@ export class AnswerWriter {
       zone: this.zone,
       zoneAt: this.zoneAt,
       serialAt: this.serialAt,
+      slot: -1,
     };
   }
 }

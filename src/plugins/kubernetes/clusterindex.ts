@@ -4,7 +4,7 @@
 // copied: the store of the source and this index share them.
 
 import type { ClusterEvent } from './events.js';
-import type { EndpointSliceRecord, PodRecord, ServiceRecord } from './objects.js';
+import { joinKey, type EndpointSliceRecord, type PodRecord, type ServiceRecord } from './objects.js';
 
 /** What one event may have changed in DNS answers, for invalidation and the SOA serial. */
 export interface ClusterChange {
@@ -190,7 +190,7 @@ export class ClusterIndex {
       this.slices.delete(key);
     } else {
       this.slices.set(key, rec);
-      const svcKey = `${rec.namespace}/${rec.service}`;
+      const svcKey = joinKey(rec.namespace, rec.service);
       if (!change.services.includes(svcKey)) change.services.push(svcKey);
       const group = this.slicesByService.get(svcKey);
       if (group === undefined) this.slicesByService.set(svcKey, [rec]);

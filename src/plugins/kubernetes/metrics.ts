@@ -1,8 +1,8 @@
 // The kubernetes plugin's metrics. None is touched on the query path: they count API
 // requests and watch events, and read the sources' state when /metrics is scraped.
 
-import { Counter, Gauge, Histogram } from 'prom-client';
-import { labelKey, PlainCounter, registry, splitLabelKey } from '../../metrics/registry.js';
+import { defineCollected, histogramSamples, type Sample } from '../../metrics/collected.js';
+import { labelKey, PlainCounter, splitLabelKey, withRegistry } from '../../metrics/registry.js';
 
 /** What the api_up gauge reads from each running plugin instance. */
 export interface ApiState {
@@ -19,15 +19,17 @@ export function trackApiState(s: ApiState): () => void {
 }
 
 /** Ours: 1 while every running kubernetes instance reaches its API (or manifests); 0 while one serves stale data. */
-new Gauge({
-  name: 'coredns_kubernetes_api_up',
-  help: 'Whether the kubernetes plugin currently reaches the Kubernetes API (1) or serves the last known state (0).',
-  registers: [registry],
-  collect() {
-    let up = liveSources.size > 0 ? 1 : 0;
-    for (const s of liveSources) if (!s.connected) up = 0;
-    this.set(up);
-  },
+withRegistry((registry, { Gauge }) => {
+  new Gauge({
+    name: 'coredns_kubernetes_api_up',
+    help: 'Whether the kubernetes plugin currently reaches the Kubernetes API (1) or serves the last known state (0).',
+    registers: [registry],
+    collect() {
+      let up = liveSources.size > 0 ? 1 : 0;
+      for (const s of liveSources) if (!s.connected) up = 0;
+      this.set(up);
+    },
+  });
 });
 
 const requests = new PlainCounter();
@@ -37,25 +39,59 @@ export function countRequest(code: string, method: string, host: string): void {
   requests.inc(labelKey(code, method, host));
 }
 
-new Counter<'code' | 'method' | 'host'>({
-  name: 'coredns_kubernetes_rest_client_requests_total',
-  help: 'Number of HTTP requests, partitioned by status code, method, and host.',
-  labelNames: ['code', 'method', 'host'],
-  registers: [registry],
-  collect() {
-    this.reset();
-    for (const [k, v] of requests.entries()) {
-      const [code = '', method = '', host = ''] = splitLabelKey(k);
-      this.inc({ code, method, host }, v);
-    }
-  },
+withRegistry((registry, { Counter }) => {
+  new Counter<'code' | 'method' | 'host'>({
+    name: 'coredns_kubernetes_rest_client_requests_total',
+    help: 'Number of HTTP requests, partitioned by status code, method, and host.',
+    labelNames: ['code', 'method', 'host'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [k, v] of requests.entries()) {
+        const [code = '', method = '', host = ''] = splitLabelKey(k);
+        this.inc({ code, method, host }, v);
+      }
+    },
+  });
 });
 
-/** CoreDNS's: time from an endpoint change (the slice's last-change-trigger-time) to DNS serving it. */
-export const programmingDuration = new Histogram<'service_kind'>({
-  name: 'coredns_kubernetes_dns_programming_duration_seconds',
-  help: 'Histogram of the time (in seconds) it took to program a dns instance.',
-  labelNames: ['service_kind'],
-  buckets: [0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048, 4.096, 8.192, 16.384, 32.768, 65.536, 131.072, 262.144, 524.288],
-  registers: [registry],
+/** CoreDNS's programming-latency buckets: prometheus.ExponentialBuckets(0.001, 2, 20). */
+const PROGRAMMING_BUCKETS: readonly number[] = [
+  0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048, 4.096, 8.192, 16.384, 32.768, 65.536, 131.072, 262.144, 524.288,
+];
+
+/** Observations of one `service_kind`: counts per bucket (not cumulative; last slot +Inf) and their sum. */
+interface Observed {
+  counts: Float64Array;
+  sum: number;
+}
+
+const programming = new Map<string, Observed>();
+
+/**
+ * CoreDNS's: time from an endpoint change (the slice's last-change-trigger-time) to DNS
+ * serving it. Counted in plain numbers, exposed as the histogram prom-client would give
+ * (same name, buckets, `le` first among the labels).
+ */
+export const programmingDuration = {
+  observe(labels: { service_kind: string }, seconds: number): void {
+    let o = programming.get(labels.service_kind);
+    if (o === undefined) programming.set(labels.service_kind, (o = { counts: new Float64Array(PROGRAMMING_BUCKETS.length + 1), sum: 0 }));
+    let b = 0;
+    while (b < PROGRAMMING_BUCKETS.length && seconds > PROGRAMMING_BUCKETS[b]!) b++;
+    o.counts[b]!++;
+    o.sum += seconds;
+  },
+};
+
+defineCollected('coredns_kubernetes_dns_programming_duration_seconds', 'Histogram of the time (in seconds) it took to program a dns instance.', 'histogram', () => {
+  const out: Sample[] = [];
+  for (const [kind, o] of programming) {
+    for (const s of histogramSamples('coredns_kubernetes_dns_programming_duration_seconds', { service_kind: kind }, PROGRAMMING_BUCKETS, o.counts, 0, o.sum)) {
+      // prom-client writes `le` before the histogram's own labels.
+      const { le, ...rest } = s.labels;
+      out.push(le === undefined ? s : { ...s, labels: { le, ...rest } });
+    }
+  }
+  return out;
 });

@@ -3,6 +3,12 @@
 // boundary (one watcher feeding several workers) unchanged. A projection never throws:
 // a broken object is skipped with a warning naming it (`ns/name`), a broken part of an
 // object (one bad port or address) is dropped with a warning and the rest kept.
+//
+// Records are kept for every object of the cluster, so they are kept small: strings that
+// many records repeat (namespaces, protocols, port names) are one copy each, identical port
+// lists are one shared frozen array, and arrays are exactly as long as their contents
+// (an array grown by push keeps room for 16 more). compactRecord() does the same for
+// records that arrive from another process.
 
 import { canonicalIP } from '../../dns/ip.js';
 import { isRecord, stringMap } from '../../kube/types.js';
@@ -60,6 +66,83 @@ export interface PodRecord {
   ip: string;
 }
 
+/** How many distinct strings intern() keeps before it starts again (a bound, not a cache policy). */
+const MAX_INTERNED = 50_000;
+const interned = new Map<string, string>();
+
+/** One copy of a string records repeat: namespaces, protocols, port names. */
+export function intern(s: string): string {
+  const v = interned.get(s);
+  if (v !== undefined) return v;
+  if (interned.size >= MAX_INTERNED) interned.clear();
+  interned.set(s, s);
+  return s;
+}
+
+const NO_PORTS: PortRecord[] = Object.freeze([]) as unknown as PortRecord[];
+const portLists = new Map<string, PortRecord[]>();
+
+/** The shared, frozen copy of a port list (records are never modified in place). */
+function sharedPorts(list: readonly PortRecord[]): PortRecord[] {
+  if (list.length === 0) return NO_PORTS;
+  let key = '';
+  for (const p of list) key += `${p.name}/${p.protocol}/${p.port},`;
+  const found = portLists.get(key);
+  if (found !== undefined) return found;
+  if (portLists.size >= MAX_INTERNED) portLists.clear();
+  const shared = Object.freeze(list.map((p) => Object.freeze({ name: intern(p.name), protocol: intern(p.protocol), port: p.port }))) as PortRecord[];
+  portLists.set(key, shared);
+  return shared;
+}
+
+/** A copy with no spare capacity (one element: 56 bytes instead of 152). */
+function exact<T>(a: T[]): T[] {
+  return a.slice();
+}
+
+/** `ns/name` as one flat string (a template literal makes a chain of pieces, ~20 bytes more). */
+export function joinKey(namespace: string, name: string): string {
+  return namespace ? [namespace, name].join('/') : name;
+}
+
+/**
+ * Makes a record that arrived from another process (JSON over IPC: every string its own
+ * copy) as compact as a projected one.
+ */
+export function compactRecord<K extends 'Service' | 'EndpointSlice' | 'Namespace' | 'Pod'>(kind: K, value: RecordOf<K>): RecordOf<K> {
+  switch (kind) {
+    case 'Service': {
+      const v = value as ServiceRecord;
+      v.namespace = intern(v.namespace);
+      v.ports = sharedPorts(v.ports);
+      break;
+    }
+    case 'EndpointSlice': {
+      const v = value as EndpointSliceRecord;
+      v.namespace = intern(v.namespace);
+      v.ports = sharedPorts(v.ports);
+      break;
+    }
+    case 'Pod': {
+      const v = value as PodRecord;
+      v.namespace = intern(v.namespace);
+      break;
+    }
+  }
+  return value;
+}
+
+export type RecordOf<K> = K extends 'Service'
+  ? ServiceRecord
+  : K extends 'EndpointSlice'
+    ? EndpointSliceRecord
+    : K extends 'Namespace'
+      ? NamespaceRecord
+      : PodRecord;
+
+const NO_IPS: string[] = Object.freeze([]) as unknown as string[];
+const NO_ENDPOINTS: EndpointRecord[] = Object.freeze([]) as unknown as EndpointRecord[];
+
 export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
 const TRIGGER_TIME = 'endpoints.kubernetes.io/last-change-trigger-time';
 
@@ -83,9 +166,11 @@ export interface ProjectionOptions {
 
 interface Meta {
   name: string;
+  /** Interned. */
   namespace: string;
-  labels: Record<string, string> | undefined;
-  annotations: Record<string, string> | undefined;
+  /** metadata.labels and .annotations as they came; stringMap() them where one is needed. */
+  labels: unknown;
+  annotations: unknown;
   deleting: boolean;
 }
 
@@ -108,9 +193,9 @@ function metaOf(obj: unknown, kind: string, namespaced: boolean, warn: Projectio
   }
   return {
     name,
-    namespace,
-    labels: stringMap(m.labels),
-    annotations: stringMap(m.annotations),
+    namespace: intern(namespace),
+    labels: m.labels,
+    annotations: m.annotations,
     deleting: typeof m.deletionTimestamp === 'string',
   };
 }
@@ -120,10 +205,10 @@ function describe(kind: string, meta: Meta): string {
 }
 
 function projectPorts(value: unknown, what: string, warn: ProjectionWarn): PortRecord[] {
-  if (value === undefined || value === null) return [];
+  if (value === undefined || value === null) return NO_PORTS;
   if (!Array.isArray(value)) {
     warn(what, 'ports is not a list; ignoring its ports');
-    return [];
+    return NO_PORTS;
   }
   const out: PortRecord[] = [];
   for (const p of value) {
@@ -144,15 +229,17 @@ function projectPorts(value: unknown, what: string, warn: ProjectionWarn): PortR
     let protocol = 'tcp';
     if (p.protocol !== undefined && p.protocol !== null) {
       const pr = typeof p.protocol === 'string' ? p.protocol.toLowerCase() : '';
-      if (pr !== 'tcp' && pr !== 'udp' && pr !== 'sctp') {
+      if (pr === 'tcp') protocol = 'tcp';
+      else if (pr === 'udp') protocol = 'udp';
+      else if (pr === 'sctp') protocol = 'sctp';
+      else {
         warn(what, `port ${port} has protocol ${JSON.stringify(p.protocol)}; port skipped`);
         continue;
       }
-      protocol = pr;
     }
     out.push({ name, protocol, port });
   }
-  return out;
+  return sharedPorts(out);
 }
 
 /** A hostname-shaped DNS name (what an ExternalName may hold), made fully qualified; null if not one. */
@@ -183,7 +270,7 @@ export function projectService(obj: unknown, o: ProjectionOptions): ServiceRecor
     // CoreDNS ignores an IP literal here (it is not a name to alias), so the service gives NXDOMAIN.
     const target = canonicalIP(raw) !== null ? null : externalTarget(raw);
     if (target === null) o.warn(what, `externalName "${raw.slice(0, 80)}" is not a host name; the service will not resolve`);
-    return { name: meta.name, namespace: meta.namespace, kind: 'ExternalName', clusterIPs: [], externalName: target ?? '', ports, selector };
+    return { name: meta.name, namespace: meta.namespace, kind: 'ExternalName', clusterIPs: NO_IPS, externalName: target ?? '', ports, selector };
   }
   let ips: unknown[] = [];
   if (Array.isArray(spec.clusterIPs) && spec.clusterIPs.length > 0) ips = spec.clusterIPs;
@@ -193,7 +280,7 @@ export function projectService(obj: unknown, o: ProjectionOptions): ServiceRecor
     return null;
   }
   if (ips[0] === 'None') {
-    return { name: meta.name, namespace: meta.namespace, kind: 'Headless', clusterIPs: [], externalName: '', ports, selector };
+    return { name: meta.name, namespace: meta.namespace, kind: 'Headless', clusterIPs: NO_IPS, externalName: '', ports, selector };
   }
   const clusterIPs: string[] = [];
   for (let i = 0; i < ips.length; i++) {
@@ -208,14 +295,14 @@ export function projectService(obj: unknown, o: ProjectionOptions): ServiceRecor
     }
     if (!clusterIPs.includes(ip)) clusterIPs.push(ip);
   }
-  return { name: meta.name, namespace: meta.namespace, kind: 'ClusterIP', clusterIPs, externalName: '', ports, selector };
+  return { name: meta.name, namespace: meta.namespace, kind: 'ClusterIP', clusterIPs: exact(clusterIPs), externalName: '', ports, selector };
 }
 
 export function projectEndpointSlice(obj: unknown, o: ProjectionOptions): EndpointSliceRecord | null {
   const meta = metaOf(obj, 'EndpointSlice', true, o.warn);
   if (meta === null || !isRecord(obj)) return null;
   const what = describe('EndpointSlice', meta);
-  const service = meta.labels?.[SERVICE_NAME_LABEL] ?? '';
+  const service = stringMap(meta.labels)?.[SERVICE_NAME_LABEL] ?? '';
   if (service === '') {
     o.warn(what, `no ${SERVICE_NAME_LABEL} label; skipped`);
     return null;
@@ -224,11 +311,11 @@ export function projectEndpointSlice(obj: unknown, o: ProjectionOptions): Endpoi
     o.warn(what, `${SERVICE_NAME_LABEL} "${service.slice(0, 80)}" is not a Service name; skipped`);
     return null;
   }
-  const triggerText = meta.annotations?.[TRIGGER_TIME];
+  const triggerText = stringMap(meta.annotations)?.[TRIGGER_TIME];
   const parsed = triggerText ? Date.parse(triggerText) : NaN;
   const triggerTime = Number.isFinite(parsed) ? parsed : 0;
   const addressType = obj.addressType;
-  const rec: EndpointSliceRecord = { name: meta.name, namespace: meta.namespace, service, ports: [], endpoints: [], triggerTime };
+  const rec: EndpointSliceRecord = { name: meta.name, namespace: meta.namespace, service, ports: NO_PORTS, endpoints: NO_ENDPOINTS, triggerTime };
   // FQDN slices (and unknown types) carry nothing DNS serves; keep an empty record rather than warn.
   if (addressType !== 'IPv4' && addressType !== 'IPv6') return rec;
   const v6 = addressType === 'IPv6';
@@ -237,6 +324,7 @@ export function projectEndpointSlice(obj: unknown, o: ProjectionOptions): Endpoi
     o.warn(what, 'endpoints is not a list; no endpoints kept');
     return rec;
   }
+  const endpoints: EndpointRecord[] = [];
   for (const ep of (obj.endpoints as unknown[] | undefined) ?? []) {
     if (!isRecord(ep)) {
       o.warn(what, 'an endpoint is not an object; endpoint skipped');
@@ -263,8 +351,9 @@ export function projectEndpointSlice(obj: unknown, o: ProjectionOptions): Endpoi
     if (o.endpointPodNames && isRecord(ep.targetRef) && typeof ep.targetRef.name === 'string' && DNS1123_LABEL.test(ep.targetRef.name)) {
       podName = ep.targetRef.name;
     }
-    rec.endpoints.push({ ips, hostname, podName });
+    endpoints.push({ ips: exact(ips), hostname, podName });
   }
+  if (endpoints.length > 0) rec.endpoints = exact(endpoints);
   return rec;
 }
 
@@ -298,5 +387,5 @@ export function projectPod(obj: unknown, o: ProjectionOptions): PodRecord | null
 
 /** The store key the API reflector and the manifests reader both use: `ns/name`, or `name`. */
 export function recordKey(namespace: string, name: string): string {
-  return namespace ? `${namespace}/${name}` : name;
+  return joinKey(namespace, name);
 }

@@ -38,9 +38,32 @@ export function slotOf(qtype: number): number {
 
 export const GLOBAL_SCOPE = 'g';
 
+/** Kept answers' bytes are copied into slabs of this size (larger answers keep their own memory). */
+const SLAB = 16 * 1024;
+const OWN_MEMORY = 1024;
+
+/**
+ * Most names are asked with one qtype (A for a Service, SRV for a port name): such a name
+ * keeps its one answer directly, and only a name asked with several gets an array of
+ * slots; likewise a scope with one name keeps the string. Per kept answer this is about
+ * half the memory of a slot array and a name list for each.
+ *
+ * The bytes of a kept answer are copied into slabs that hold only kept answers: a view
+ * costs a third of a Buffer with its own memory, and unlike a slice of Node's shared pool
+ * it does not pin 8 KiB that short-lived buffers filled. Dropped answers leave holes; when
+ * the slabs hold more than twice what is kept (and at least 8 slabs), the kept answers are
+ * copied into fresh ones, so slab memory stays within about twice the kept bytes.
+ */
 export class PreparedAnswers {
-  private readonly byName = new Map<string, Array<Prepared | undefined>>();
-  private readonly byScope = new Map<string, string[]>();
+  private readonly byName = new Map<string, Prepared | Array<Prepared | undefined>>();
+  private readonly byScope = new Map<string, string | string[]>();
+  private slab: Buffer = Buffer.alloc(0);
+  private slabUsed = 0;
+  /** Bytes of the slabs made since the last compaction (live and dropped answers both). */
+  private slabBytes = 0;
+  /** Bytes of the kept answers held in slabs. */
+  private keptBytes = 0;
+  private compacting = false;
 
   constructor(private readonly maxNames = 200_000) {}
 
@@ -49,37 +72,108 @@ export class PreparedAnswers {
   }
 
   get(name: string, qtype: number): Prepared | undefined {
-    const slots = this.byName.get(name);
-    if (slots === undefined) return undefined;
+    const e = this.byName.get(name);
+    if (e === undefined) return undefined;
     const i = slotOf(qtype);
-    return i < 0 ? undefined : slots[i];
+    if (i < 0) return undefined;
+    if (Array.isArray(e)) return e[i];
+    return e.slot === i ? e : undefined;
   }
 
   set(name: string, qtype: number, scope: string, p: Prepared): void {
     const i = slotOf(qtype);
     if (i < 0) return;
-    let slots = this.byName.get(name);
-    if (slots === undefined) {
+    p.slot = i;
+    const e = this.byName.get(name);
+    if (e === undefined) {
       // A bound, not an LRU: the names that exist are bounded by the cluster, so this only trips on churn.
       if (this.byName.size >= this.maxNames) this.clear();
-      slots = new Array<Prepared | undefined>(SLOTS);
-      this.byName.set(name, slots);
+      this.keep(p);
+      this.byName.set(name, p);
       const names = this.byScope.get(scope);
-      if (names === undefined) this.byScope.set(scope, [name]);
+      if (names === undefined) this.byScope.set(scope, name);
+      else if (typeof names === 'string') this.byScope.set(scope, [names, name]);
       else names.push(name);
+      return;
     }
-    slots[i] = p;
+    this.keep(p);
+    if (Array.isArray(e)) {
+      this.forget(e[i]);
+      e[i] = p;
+    } else if (e.slot === i) {
+      this.forget(e);
+      this.byName.set(name, p);
+    } else {
+      const slots = new Array<Prepared | undefined>(SLOTS);
+      slots[e.slot] = e;
+      slots[i] = p;
+      this.byName.set(name, slots);
+    }
   }
 
   dropScope(scope: string): void {
     const names = this.byScope.get(scope);
     if (names === undefined) return;
     this.byScope.delete(scope);
-    for (const n of names) this.byName.delete(n);
+    if (typeof names === 'string') this.dropName(names);
+    else for (const n of names) this.dropName(n);
   }
 
   clear(): void {
     this.byName.clear();
     this.byScope.clear();
+    this.slab = Buffer.alloc(0);
+    this.slabUsed = 0;
+    this.slabBytes = 0;
+    this.keptBytes = 0;
+  }
+
+  private dropName(name: string): void {
+    const e = this.byName.get(name);
+    if (e === undefined) return;
+    this.byName.delete(name);
+    if (Array.isArray(e)) for (const p of e) this.forget(p);
+    else this.forget(e);
+  }
+
+  /** Moves `p`'s bytes into a slab (or into memory of their own when large). */
+  private keep(p: Prepared): void {
+    const n = p.bytes.length;
+    if (n > OWN_MEMORY) {
+      const own = Buffer.allocUnsafeSlow(n);
+      p.bytes.copy(own);
+      p.bytes = own;
+      return;
+    }
+    if (this.slabUsed + n > this.slab.length) {
+      if (!this.compacting && this.slabBytes >= 8 * SLAB && this.slabBytes > 2 * (this.keptBytes + n)) this.compact();
+      this.slab = Buffer.allocUnsafeSlow(SLAB);
+      this.slabUsed = 0;
+      this.slabBytes += SLAB;
+    }
+    const view = this.slab.subarray(this.slabUsed, this.slabUsed + n);
+    p.bytes.copy(view);
+    p.bytes = view;
+    this.slabUsed += n;
+    this.keptBytes += n;
+  }
+
+  private forget(p: Prepared | undefined): void {
+    if (p !== undefined && p.bytes.length <= OWN_MEMORY) this.keptBytes -= p.bytes.length;
+  }
+
+  /** Copies every kept answer into fresh slabs; the old ones go when their last view does. */
+  private compact(): void {
+    this.compacting = true;
+    this.slab = Buffer.alloc(0);
+    this.slabUsed = 0;
+    this.slabBytes = 0;
+    this.keptBytes = 0;
+    for (const e of this.byName.values()) {
+      if (Array.isArray(e)) {
+        for (const p of e) if (p !== undefined) this.keep(p);
+      } else this.keep(e);
+    }
+    this.compacting = false;
   }
 }

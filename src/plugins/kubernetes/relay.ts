@@ -5,12 +5,13 @@
 
 import cluster, { type Worker } from 'node:cluster';
 import { createHash } from 'node:crypto';
+import { collectAfterBurst } from '../../heap.js';
 import { logger, type Logger } from '../../log.js';
 import type { ClusterEvent, ClusterSink, KubeSource } from './events.js';
 import { ApiSource } from './apisource.js';
 import { ManifestSource } from './manifests.js';
 import { parseLabelSelector } from './selector.js';
-import type { ProjectionOptions } from './objects.js';
+import { compactRecord, type ProjectionOptions } from './objects.js';
 import type { SourceConfig } from './options.js';
 
 /** Everything that decides what a source emits; equal specs share one watcher. */
@@ -78,7 +79,15 @@ function listenInWorker(): void {
     if (!m || m.type !== EVENTS) return;
     const set = sinks.get(m.id);
     if (!set) return;
+    let synced = false;
+    for (const ev of m.events) {
+      synced ||= ev.op === 'synced';
+      // Decoded from JSON, each string its own copy: as compact as a projected record.
+      if (ev.op === 'upsert') compactRecord(ev.kind, ev.value);
+    }
     for (const sink of set) for (const ev of m.events) sink(ev);
+    // The end of a snapshot: the messages it came in are garbage (heap.ts).
+    if (synced) collectAfterBurst();
   });
 }
 
@@ -149,8 +158,8 @@ class SharedSource {
   }
 
   readonly sink = (ev: ClusterEvent): void => {
-    if (ev.op === 'upsert') this.state.set(`${ev.kind}/${ev.key}`, ev);
-    else if (ev.op === 'delete') this.state.delete(`${ev.kind}/${ev.key}`);
+    if (ev.op === 'upsert') this.state.set([ev.kind, ev.key].join('/'), ev);
+    else if (ev.op === 'delete') this.state.delete([ev.kind, ev.key].join('/'));
     else if (ev.op === 'synced') this.synced = true;
     else this.connection = ev;
     this.pending.push(ev);

@@ -1,8 +1,7 @@
 // CoreDNS's core metrics: names, labels and buckets as CoreDNS exports them.
 
-import { collectDefaultMetrics } from 'prom-client';
 import { defineCollected, histogramSamples, type Sample } from '../../metrics/collected.js';
-import { registry } from '../../metrics/registry.js';
+import { metricsRegistry, promClient } from '../../metrics/registry.js';
 import { DURATION_BUCKETS, MONITORED_TYPES, NT, SIZE_BUCKETS, serverStats } from '../../server/stats.js';
 import { rcodeToString } from '../../dns/constants.js';
 import { VERSION } from '../../version.js';
@@ -15,7 +14,8 @@ let defined = false;
 export function defineCoreMetrics(): void {
   if (defined) return;
   defined = true;
-  collectDefaultMetrics({ register: registry });
+  // Creating the registry loads prom-client and registers what the plugins declared.
+  promClient().collectDefaultMetrics({ register: metricsRegistry() });
   const view = '';
   defineCollected('coredns_dns_requests_total', 'Counter of DNS requests made per zone, protocol and family.', 'counter', () => {
     const out: Sample[] = [];

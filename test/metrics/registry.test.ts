@@ -1,0 +1,84 @@
+// prom-client is loaded only when metrics are wanted (src/metrics/registry.ts): importing every
+// plugin declares their metrics without loading it; creating the registry registers them, in
+// the order they were declared; and the kubernetes programming-latency histogram, counted in
+// plain numbers, is exposed as prom-client's Histogram would expose it.
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+const dist = fileURLToPath(new URL('../../src/', import.meta.url));
+
+/** Runs `code` (an ES module) in a fresh Node process; returns its stdout. */
+async function fresh(code: string): Promise<string> {
+  const { stdout } = await run(process.execPath, ['--input-type=module', '-e', code], { cwd: dist });
+  return stdout;
+}
+
+const PROM_LOADED = `Object.keys((await import('node:module')).createRequire(import.meta.url).cache).some((k) => k.includes('/node_modules/prom-client/'))`;
+
+describe('the metrics registry is made on first use', () => {
+  test('loading every plugin and starting a server without prometheus does not load prom-client', async () => {
+    const out = await fresh(`
+      await import('${dist}plugins/order.js');
+      await import('${dist}server/server.js');
+      await import('${dist}metrics/cluster.js');
+      const r = await import('${dist}metrics/registry.js');
+      console.log(JSON.stringify({ loaded: ${PROM_LOADED}, created: r.metricsLoaded() }));
+    `);
+    assert.deepEqual(JSON.parse(out), { loaded: false, created: false });
+  });
+
+  test('creating it registers what the plugins declared, in declaration order, then loads prom-client', async () => {
+    const out = await fresh(`
+      await import('${dist}plugins/order.js');
+      const r = await import('${dist}metrics/registry.js');
+      const names = r.metricsRegistry().getMetricsAsArray().map((m) => m.name);
+      console.log(JSON.stringify({ loaded: ${PROM_LOADED}, names }));
+    `);
+    const { loaded, names } = JSON.parse(out) as { loaded: boolean; names: string[] };
+    assert.equal(loaded, true);
+    for (const n of [
+      'coredns_cache_entries',
+      'coredns_cache_requests_total',
+      'coredns_kubernetes_api_up',
+      'coredns_kubernetes_rest_client_requests_total',
+      'coredns_kubernetes_dns_programming_duration_seconds',
+      'coredns_forward_requests_total',
+      'coredns_autopath_success_total',
+    ]) {
+      assert.ok(names.includes(n), `${n} is registered (got ${names.join(', ')})`);
+    }
+    // Each module's metrics stay together and in the order the module declared them.
+    assert.ok(names.indexOf('coredns_cache_entries') < names.indexOf('coredns_cache_requests_total'));
+    assert.ok(names.indexOf('coredns_kubernetes_api_up') < names.indexOf('coredns_kubernetes_rest_client_requests_total'));
+  });
+
+  test('the programming-latency histogram reads as prom-client writes a Histogram', async () => {
+    const out = await fresh(`
+      const { programmingDuration } = await import('${dist}plugins/kubernetes/metrics.js');
+      const { registry } = await import('${dist}metrics/registry.js');
+      programmingDuration.observe({ service_kind: 'cluster_ip' }, 0.003);
+      programmingDuration.observe({ service_kind: 'cluster_ip' }, 1.5);
+      programmingDuration.observe({ service_kind: 'headless_with_selector' }, 1000);
+      const text = await registry.metrics();
+      console.log(text.split('\\n').filter((l) => l.includes('programming_duration')).join('\\n'));
+    `);
+    const lines = out.trim().split('\n');
+    assert.equal(lines[0], '# HELP coredns_kubernetes_dns_programming_duration_seconds Histogram of the time (in seconds) it took to program a dns instance.');
+    assert.equal(lines[1], '# TYPE coredns_kubernetes_dns_programming_duration_seconds histogram');
+    assert.ok(lines.includes('coredns_kubernetes_dns_programming_duration_seconds_bucket{le="0.002",service_kind="cluster_ip"} 0'));
+    assert.ok(lines.includes('coredns_kubernetes_dns_programming_duration_seconds_bucket{le="0.004",service_kind="cluster_ip"} 1'));
+    assert.ok(lines.includes('coredns_kubernetes_dns_programming_duration_seconds_bucket{le="1.024",service_kind="cluster_ip"} 1'));
+    assert.ok(lines.includes('coredns_kubernetes_dns_programming_duration_seconds_bucket{le="2.048",service_kind="cluster_ip"} 2'));
+    assert.ok(lines.includes('coredns_kubernetes_dns_programming_duration_seconds_bucket{le="+Inf",service_kind="cluster_ip"} 2'));
+    assert.ok(lines.includes('coredns_kubernetes_dns_programming_duration_seconds_sum{service_kind="cluster_ip"} 1.503'));
+    assert.ok(lines.includes('coredns_kubernetes_dns_programming_duration_seconds_count{service_kind="cluster_ip"} 2'));
+    assert.ok(lines.includes('coredns_kubernetes_dns_programming_duration_seconds_bucket{le="524.288",service_kind="headless_with_selector"} 0'));
+    assert.ok(lines.includes('coredns_kubernetes_dns_programming_duration_seconds_bucket{le="+Inf",service_kind="headless_with_selector"} 1'));
+    // 20 buckets, +Inf, sum and count for each of the two kinds.
+    assert.equal(lines.length, 2 + 2 * 23);
+  });
+});
