@@ -28,10 +28,12 @@ const missing = ['dnsperf', 'unbound'].filter((t) => spawnSync('sh', ['-c', `com
 // Bounds for a loaded 2-core CI machine; the figures of a quiet run are in RELIABILITY.md.
 const LOSS_MARGIN = 0.01; // lost share may exceed unbound's by at most 1 point
 const RSS_GROWTH_MIB = 100; // primary + 2 workers over one minute, 3 reloads included
-// Each reload relists the cluster in every worker and shows as a latency spike: on this 2-core
-// machine, loaded by other work, a 10-s window's p99 reached ~0.9 s (RELIABILITY.md). The bound
-// catches stalls of seconds; the stable-p99 promise is not met yet (issue 12 stays open).
-const P99_MS = 1500;
+// A reload keeps the running watch (no relist), so no window stands out: on a quiet machine
+// p99 is ~13 ms and the worst 10-s window ~27 ms (RELIABILITY.md). CI runs this beside other
+// test files on 2 cores, so the bounds leave room for that; a reload that rebuilt the cluster
+// under load (~0.9 s windows before) or any stall of that order fails them.
+const P99_MS = 400;
+const WINDOW_P99_MS = 600;
 
 test('soak, 60 s: no wrong answer, losses like unbound at the same rate, RSS bounded, p99 bounded', { skip: missing.length > 0 && `needs ${missing.join(', ')}`, timeout: 170_000 }, async () => {
   const dir = mkdtempSync(join(tmpdir(), 'clusterdns-soak-test-'));
@@ -65,6 +67,7 @@ test('soak, 60 s: no wrong answer, losses like unbound at the same rate, RSS bou
 
     assert.ok(r.rss.growthMiB < RSS_GROWTH_MIB, `RSS grew ${r.rss.growthMiB} MiB (${r.rss.firstMiB} → ${r.rss.lastMiB})${report}`);
     assert.ok(r.latency.p99Ms < P99_MS, `p99 ${r.latency.p99Ms} ms${report}`);
+    assert.ok(r.latency.windowP99MaxMs < WINDOW_P99_MS, `the worst 10-s window's p99 ${r.latency.windowP99MaxMs} ms${report}`);
     assert.equal(r.serverLog.panics, 0, `plugin panics: ${r.serverLog.sample.join('\n')}`);
     assert.equal(r.serverLog.errors, 0, `errors logged: ${r.serverLog.sample.join('\n')}`);
   } finally {
