@@ -2,13 +2,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
-import { createSocket } from 'node:dgram';
-import * as dnsPacket from 'dns-packet';
 import { startServer } from '../helpers/server.js';
 import { query } from '../helpers/dns.js';
 import { freePort } from '../helpers/ports.js';
 import { QType, Rcode } from '../../src/dns/constants.js';
 import { childrenOf } from '../helpers/procs.js';
+import { slowUpstream } from '../helpers/slow-upstream.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -126,20 +125,8 @@ test('with two workers both serve, a killed worker is replaced, and SIGTERM stop
 
 test('an answer still in flight when SIGTERM arrives goes out before the socket closes, and the exit is clean', { timeout: 20000 }, async () => {
   // An upstream that answers after 400 ms: the query is inside forward when shutdown starts.
-  const upstream = createSocket('udp4');
-  await new Promise<void>((r) => upstream.bind(0, '127.0.0.1', () => r()));
-  upstream.on('message', (msg, rinfo) => {
-    const q = dnsPacket.decode(msg);
-    const reply = dnsPacket.encode({
-      id: q.id,
-      type: 'response',
-      flags: dnsPacket.RECURSION_DESIRED | dnsPacket.RECURSION_AVAILABLE,
-      questions: q.questions,
-      answers: [{ name: q.questions![0]!.name, type: 'A', class: 'IN', ttl: 30, data: '192.0.2.7' }],
-    });
-    setTimeout(() => upstream.send(reply, rinfo.port, rinfo.address), 400);
-  });
-  const s = await startServer({ corefile: `.:PORT {\n bind 127.0.0.1\n forward . 127.0.0.1:${(upstream.address() as { port: number }).port}\n}\n` });
+  const upstream = await slowUpstream('192.0.2.7', 400);
+  const s = await startServer({ corefile: `.:PORT {\n bind 127.0.0.1\n forward . 127.0.0.1:${upstream.port}\n}\n` });
   try {
     const pending = query(s.port, 'slow.example.', QType.A, { timeoutMs: 3000 });
     await sleep(100);

@@ -15,6 +15,7 @@ import * as dnsPacket from 'dns-packet';
 import { startServer, type RunningServer } from '../helpers/server.js';
 import { buildQuery, dig, sendUdp } from '../helpers/dns.js';
 import { childrenOf } from '../helpers/procs.js';
+import { slowUpstream } from '../helpers/slow-upstream.js';
 import { decodeMessage, emptyMessage, encodeMessage } from '../../src/dns/message.js';
 import { QType, Rcode } from '../../src/dns/constants.js';
 import { DEFAULT_ADDON_PATH } from '../../src/server/udp-native.js';
@@ -189,23 +190,11 @@ test('oversized datagrams (1,500, 5,000 and 65,000 octets) get the same answers 
 });
 
 test('native path: an answer still in flight at SIGTERM (forward to a slow upstream) goes out, then a clean exit', { skip: skipNative, timeout: 30_000 }, async () => {
-  const upstream = dgram.createSocket('udp4');
-  await new Promise<void>((r) => upstream.bind(0, '127.0.0.1', () => r()));
-  upstream.on('message', (msg, rinfo) => {
-    const q = dnsPacket.decode(msg);
-    const reply = dnsPacket.encode({
-      id: q.id,
-      type: 'response',
-      flags: dnsPacket.RECURSION_DESIRED | dnsPacket.RECURSION_AVAILABLE,
-      questions: q.questions,
-      answers: [{ name: q.questions![0]!.name, type: 'A', class: 'IN', ttl: 30, data: '192.0.2.9' }],
-    });
-    setTimeout(() => upstream.send(reply, rinfo.port, rinfo.address), 400);
-  });
+  const upstream = await slowUpstream('192.0.2.9', 400);
   try {
     for (const workers of [1, 2]) {
       const s = await startServer({
-        corefile: `.:PORT {\n bind 127.0.0.1\n forward . 127.0.0.1:${upstream.address().port}\n}\n`,
+        corefile: `.:PORT {\n bind 127.0.0.1\n forward . 127.0.0.1:${upstream.port}\n}\n`,
         env: NATIVE,
         workers,
       });
@@ -257,8 +246,9 @@ test('two workers with CLUSTERDNS_NATIVE_UDP=reuseport: a socket each on the por
     checkBurst(await burst(s.port, 10_000), 10_000);
     const used = workers.map((w, i) => cpuNs(w) - before[i]!);
     const total = used[0]! + used[1]!;
-    // Spread at random per datagram, so each does about half; an idle worker would do ~0.
-    for (const u of used) assert.ok(u > total * 0.2, `CPU split ${used.map((x) => (x / 1e6).toFixed(0)).join(' / ')} ms`);
+    // Spread at random per datagram, so each does about half; an idle worker would do ~0. (The
+    // CPU split also follows the scheduler when other test files load the machine: 10%, not 20%.)
+    for (const u of used) assert.ok(u > total * 0.1, `CPU split ${used.map((x) => (x / 1e6).toFixed(0)).join(' / ')} ms`);
   } finally {
     await s.stop();
   }
