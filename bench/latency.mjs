@@ -27,6 +27,7 @@
 // --timeout-ms MS (2000: no answer by then = lost), --server-node-args "FLAGS" (more node flags
 // for clusterdns, e.g. "--single-threaded-gc"). Writes bench/results/latency-latest.md.
 
+import { printHeaderHelp } from './lib/help.mjs';
 import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -70,7 +71,7 @@ const { values: opt } = parseArgs({
   strict: true,
 });
 if (opt.help) {
-  process.stdout.write(readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').slice(1).filter((l, i, a) => a.slice(0, i + 1).every((x) => x.startsWith('//'))).map((l) => l.replace(/^\/\/ ?/, '')).join('\n') + '\n');
+  printHeaderHelp(import.meta.url);
   process.exit(0);
 }
 const cfg = {

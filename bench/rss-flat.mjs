@@ -17,6 +17,7 @@
 // reported the same way (RSS alone cannot tell a leak from the heap settling).
 // Writes bench/results/rss-flat-latest.md.
 
+import { printHeaderHelp } from './lib/help.mjs';
 import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -52,7 +53,7 @@ const { values: opt } = parseArgs({
   strict: true,
 });
 if (opt.help) {
-  process.stdout.write(readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').slice(1).filter((l, i, a) => a.slice(0, i + 1).every((x) => x.startsWith('//'))).map((l) => l.replace(/^\/\/ ?/, '')).join('\n') + '\n');
+  printHeaderHelp(import.meta.url);
   process.exit(0);
 }
 const cfg = {

@@ -469,29 +469,17 @@ export class DnsListener {
   async close(): Promise<void> {
     this.closing = true;
     const tasks: Promise<void>[] = [];
-    if (this.udp && !this.batch) {
-      const u = this.udp;
-      // No new queries; answers still being worked out (a forward in flight) get up to a
-      // second to go out before the socket closes.
-      u.removeAllListeners('message');
-      tasks.push(
-        this.udpDrained(UDP_DRAIN_MS).then(
-          () =>
-            new Promise<void>((r) => {
-              this.udpOpen = false;
-              u.close(() => r());
-            }),
-        ),
-      );
-    }
-    if (this.batch) {
-      const b = this.batch;
-      b.pause();
+    const u = this.udp;
+    const b = this.batch;
+    if (u || b) {
+      // No new queries (on the native path datagrams wait in the kernel); answers still being
+      // worked out (a forward in flight) get up to a second to go out before the socket closes.
+      if (b) b.pause();
+      else u!.removeAllListeners('message');
       tasks.push(
         this.udpDrained(UDP_DRAIN_MS).then(async () => {
           this.udpOpen = false;
-          b.close();
-          const u = this.udp;
+          b?.close();
           if (u) await new Promise<void>((r) => u.close(() => r()));
         }),
       );
