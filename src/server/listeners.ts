@@ -177,10 +177,10 @@ export class Dispatcher {
 }
 
 /** FORMERR/NOTIMP for a message whose header is readable but that is not a usable query. */
-function headerOnlyReply(buf: Buffer, rcode: number): Buffer {
+function headerOnlyReply(buf: Buffer, rcode: number, at = 0): Buffer {
   const out = Buffer.alloc(12);
-  out.writeUInt16BE(buf.readUInt16BE(0), 0);
-  const flags = buf.readUInt16BE(2);
+  out.writeUInt16BE(buf.readUInt16BE(at), 0);
+  const flags = buf.readUInt16BE(at + 2);
   out.writeUInt16BE(0x8000 | (flags & 0x7900) | (rcode & 0xf), 2);
   return out;
 }
@@ -643,7 +643,7 @@ class NativeUdp {
         if ((meta[m + 1]! & FLAG_TRUNCATED) !== 0) {
           // Longer than a slot (64 KiB: cannot happen with the default slots): what arrived is
           // not the whole query. A readable query header gets FORMERR, anything else is dropped.
-          c.send(len >= 12 && (inBuf[at + 2]! & 0x80) === 0 ? truncatedReply(inBuf, at) : null);
+          c.send(len >= 12 && (inBuf[at + 2]! & 0x80) === 0 ? headerOnlyReply(inBuf, Rcode.FORMERR, at) : null);
           continue;
         }
         // A copy: the slot is reused by the next batch, and an answer worked out later
@@ -677,15 +677,6 @@ class NativeUdp {
     }
     l.udpAnswered();
   }
-}
-
-/** FORMERR for a query whose datagram was cut short: the header alone, counts zero. */
-function truncatedReply(buf: Buffer, at: number): Buffer {
-  const out = Buffer.alloc(12);
-  out[0] = buf[at]!;
-  out[1] = buf[at + 1]!;
-  out.writeUInt16BE(0x8000 | ((buf.readUInt16BE(at + 2)) & 0x7900) | Rcode.FORMERR, 2);
-  return out;
 }
 
 export function listenerKey(host: string, port: number): string {
