@@ -54,7 +54,7 @@ export async function runServer(flags: ServerFlags): Promise<void> {
     // A replacement worker starts with what the others run, not with a Corefile that may have broken since.
     const running = cluster.isWorker ? process.env.CLUSTERDNS_RUNNING_CONFIG : undefined;
     cfg = parseConfig(running ? (JSON.parse(running) as ConfigSource) : readConfigSource(flags.conf), flags.port);
-    new Runtime(cfg, { http: new HttpServices(), requestReload: () => {}, shuttingDown: () => false });
+    await Runtime.create(cfg, { http: new HttpServices(), requestReload: () => {}, shuttingDown: () => false });
   } catch (e) {
     if (e instanceof CorefileError) fail(e.message);
     fail(`clusterdns: ${(e as Error).message}`);

@@ -8,7 +8,7 @@ import { Rcode } from '../dns/constants.js';
 import { parseCorefile } from '../corefile/parser.js';
 import { CorefileError } from '../corefile/errors.js';
 import type { Directive, ServerBlock } from '../corefile/types.js';
-import { coreDnsOnly, knownDirectives, pluginOrder } from '../plugins/order.js';
+import { coreDnsOnly, knownDirectives, loadedSetup, loadPlugins, pluginOrder } from '../plugins/order.js';
 import type { BlockInfo, PluginInstance, SetupContext } from '../plugins/plugin.js';
 import { logger } from '../log.js';
 import type { HttpServices } from './http.js';
@@ -117,6 +117,12 @@ export class Runtime {
   readonly blocks: BlockRuntime[] = [];
   readonly instances: PluginInstance[] = [];
 
+  /** Loads the code of the plugins `config` uses, then builds the runtime. */
+  static async create(config: LoadedConfig, env: RuntimeEnv): Promise<Runtime> {
+    await loadPlugins(config.blocks.flatMap((b) => b.directives.map((d) => d.name)));
+    return new Runtime(config, env);
+  }
+
   constructor(
     readonly config: LoadedConfig,
     env: RuntimeEnv,
@@ -146,10 +152,10 @@ export class Runtime {
         blockInstances: () => instances,
         shuttingDown: env.shuttingDown,
       });
-      for (const [name, setup] of pluginOrder) {
+      for (const [name] of pluginOrder) {
         const ds = grouped.get(name);
         if (!ds) continue;
-        const made = setup(ds, ctx(name));
+        const made = loadedSetup(name)(ds, ctx(name));
         for (const inst of Array.isArray(made) ? made : [made]) instances.push(inst);
       }
       const handlers = instances.filter((i) => i.handler !== undefined);

@@ -38,7 +38,7 @@ export class DnsServer {
   /** Loads the configuration (throws CorefileError), starts plugins, binds listeners. */
   async start(config?: LoadedConfig): Promise<void> {
     const cfg = config ?? parseConfig(readConfigSource(this.opts.conf), this.opts.defaultPort);
-    const rt = new Runtime(cfg, this.env());
+    const rt = await Runtime.create(cfg, this.env());
     await this.switchTo(rt);
   }
 
@@ -115,7 +115,7 @@ export class DnsServer {
         }
         if (current && cfg.hash === current.config.hash && reason !== 'SIGUSR1') continue;
         try {
-          const rt = new Runtime(cfg, this.env());
+          const rt = await Runtime.create(cfg, this.env());
           await this.switchTo(rt);
           reloadLog.info(`Running configuration SHA512 = ${cfg.hash}`);
         } catch (e) {

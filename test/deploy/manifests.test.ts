@@ -98,9 +98,9 @@ function corefileOf(role: Role, configMap: string): string {
 }
 
 /** Parse and set up a Corefile with this project's plugins (no sockets are opened). */
-function loadCorefile(text: string, file: string): Runtime {
+async function loadCorefile(text: string, file: string): Promise<Runtime> {
   const cfg = parseConfig({ file, text, builtin: false }, 53);
-  return new Runtime(cfg, { http: new HttpServices(), requestReload: () => {}, shuttingDown: () => false });
+  return Runtime.create(cfg, { http: new HttpServices(), requestReload: () => {}, shuttingDown: () => false });
 }
 
 /** kubernetes-models class for apiVersion/kind (e.g. kubernetes-models/apps/v1 → Deployment). */
@@ -225,7 +225,7 @@ describe('deploy/cluster-dns', () => {
     for (const [k, v] of Object.entries(at(svc, 'spec.selector') as Record<string, string>)) assert.equal(labels[k], v);
   });
 
-  test('the Corefile is kubeadm’s (lameduck included) and loads with this project’s plugins', () => {
+  test('the Corefile is kubeadm’s (lameduck included) and loads with this project’s plugins', async () => {
     const text = corefileOf('cluster-dns', 'clusterdns');
     const directives = text.split('\n').map((l) => l.trim()).filter((l) => l && l !== '}');
     assert.deepEqual(directives, [
@@ -246,7 +246,7 @@ describe('deploy/cluster-dns', () => {
       'reload',
       'loadbalance',
     ]);
-    const rt = loadCorefile(text, 'deploy/cluster-dns/configmap.yaml');
+    const rt = await loadCorefile(text, 'deploy/cluster-dns/configmap.yaml');
     assert.equal(rt.blocks.length, 1);
   });
 
@@ -285,7 +285,7 @@ describe('deploy/nodecache', () => {
     assert.equal(`${String(at(mount, 'mountPath'))}/${String(at(vol, 'configMap.items.0.path'))}`, '/etc/coredns/Corefile.base');
   });
 
-  test('filled in by the agent’s own template code, the Corefile loads with this project’s plugins', () => {
+  test('filled in by the agent’s own template code, the Corefile loads with this project’s plugins', async () => {
     const text = renderCorefile(corefileOf('nodecache', 'node-local-dns'), {
       localIPs: ['169.254.20.10', '10.96.0.10'],
       clusterDns: '10.96.0.11',
@@ -296,7 +296,7 @@ describe('deploy/nodecache', () => {
       dnsPort: 53,
     });
     assert.doesNotMatch(text, /__PILLAR__/);
-    assert.equal(loadCorefile(text, 'deploy/nodecache/configmap.yaml').blocks.length, 4);
+    assert.equal((await loadCorefile(text, 'deploy/nodecache/configmap.yaml')).blocks.length, 4);
   });
 
   test('kube-dns-upstream selects the cluster DNS pods, on port 53 UDP and TCP', () => {
@@ -345,13 +345,13 @@ describe('deploy/remote-dev', () => {
     find('remote-dev', 'Service', 'clusterdns-remote-dev');
   });
 
-  test('every directive but searchfan (issue 8) is a plugin this build has; once searchfan exists, the Corefile loads', () => {
+  test('every directive but searchfan (issue 8) is a plugin this build has; once searchfan exists, the Corefile loads', async () => {
     const text = corefileOf('remote-dev', 'clusterdns-remote-dev');
     const known = new Set(pluginOrder.map(([name]) => name));
     const lines = text.split('\n').map((l) => l.trim()).filter((l) => l && l !== '}' && !l.endsWith('{'));
     const directives = lines.map((l) => l.split(/\s+/)[0] ?? '');
     assert.deepEqual(directives.filter((d) => !known.has(d) && d !== 'searchfan'), []);
-    if (known.has('searchfan')) assert.equal(loadCorefile(text, 'deploy/remote-dev/configmap.yaml').blocks.length, 1);
+    if (known.has('searchfan')) assert.equal((await loadCorefile(text, 'deploy/remote-dev/configmap.yaml')).blocks.length, 1);
     else assert.match(readFileSync(join(DEPLOY, 'README.md'), 'utf8'), /searchfan[^\n]*issue 8/);
   });
 });

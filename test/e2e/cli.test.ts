@@ -5,6 +5,7 @@ import { execFile, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { BIN, startServer } from '../helpers/server.js';
 import { query, sendUdp, buildQuery } from '../helpers/dns.js';
@@ -123,6 +124,41 @@ test('a port already in use is a clear error and exit code 1', async () => {
     const r = await run(process.execPath, [BIN, '-conf', conf, '-workers', '1']).catch((e: { code: number; stderr: string }) => e);
     assert.equal((r as { code: number }).code, 1);
     assert.match((r as { stderr: string }).stderr, /EADDRINUSE/);
+  } finally {
+    await s.stop();
+  }
+});
+
+test('a server loads the code of the plugins its Corefile uses; a reload that adds one loads it', async () => {
+  // A module hook (NODE_OPTIONS --import) prints every plugin module the process loads.
+  const hooks = mkdtempSync(join(tmpdir(), 'clusterdns-hooks-'));
+  writeFileSync(
+    join(hooks, 'hooks.mjs'),
+    `export async function load(url, context, next) {\n  if (url.includes('/plugins/')) console.error('LOADED ' + url.slice(url.indexOf('/plugins/') + 9));\n  return next(url, context);\n}\n`,
+  );
+  writeFileSync(join(hooks, 'register.mjs'), `import { register } from 'node:module';\nregister(${JSON.stringify(pathToFileURL(join(hooks, 'hooks.mjs')).href)});\n`);
+  const s = await startServer({
+    corefile: `.:PORT {\n bind 127.0.0.1\n whoami\n}\n`,
+    env: { NODE_OPTIONS: `--import ${join(hooks, 'register.mjs')}` },
+    probe: 'x.',
+  });
+  try {
+    const loaded = () => new Set([...s.output().matchAll(/^LOADED (\S+)/gm)].map((m) => m[1]));
+    assert.ok(loaded().has('whoami/setup.js'), s.output());
+    assert.ok(loaded().has('bind/setup.js'), s.output());
+    for (const other of ['forward/setup.js', 'cache/setup.js', 'kubernetes/setup.js', 'hosts/setup.js', 'prometheus/setup.js']) {
+      assert.ok(!loaded().has(other), `${other} was loaded for a whoami-only Corefile`);
+    }
+    writeFileSync(s.corefile, `.:${s.port} {\n bind 127.0.0.1\n hosts {\n  10.7.7.7 added.test\n }\n whoami\n}\n`);
+    s.proc.kill('SIGUSR1');
+    let r;
+    for (let i = 0; i < 50 && r?.answers[0] === undefined; i++) {
+      r = await query(s.port, 'added.test.', QType.A, { timeoutMs: 300 }).catch(() => undefined);
+      if (r?.answers[0] === undefined) await new Promise((res) => setTimeout(res, 100));
+    }
+    assert.deepEqual(r?.answers[0]?.data, { address: '10.7.7.7' });
+    assert.ok(loaded().has('hosts/setup.js'), s.output());
+    assert.ok(!loaded().has('forward/setup.js'));
   } finally {
     await s.stop();
   }

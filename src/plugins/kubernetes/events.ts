@@ -30,3 +30,7 @@ export interface KubeSource {
   start(sink: ClusterSink): Promise<void>;
   stop(): Promise<void>;
 }
+
+/** IPC message types between a worker's RelayedSource and the primary's relay (relay.ts). */
+export const RELAY_SUBSCRIBE = 'clusterdns:kube-subscribe';
+export const RELAY_UNSUBSCRIBE = 'clusterdns:kube-unsubscribe';

@@ -7,7 +7,7 @@ import cluster, { type Worker } from 'node:cluster';
 import { createHash } from 'node:crypto';
 import { collectAfterBurst } from '../../heap.js';
 import { logger, type Logger } from '../../log.js';
-import type { ClusterEvent, ClusterSink, KubeSource } from './events.js';
+import { RELAY_SUBSCRIBE, RELAY_UNSUBSCRIBE, type ClusterEvent, type ClusterSink, type KubeSource } from './events.js';
 import { ApiSource } from './apisource.js';
 import { ManifestSource } from './manifests.js';
 import { parseLabelSelector } from './selector.js';
@@ -25,8 +25,8 @@ export interface SourceSpec {
   manifestPollMs: number;
 }
 
-const SUBSCRIBE = 'clusterdns:kube-subscribe';
-const UNSUBSCRIBE = 'clusterdns:kube-unsubscribe';
+const SUBSCRIBE = RELAY_SUBSCRIBE;
+const UNSUBSCRIBE = RELAY_UNSUBSCRIBE;
 const EVENTS = 'clusterdns:kube-events';
 
 interface SubscribeMessage { type: typeof SUBSCRIBE; id: string; spec: SourceSpec }
@@ -197,8 +197,11 @@ function send(w: Worker, m: EventsMessage): void {
   if (w.isConnected()) w.send(m);
 }
 
-/** In the primary: run shared sources for the workers' kubernetes instances. */
-export function serveKubeRelay(): void {
+/**
+ * In the primary: runs shared sources for the workers' kubernetes instances. Returns the
+ * handler for the workers' subscribe/unsubscribe messages (order.ts feeds it).
+ */
+export function serveKubeRelay(): (w: Worker, message: unknown) => void {
   const log = logger('kubernetes');
   const shared = new Map<string, SharedSource>();
   const drop = (s: SharedSource, w: Worker) => {
@@ -212,8 +215,14 @@ export function serveKubeRelay(): void {
     }, 30_000);
     s.stopTimer.unref();
   };
-  cluster.on('message', (w: Worker, m: SubscribeMessage | UnsubscribeMessage) => {
+  cluster.on('exit', (w) => {
+    for (const s of shared.values()) if (s.subscribers.has(w)) drop(s, w);
+  });
+  return (w: Worker, message: unknown) => {
+    const m = message as SubscribeMessage | UnsubscribeMessage | null;
     if (!m || (m.type !== SUBSCRIBE && m.type !== UNSUBSCRIBE)) return;
+    // The message may have waited for this code to load; a worker gone meanwhile gets nothing.
+    if (w.isDead()) return;
     if (m.type === UNSUBSCRIBE) {
       const s = shared.get(m.id);
       if (s) drop(s, w);
@@ -238,8 +247,5 @@ export function serveKubeRelay(): void {
     }
     s.subscribers.add(w);
     s.snapshot(w);
-  });
-  cluster.on('exit', (w) => {
-    for (const s of shared.values()) if (s.subscribers.has(w)) drop(s, w);
-  });
+  };
 }
