@@ -9,12 +9,14 @@
 // heap, so end points alone depend on the phase) comes to --threshold-mb (2) or more.
 //
 //   node bench/rss-flat.mjs [--minutes 10] [--scenario cache] [--interval 10] [--warmup-s 60]
-//        [--workers 1] [--rate QPS] [--threshold-mb 2] [--trace-gc] [--json FILE] [--keep]
+//        [--workers 1] [--rate QPS] [--threshold-mb 2] [--trace-gc] [--node-flags="FLAGS"]
+//        [--json FILE] [--keep]
 //
 // --workers 1 (default): server on CPU 1, dnsperf on CPU 0 (as bench/run.mjs --pinned);
 // --workers N > 1: nothing pinned. --rate: dnsperf -Q QPS instead of the closed loop.
 // --trace-gc: the server also runs with --trace-gc, and the JS heap after each major GC is
 // reported the same way (RSS alone cannot tell a leak from the heap settling).
+// --node-flags: more node/V8 flags for the server (after its usual --max-semi-space-size=2).
 // Writes bench/results/rss-flat-latest.md.
 
 import { printHeaderHelp } from './lib/help.mjs';
@@ -46,6 +48,7 @@ const { values: opt } = parseArgs({
     rate: { type: 'string' },
     'threshold-mb': { type: 'string', default: '2' },
     'trace-gc': { type: 'boolean', default: false },
+    'node-flags': { type: 'string', default: '' },
     json: { type: 'string' },
     keep: { type: 'boolean', default: false },
     help: { type: 'boolean', short: 'h', default: false },
@@ -147,7 +150,7 @@ async function main() {
   const def = clusterdnsServer(sc);
   const ctx = {
     root, dir: tmp, workload, mode: 'rss', pin: pinned ? 1 : null, workers: cfg.workers, port: await freePort(), startProcess,
-    ...(cfg.traceGc ? { nodeArgs: ['--trace-gc'] } : {}),
+    nodeArgs: [...(cfg.traceGc ? ['--trace-gc'] : []), ...opt['node-flags'].split(/\s+/).filter(Boolean)],
   };
   if (def.setup) await def.setup(ctx);
   const proc = def.start(ctx);
