@@ -44,6 +44,7 @@ export class DnsServer {
 
   private async switchTo(rt: Runtime): Promise<void> {
     const wanted = rt.listenAddresses();
+    const routers = rt.routers();
     const opened: string[] = [];
     try {
       // Inside the try: a plugin that fails to start (a port in use) must not leave the others running.
@@ -51,6 +52,12 @@ export class DnsServer {
       for (const { host, port } of wanted) {
         const key = listenerKey(host, port);
         if (this.listeners.has(key)) continue;
+        // A new listener answers from its first datagram (a worker joining a shared socket
+        // gets queries at once): its router must be there before it reads. No listener used
+        // this key before, so this changes nothing that is serving.
+        const router = routers.get(key);
+        if (router) this.dispatcher.routers.set(key, router);
+        opened.push(key);
         const ls: DnsListener[] = [];
         if (host === '') {
           // Every address: IPv4 and, where the host has it, IPv6.
@@ -70,19 +77,19 @@ export class DnsServer {
           ls.push(l);
         }
         this.listeners.set(key, ls);
-        opened.push(key);
       }
     } catch (e) {
       for (const k of opened) {
         for (const l of this.listeners.get(k) ?? []) await l.close();
         this.listeners.delete(k);
+        this.dispatcher.routers.delete(k);
       }
       await rt.shutdown();
       throw e;
     }
     const old = this.runtime;
     this.runtime = rt;
-    this.dispatcher.routers = rt.routers();
+    this.dispatcher.routers = routers;
     const keep = new Set(wanted.map((w) => listenerKey(w.host, w.port)));
     for (const [k, ls] of this.listeners) {
       if (keep.has(k)) continue;
