@@ -65,8 +65,57 @@ export function collectAfterBurst(delayMs = 200): void {
     } finally {
       if (compact) setFlag('--no-compact-on-every-full-gc');
     }
+    smallHeapWhenQuiet();
   }, delayMs);
   timer.unref();
+}
+
+// ---------------------------------------------------------------- small-heap mode while serving
+//
+// Serving, V8's memory-saving heap sizing (--optimize-for-size, switched on at run time) lets
+// the old generation grow 2 MB past what is live before a major collection instead of 8 MB or
+// more: RSS under steady load saws within about 3 MB instead of 10 (cache hits for 4 minutes:
+// 64–67 MB against 66–77 MB) with no cost per query (same interleaved run, one core each:
+// cache 141k against 128k QPS, kubernetes 142k against 138k; CPU per query 5.5 against 6.4 µs
+// and 5.1 against 5.5 µs). During a LIST it is off: with it, starting with 100,000 objects took
+// 15.0 s to ready instead of 8.3 s. So: on once the process serves and no list is running
+// (after that list's collection), off while one runs. CLUSTERDNS_SMALL_HEAP=0 never turns it on.
+
+let serving = false;
+let listsRunning = 0;
+let smallHeap = false;
+const smallHeapAllowed = process.env.CLUSTERDNS_SMALL_HEAP !== '0';
+
+function smallHeapWhenQuiet(): void {
+  if (!smallHeapAllowed || smallHeap || !serving || listsRunning > 0 || timer !== null) return;
+  smallHeap = true;
+  setFlag('--optimize-for-size');
+}
+
+/** The process answers queries now (called once start-up is done). */
+export function servingStarted(): void {
+  serving = true;
+  smallHeapWhenQuiet();
+}
+
+/** A LIST (a burst of allocation) begins: full-speed heap sizing until it ends. */
+export function listBegins(): void {
+  listsRunning++;
+  if (smallHeap) {
+    smallHeap = false;
+    setFlag('--no-optimize-for-size');
+  }
+}
+
+/** The LIST that `listBegins` announced ended (completed or failed). */
+export function listEnds(): void {
+  listsRunning = Math.max(0, listsRunning - 1);
+  if (listsRunning === 0 && timer === null) smallHeapWhenQuiet();
+}
+
+/** For tests and the status page: whether the small-heap mode is on. */
+export function smallHeapOn(): boolean {
+  return smallHeap;
 }
 
 /**

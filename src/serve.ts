@@ -11,6 +11,7 @@ import { parseConfig, readConfigSource, Runtime, type ConfigSource } from './ser
 import { HttpServices } from './server/http.js';
 import { VERSION } from './version.js';
 import { coreLog } from './log.js';
+import { servingStarted } from './heap.js';
 import { servePrimaryMetrics, setupWorkerMetrics } from './metrics/cluster.js';
 
 export interface ServerFlags {
@@ -73,6 +74,7 @@ export async function runServer(flags: ServerFlags): Promise<void> {
     if (cluster.isWorker) process.send?.({ type: 'fatal', message: (e as Error).message });
     fail(`clusterdns: ${(e as Error).message}`);
   }
+  servingStarted();
   let stopping: Promise<void> | null = null;
   const stop = () => {
     stopping ??= (async () => {
@@ -114,6 +116,7 @@ function runPrimary(flags: ServerFlags, keys: string[]): void {
       if (m?.type === 'ready') {
         started++;
         if (started === flags.workers) {
+          servingStarted();
           if (flags.pidfile) writeFileSync(flags.pidfile, `${process.pid}\n`);
           banner(null, keys, flags.quiet);
         }

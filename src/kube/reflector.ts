@@ -5,7 +5,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { KubeApiError, type KubeClient, type Query } from './http.js';
 import { describeObject, isList, isStatus, isWatchEvent, listMeta, objectKey, objectMeta, type Status } from './types.js';
-import { collectAfterBurst, collectNow } from '../heap.js';
+import { collectAfterBurst, collectNow, listBegins, listEnds } from '../heap.js';
 
 export interface Projected<T> {
   key: string;
@@ -210,7 +210,12 @@ export class Reflector<T> {
       let delay = 0;
       try {
         if (this.#needList) {
-          await this.#list();
+          listBegins();
+          try {
+            await this.#list();
+          } finally {
+            listEnds();
+          }
           // A complete list means the API is back: later failures start from a short delay.
           this.#backoff.reset();
         }

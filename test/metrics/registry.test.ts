@@ -22,7 +22,7 @@ const PROM_LOADED = `Object.keys((await import('node:module')).createRequire(imp
 describe('the metrics registry is made on first use', () => {
   test('loading every plugin and starting a server without prometheus does not load prom-client', async () => {
     const out = await fresh(`
-      await import('${dist}plugins/order.js');
+      const o = await import('${dist}plugins/order.js'); await o.loadPlugins(o.pluginOrder.map(([n]) => n));
       await import('${dist}server/server.js');
       await import('${dist}metrics/cluster.js');
       const r = await import('${dist}metrics/registry.js');
@@ -33,7 +33,7 @@ describe('the metrics registry is made on first use', () => {
 
   test('creating it registers what the plugins declared, in declaration order, then loads prom-client', async () => {
     const out = await fresh(`
-      await import('${dist}plugins/order.js');
+      const o = await import('${dist}plugins/order.js'); await o.loadPlugins(o.pluginOrder.map(([n]) => n));
       const r = await import('${dist}metrics/registry.js');
       const names = r.metricsRegistry().getMetricsAsArray().map((m) => m.name);
       console.log(JSON.stringify({ loaded: ${PROM_LOADED}, names }));

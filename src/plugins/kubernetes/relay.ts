@@ -5,7 +5,7 @@
 
 import cluster, { type Worker } from 'node:cluster';
 import { createHash } from 'node:crypto';
-import { collectAfterBurst } from '../../heap.js';
+import { collectAfterBurst, listBegins, listEnds } from '../../heap.js';
 import { logger, type Logger } from '../../log.js';
 import { RELAY_SUBSCRIBE, RELAY_UNSUBSCRIBE, type ClusterEvent, type ClusterSink, type KubeSource } from './events.js';
 import { ApiSource } from './apisource.js';
@@ -96,6 +96,7 @@ export class RelayedSource implements KubeSource {
   readonly description: string;
   private readonly id: string;
   private sink: ClusterSink | null = null;
+  private endSnapshot: () => void = () => {};
 
   constructor(
     private readonly spec: SourceSpec,
@@ -107,14 +108,27 @@ export class RelayedSource implements KubeSource {
 
   async start(sink: ClusterSink): Promise<void> {
     listenInWorker();
-    this.sink = sink;
+    // The snapshot that comes first is this process's LIST (heap.ts: full-speed heap sizing).
+    let snapshotting = true;
+    listBegins();
+    this.endSnapshot = () => {
+      if (!snapshotting) return;
+      snapshotting = false;
+      listEnds();
+    };
+    const wrapped: ClusterSink = (ev) => {
+      if (ev.op === 'synced') this.endSnapshot();
+      sink(ev);
+    };
+    this.sink = wrapped;
     let set = sinks.get(this.id);
     if (!set) sinks.set(this.id, (set = new Set()));
-    set.add(sink);
+    set.add(wrapped);
     process.send!({ type: SUBSCRIBE, id: this.id, spec: this.spec } satisfies SubscribeMessage);
   }
 
   async stop(): Promise<void> {
+    this.endSnapshot();
     const set = sinks.get(this.id);
     if (set && this.sink) set.delete(this.sink);
     if (set && set.size === 0) {
