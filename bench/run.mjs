@@ -42,12 +42,17 @@ const { values: flags } = parseArgs({
     all: { type: 'boolean' },
     write: { type: 'boolean' },
     keep: { type: 'boolean' },
+    variant: { type: 'string', multiple: true },
     help: { type: 'boolean', short: 'h' },
   },
   strict: true,
 });
 if (flags.help) {
-  process.stdout.write('usage: node bench/run.mjs [--rounds N] [--seconds S] [--warmup S] [--quiet-wait S] [--only a,b] [--pinned|--unpinned|--both] [--all] [--write] [--keep]\n');
+  process.stdout.write('usage: node bench/run.mjs [--rounds N] [--seconds S] [--warmup S] [--quiet-wait S] [--only a,b] [--pinned|--unpinned|--both] [--all] [--write] [--keep]\n' +
+    '                        [--variant=NAME=NODE_FLAGS ...]\n' +
+    '  --variant=NAME=FLAGS also runs every selected clusterdns server as `NAME+FLAGS` with those node\n' +
+    '  flags added (an A/B in the same interleaved run), e.g. --variant="ofs=--optimize-for-size";\n' +
+    '  words NAME=VALUE are environment variables, e.g. --variant="big=CLUSTERDNS_SMALL_HEAP=0".\n');
   process.exit(0);
 }
 const rounds = Number(flags.rounds);
@@ -78,6 +83,30 @@ if (flags.only) {
 // A peer made for one scenario (forScenario, e.g. unbound-mix) runs with that scenario or when named.
 const named = new Set((flags.only ?? '').split(',').map((x) => x.trim()));
 servers = servers.filter((s) => !s.forScenario || named.has(s.name) || servers.some((x) => x.name === `clusterdns-${s.forScenario}`));
+// --variant=NAME=FLAGS: a copy of every selected clusterdns server with more node flags.
+for (const v of flags.variant ?? []) {
+  const eq = v.indexOf('=');
+  if (eq <= 0) {
+    console.error(`--variant: expected NAME=NODE_FLAGS, got "${v}"`);
+    process.exit(2);
+  }
+  const tag = v.slice(0, eq);
+  const words = v.slice(eq + 1).split(/\s+/).filter(Boolean);
+  // NAME=VALUE words are environment variables for the server, the rest node flags.
+  const env = Object.fromEntries(words.filter((w) => /^[A-Z_][A-Z0-9_]*=/.test(w)).map((w) => [w.slice(0, w.indexOf('=')), w.slice(w.indexOf('=') + 1)]));
+  const extra = words.filter((w) => !/^[A-Z_][A-Z0-9_]*=/.test(w));
+  for (const base of servers.filter((s) => s.kind === 'clusterdns' && !s.variantOf)) {
+    servers.push({
+      ...base,
+      name: `${base.name}+${tag}`,
+      variantOf: base.name,
+      label: (ctx) => `${base.label(ctx)} +${tag} (${words.join(' ')})`,
+      start(ctx) {
+        return base.start.call(this, { ...ctx, nodeArgs: [...(ctx.nodeArgs ?? []), ...extra], env: { ...process.env, ...(ctx.env ?? {}), ...env } });
+      },
+    });
+  }
+}
 
 // ---- cleanup: every process we start dies with us --------------------------------------
 let tmp = null;
