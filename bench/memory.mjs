@@ -43,7 +43,8 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { dig } from './lib/check.mjs';
-import { descendants, killAllSync, startProcess, stopAll, stopProcess } from './lib/procs.mjs';
+import { printHeaderHelp } from './lib/help.mjs';
+import { descendants, killAllSync, startProcess, statusKiB, stopAll, stopProcess } from './lib/procs.mjs';
 import { freePort } from './lib/servers.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -65,7 +66,7 @@ const { values: args } = parseArgs({
   },
 });
 if (args.help) {
-  process.stdout.write(readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').filter((l) => l.startsWith('//')).map((l) => l.slice(3)).join('\n') + '\n');
+  printHeaderHelp(import.meta.url);
   process.exit(0);
 }
 
@@ -222,15 +223,6 @@ async function cluster(services, pods) {
 }
 
 // ------------------------------------------------------------------ measuring the process
-
-function statusKiB(pid, field) {
-  try {
-    const m = new RegExp(`^${field}:\\s+(\\d+)\\s+kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'latin1'));
-    return m ? Number(m[1]) : 0;
-  } catch {
-    return 0;
-  }
-}
 
 function pssKiB(pid) {
   try {

@@ -29,7 +29,7 @@ import { checkAnswers, waitAnswering } from './lib/check.mjs';
 import { cpuSnapshot, otherCpuPercent, serverCpuPercent } from './lib/cpu.mjs';
 import { runDnsperf } from './lib/dnsperf.mjs';
 import { parseTraceGc } from './lib/gc-trace.mjs';
-import { descendants, killAllSync, startProcess, stopAll, stopProcess } from './lib/procs.mjs';
+import { descendants, killAllSync, startProcess, statusKiB, stopAll, stopProcess } from './lib/procs.mjs';
 import { machineInfo, machineLine } from './lib/report.mjs';
 import { clusterdnsServer, freePort } from './lib/servers.mjs';
 import { slope } from './lib/soak-report.mjs';
@@ -99,13 +99,7 @@ process.on('exit', () => killAllSync());
 
 /** VmRSS and its anonymous / file-backed parts (KiB) of one process; zeros when it is gone. */
 function rssKiB(pid) {
-  try {
-    const st = readFileSync(`/proc/${pid}/status`, 'latin1');
-    const f = (k) => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(st)?.[1] ?? 0);
-    return { rss: f('VmRSS'), anon: f('RssAnon'), file: f('RssFile') };
-  } catch {
-    return { rss: 0, anon: 0, file: 0 };
-  }
+  return { rss: statusKiB(pid, 'VmRSS'), anon: statusKiB(pid, 'RssAnon'), file: statusKiB(pid, 'RssFile') };
 }
 
 const r2 = (x) => Math.round(x * 100) / 100;

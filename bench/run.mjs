@@ -93,8 +93,9 @@ for (const v of flags.variant ?? []) {
   const tag = v.slice(0, eq);
   const words = v.slice(eq + 1).split(/\s+/).filter(Boolean);
   // NAME=VALUE words are environment variables for the server, the rest node flags.
-  const env = Object.fromEntries(words.filter((w) => /^[A-Z_][A-Z0-9_]*=/.test(w)).map((w) => [w.slice(0, w.indexOf('=')), w.slice(w.indexOf('=') + 1)]));
-  const extra = words.filter((w) => !/^[A-Z_][A-Z0-9_]*=/.test(w));
+  const isEnv = (w) => /^[A-Z_][A-Z0-9_]*=/.test(w);
+  const env = Object.fromEntries(words.filter(isEnv).map((w) => [w.slice(0, w.indexOf('=')), w.slice(w.indexOf('=') + 1)]));
+  const extra = words.filter((w) => !isEnv(w));
   for (const base of servers.filter((s) => s.kind === 'clusterdns' && !s.variantOf)) {
     servers.push({
       ...base,

@@ -138,15 +138,6 @@ function ask(port, name, timeoutMs = 500) {
   });
 }
 
-/** VmRSS of one process, in KiB (0 when it is gone). */
-function rssOfKiB(pid) {
-  try {
-    return Number(/^VmRSS:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'latin1'))?.[1] ?? 0);
-  } catch {
-    return 0;
-  }
-}
-
 /** nodejs_heap_size_used_bytes from /metrics (the workers' sum), in KiB; null when unreadable. */
 async function heapUsedKiB(metricsPort) {
   try {

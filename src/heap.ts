@@ -110,7 +110,7 @@ export function listBegins(): void {
 /** The LIST that `listBegins` announced ended (completed or failed). */
 export function listEnds(): void {
   listsRunning = Math.max(0, listsRunning - 1);
-  if (listsRunning === 0 && timer === null) smallHeapWhenQuiet();
+  smallHeapWhenQuiet();
 }
 
 /** For tests and the status page: whether the small-heap mode is on. */

@@ -146,16 +146,19 @@ export function descendants(pid) {
   return out;
 }
 
+/** A `Name:   N kB` field of /proc/PID/status, in KiB (0 when the process is gone). */
+export function statusKiB(pid, field) {
+  try {
+    const m = new RegExp(`^${field}:\\s+(\\d+)`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'latin1'));
+    return m ? Number(m[1]) : 0;
+  } catch {
+    return 0;
+  }
+}
+
 /** VmRSS in KiB of pid plus all its descendants. */
 export function treeRssKiB(pid) {
   let total = 0;
-  for (const p of [pid, ...descendants(pid)]) {
-    try {
-      const m = /^VmRSS:\s+(\d+)\s+kB/m.exec(readFileSync(`/proc/${p}/status`, 'latin1'));
-      if (m) total += Number(m[1]);
-    } catch {
-      /* gone */
-    }
-  }
+  for (const p of [pid, ...descendants(pid)]) total += statusKiB(p, 'VmRSS');
   return total;
 }
