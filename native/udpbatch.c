@@ -115,6 +115,13 @@ static sock_t *unwrap(napi_env env, napi_value v) {
   return s;
 }
 
+/* The arguments of a call whose first is a socket: fills argv (missing ones are undefined) and
+ * returns the socket, or NULL with a JS exception pending. */
+static sock_t *sock_args(napi_env env, napi_callback_info info, size_t argc, napi_value *argv) {
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  return unwrap(env, argv[0]);
+}
+
 static void maybe_free(sock_t *s) {
   if (s->handle_open || s->js_alive) return;
   free(s->rm);
@@ -603,10 +610,8 @@ static napi_value js_adopt(napi_env env, napi_callback_info info) {
 
 /* start(sock, onBatch): begin reading; onBatch(n) returns the number of answers in `out`. */
 static napi_value js_start(napi_env env, napi_callback_info info) {
-  size_t argc = 2;
   napi_value argv[2];
-  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  sock_t *s = unwrap(env, argv[0]);
+  sock_t *s = sock_args(env, info, 2, argv);
   if (!s) return NULL;
   if (s->closed) return throw_errno(env, EBADF, "start", NULL, 0);
   napi_valuetype t;
@@ -633,10 +638,8 @@ static napi_value js_start(napi_env env, napi_callback_info info) {
 
 /* pause(sock): stop reading (queued datagrams stay in the kernel); sending still works. */
 static napi_value js_pause(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
   napi_value argv[1];
-  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  sock_t *s = unwrap(env, argv[0]);
+  sock_t *s = sock_args(env, info, 1, argv);
   if (!s) return NULL;
   if (s->handle_open && s->polling && !s->closed) uv_poll_stop(&s->poll);
   s->polling = 0;
@@ -644,10 +647,8 @@ static napi_value js_pause(napi_env env, napi_callback_info info) {
 }
 
 static napi_value js_close(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
   napi_value argv[1];
-  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  sock_t *s = unwrap(env, argv[0]);
+  sock_t *s = sock_args(env, info, 1, argv);
   if (!s) return NULL;
   do_close(s);
   return NULL;
@@ -727,10 +728,8 @@ static napi_value js_ntop(napi_env env, napi_callback_info info) {
 
 /* stats(sock): [received, batches, sent, sendErrors, truncated, recvErrors, wakeups] */
 static napi_value js_stats(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
   napi_value argv[1];
-  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  sock_t *s = unwrap(env, argv[0]);
+  sock_t *s = sock_args(env, info, 1, argv);
   if (!s) return NULL;
   napi_value arr;
   CHECK(napi_create_array_with_length(env, ST_COUNT, &arr));

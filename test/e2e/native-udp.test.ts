@@ -254,34 +254,32 @@ test('two workers with CLUSTERDNS_NATIVE_UDP=reuseport: a socket each on the por
   }
 });
 
-test('fallback: with CLUSTERDNS_NATIVE_UDP=0 the addon is not loaded and node:dgram serves (1 and 2 workers)', { timeout: 60_000 }, async () => {
+/** With 1 and then 2 workers: no process loaded the addon, node:dgram answers `name` and a burst; then `more(s)`. */
+async function servesWithoutAddon(env: Record<string, string>, name: string, ip: string, more: (s: RunningServer) => Promise<void>): Promise<void> {
   for (const workers of [1, 2]) {
-    const s = await start(FALLBACK, workers);
+    const s = await start(env, workers);
     try {
       const pids = workers === 1 ? [s.proc.pid!] : childrenOf(s.proc.pid!);
       for (const p of pids) assert.ok(!addonLoaded(p), `process ${p} did not load the addon`);
-      assert.deepEqual((await dig(s.port, ['h5.example', 'A'])).answer, ['h5.example. 3600 IN A 10.9.0.5']);
+      assert.deepEqual((await dig(s.port, [name, 'A'])).answer, [`${name}. 3600 IN A ${ip}`]);
       checkBurst(await burst(s.port, 2000), 2000);
-      assert.equal(s.output().includes('WARNING'), false, s.output());
+      await more(s);
     } finally {
       await s.stop();
     }
   }
+}
+
+test('fallback: with CLUSTERDNS_NATIVE_UDP=0 the addon is not loaded and node:dgram serves (1 and 2 workers)', { timeout: 60_000 }, async () => {
+  await servesWithoutAddon(FALLBACK, 'h5.example', '10.9.0.5', async (s) => {
+    assert.equal(s.output().includes('WARNING'), false, s.output());
+  });
 });
 
 test('fallback: with the addon file missing, node:dgram serves and, as CLUSTERDNS_NATIVE_UDP=1 asked for it, a warning says why', { timeout: 60_000 }, async () => {
-  for (const workers of [1, 2]) {
-    const s = await start(MISSING, workers);
-    try {
-      const pids = workers === 1 ? [s.proc.pid!] : childrenOf(s.proc.pid!);
-      for (const p of pids) assert.ok(!addonLoaded(p));
-      assert.deepEqual((await dig(s.port, ['h6.example', 'A'])).answer, ['h6.example. 3600 IN A 10.9.0.6']);
-      checkBurst(await burst(s.port, 2000), 2000);
-      await s.waitFor(/\[WARNING\] UDP: node:dgram \(native batched socket unavailable: \/nonexistent\/udpbatch\.node: not built\)/, 5000);
-    } finally {
-      await s.stop();
-    }
-  }
+  await servesWithoutAddon(MISSING, 'h6.example', '10.9.0.6', (s) =>
+    s.waitFor(/\[WARNING\] UDP: node:dgram \(native batched socket unavailable: \/nonexistent\/udpbatch\.node: not built\)/, 5000),
+  );
   // Without CLUSTERDNS_NATIVE_UDP set, a missing addon is the normal case of an image built without a compiler: silent.
   const s = await start({ CLUSTERDNS_NATIVE_UDP: '', CLUSTERDNS_NATIVE_UDP_ADDON: '/nonexistent/udpbatch.node' });
   try {
