@@ -21,7 +21,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import dgram from 'node:dgram';
 import dnsPacket from 'dns-packet';
-import { descendants, killAllSync, startProcess, stopAll, stopProcess, treeRssKiB } from './lib/procs.mjs';
+import { descendants, killAllSync, startProcess, statusKiB, stopAll, stopProcess, treeRssKiB } from './lib/procs.mjs';
 import { runDnsperf } from './lib/dnsperf.mjs';
 import { cpuSnapshot, otherCpuPercent } from './lib/cpu.mjs';
 import { machineInfo, machineLine } from './lib/report.mjs';
@@ -262,7 +262,7 @@ async function main() {
   const heapSamples = [];
   const sampleRss = () => {
     const atS = Math.round((Date.now() - t0) / 1000);
-    rssSamples.push({ atS, kib: treeRssKiB(server.pid), perProcessKiB: [server.pid, ...descendants(server.pid)].map(rssOfKiB) });
+    rssSamples.push({ atS, kib: treeRssKiB(server.pid), perProcessKiB: [server.pid, ...descendants(server.pid)].map((p) => statusKiB(p, 'VmRSS')) });
     void heapUsedKiB(metricsPort).then((kib) => kib !== null && heapSamples.push({ atS, kib }));
   };
   const reloads = [];
