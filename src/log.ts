@@ -1,6 +1,8 @@
 // CoreDNS-style log lines: "[INFO] plugin/NAME: message". Plain writes, no JSON, no library:
 // measured faster than pino for this format (../shared/reference/node-ecosystem.md 3.2).
 
+import cluster from 'node:cluster';
+
 export type Level = 'DEBUG' | 'INFO' | 'WARNING' | 'ERROR' | 'FATAL';
 
 export interface Logger {
@@ -66,4 +68,12 @@ export function roleLogger(role: string): Logger {
 export function exitWith(role: string, code: number, message: string): never {
   process.stderr.write(`clusterdns ${role}: ${message}\n`);
   process.exit(code);
+}
+
+/**
+ * True in the one process that speaks for the server: the only process, or the first worker
+ * (so N workers that load the same configuration log its warnings once, not N times).
+ */
+export function leadProcess(): boolean {
+  return !cluster.isWorker || cluster.worker?.id === 1;
 }

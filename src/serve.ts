@@ -42,27 +42,34 @@ function banner(server: DnsServer | null, cfgKeys: string[], quiet: boolean): vo
   void server;
 }
 
+/** CoreDNS's start-up lines: `ZONE:PORT` per zone, with ` on ADDRESS` for a block that `bind`s. */
 function blockKeys(rt: Runtime): string[] {
   const out: string[] = [];
-  for (const b of rt.config.blocks) out.push(b.keys.map((k) => `${k.zone}:${k.port}`).join(' '));
+  for (const b of rt.blocks) {
+    const hosts = b.info.bindAddresses.length ? b.info.bindAddresses : [''];
+    for (const h of hosts) for (const k of b.info.keys) out.push(`${k.zone}:${k.port}${h ? ` on ${h}` : ''}`);
+  }
   return out;
 }
 
 export async function runServer(flags: ServerFlags): Promise<void> {
   // Validate everything before binding anything: a config error exits 1 with FILE:LINE.
   let cfg;
+  let validated: Runtime;
   try {
     // A replacement worker starts with what the others run, not with a Corefile that may have broken since.
     const running = cluster.isWorker ? process.env.CLUSTERDNS_RUNNING_CONFIG : undefined;
-    cfg = parseConfig(running ? (JSON.parse(running) as ConfigSource) : readConfigSource(flags.conf), flags.port);
-    await Runtime.create(cfg, { http: new HttpServices(), requestReload: () => {}, shuttingDown: () => false });
+    // The primary (or the only process) has said what is wrong with the file; workers need not repeat it.
+    const warn = cluster.isWorker ? undefined : (m: string) => coreLog.warn(m);
+    cfg = parseConfig(running ? (JSON.parse(running) as ConfigSource) : readConfigSource(flags.conf), flags.port, warn);
+    validated = await Runtime.create(cfg, { http: new HttpServices(), requestReload: () => {}, shuttingDown: () => false });
   } catch (e) {
     if (e instanceof CorefileError) fail(e.message);
     fail(`clusterdns: ${(e as Error).message}`);
   }
 
   if (flags.workers > 1 && cluster.isPrimary) {
-    runPrimary(flags, cfg.blocks.map((b) => b.keys.map((k) => `${k.zone}:${k.port}`).join(' ')));
+    runPrimary(flags, blockKeys(validated));
     return;
   }
 
@@ -71,8 +78,11 @@ export async function runServer(flags: ServerFlags): Promise<void> {
   try {
     await server.start(cfg);
   } catch (e) {
-    if (cluster.isWorker) process.send?.({ type: 'fatal', message: (e as Error).message });
-    fail(`clusterdns: ${(e as Error).message}`);
+    const message = e instanceof CorefileError ? e.message : `clusterdns: ${(e as Error).message}`;
+    // Every worker fails the same way: the primary prints it once.
+    if (cluster.isWorker && process.send) process.send({ type: 'fatal', message }, () => process.exit(1));
+    else fail(message);
+    return;
   }
   servingStarted();
   let stopping: Promise<void> | null = null;
@@ -111,7 +121,9 @@ function runPrimary(flags: ServerFlags, keys: string[]): void {
     w.on('message', (m: { type?: string; message?: string }) => {
       if (m?.type === 'fatal') {
         stopping = true;
-        fail(`clusterdns: ${m.message ?? 'worker failed to start'}`);
+        // The others are failing the same way (or would serve alone): end them before they see the primary go.
+        for (const other of Object.values(cluster.workers ?? {})) other?.process.kill('SIGKILL');
+        fail(m.message ?? 'clusterdns: worker failed to start');
       }
       if (m?.type === 'ready') {
         started++;

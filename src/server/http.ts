@@ -4,6 +4,7 @@
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { logger } from '../log.js';
+import { formatHostPort, listenErrorMessage, ListenError } from './system-errors.js';
 
 export type HttpHandler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -79,7 +80,7 @@ export class HttpServices {
         await listening;
       } catch (e) {
         this.listeners.delete(address);
-        throw new Error(`cannot listen on ${address}: ${(e as Error).message}`);
+        throw new ListenError(listenErrorMessage(`${address} (${formatHostPort(host || '::', port)})`, port, e));
       }
     } else {
       await l.listening;

@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import { Rcode } from '../dns/constants.js';
 import { parseCorefile } from '../corefile/parser.js';
 import { CorefileError } from '../corefile/errors.js';
+import { didYouMean } from '../corefile/suggest.js';
 import type { Directive, ServerBlock } from '../corefile/types.js';
 import { coreDnsOnly, knownDirectives, loadedSetup, loadPlugins, pluginOrder } from '../plugins/order.js';
 import type { BlockInfo, PluginInstance, SetupContext } from '../plugins/plugin.js';
@@ -15,6 +16,7 @@ import type { HttpServices } from './http.js';
 import { listenerKey, Router, type RoutedBlock } from './listeners.js';
 import { Response, type HandlerResult, type Next, type Request } from './request.js';
 import { serverStats } from './stats.js';
+import { systemErrorText } from './system-errors.js';
 
 /** CoreDNS's built-in configuration when no Corefile is found. */
 export const BUILTIN_COREFILE = '. {\n    whoami\n    log\n}\n';
@@ -29,7 +31,11 @@ export interface ConfigSource {
 export function readConfigSource(conf: string | undefined): ConfigSource {
   if (conf !== undefined) {
     const file = resolve(conf);
-    return { file, text: readFileSync(file, 'utf8'), builtin: false };
+    try {
+      return { file, text: readFileSync(file, 'utf8'), builtin: false };
+    } catch (e) {
+      throw new Error(`${file}: cannot read the Corefile (-conf ${conf}): ${systemErrorText(e)}`);
+    }
   }
   const local = resolve('Corefile');
   if (existsSync(local)) return { file: local, text: readFileSync(local, 'utf8'), builtin: false };
@@ -45,12 +51,14 @@ export interface LoadedConfig {
   hash: string;
 }
 
-export function parseConfig(source: ConfigSource, defaultPort: number): LoadedConfig {
+/** `warn` gets non-fatal problems (an import glob that matches nothing), in CoreDNS's words. */
+export function parseConfig(source: ConfigSource, defaultPort: number, warn?: (msg: string) => void): LoadedConfig {
   const files: string[] = source.builtin ? [] : [source.file];
   const hash = createHash('sha512');
   hash.update(source.text);
   const blocks = parseCorefile(source.text, source.file, {
     defaultPort,
+    onWarning: warn,
     onFile: (f: string) => {
       if (!files.includes(f)) files.push(f);
       try {
@@ -93,7 +101,7 @@ function groupDirectives(block: ServerBlock): Map<string, Directive[]> {
     if (!knownDirectives.has(d.name)) {
       const what = coreDnsOnly.has(d.name)
         ? `Unknown directive '${d.name}' (a CoreDNS plugin that clusterdns does not include)`
-        : `Unknown directive '${d.name}'`;
+        : `Unknown directive '${d.name}'${didYouMean(d.name, knownDirectives)}`;
       throw new CorefileError(d.file, d.line, what);
     }
     const list = m.get(d.name);
@@ -104,7 +112,9 @@ function groupDirectives(block: ServerBlock): Map<string, Directive[]> {
 }
 
 function compose(handlers: PluginInstance[]): Next {
-  let next: Next = () => Response.rcode(Rcode.SERVFAIL, '');
+  // Only the last plugin can reach the end: CoreDNS's NextOrFailure error, which `errors` logs.
+  const noNext = handlers.length ? `plugin/${handlers[handlers.length - 1]!.name}: no next plugin found` : 'no next plugin found';
+  let next: Next = () => Response.rcode(Rcode.SERVFAIL, '', noNext);
   for (let i = handlers.length - 1; i >= 0; i--) {
     const h = handlers[i]!.handler!;
     const n = next;

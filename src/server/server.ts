@@ -4,7 +4,8 @@
 import { Dispatcher, DnsListener, listenerKey } from './listeners.js';
 import { HttpServices } from './http.js';
 import { parseConfig, readConfigSource, Runtime, type LoadedConfig } from './runtime.js';
-import { logger } from '../log.js';
+import { leadProcess, logger } from '../log.js';
+import { formatHostPort, listenErrorMessage, ListenError } from './system-errors.js';
 
 const log = logger('');
 const reloadLog = logger('reload');
@@ -12,6 +13,16 @@ const reloadLog = logger('reload');
 export interface ServerOptions {
   conf: string | undefined;
   defaultPort: number;
+}
+
+/** Starts a DNS listener; a bind failure says which address and, for a low port, what to grant. */
+async function listenOrExplain(l: DnsListener, host: string, port: number): Promise<void> {
+  try {
+    await l.start();
+  } catch (e) {
+    if (typeof (e as NodeJS.ErrnoException).code !== 'string') throw e;
+    throw new ListenError(listenErrorMessage(`dns://${formatHostPort(host, port)}`, port, e));
+  }
 }
 
 export class DnsServer {
@@ -62,7 +73,7 @@ export class DnsServer {
         if (host === '') {
           // Every address: IPv4 and, where the host has it, IPv6.
           const v4 = new DnsListener({ host: '0.0.0.0', port, routerKey: key }, this.dispatcher);
-          await v4.start();
+          await listenOrExplain(v4, '0.0.0.0', port);
           ls.push(v4);
           const v6 = new DnsListener({ host: '::', port: port || v4.boundPort, routerKey: key, ipv6Only: true }, this.dispatcher);
           try {
@@ -73,7 +84,7 @@ export class DnsServer {
           }
         } else {
           const l = new DnsListener({ host, port, routerKey: key }, this.dispatcher);
-          await l.start();
+          await listenOrExplain(l, host, port);
           ls.push(l);
         }
         this.listeners.set(key, ls);
@@ -114,17 +125,25 @@ export class DnsServer {
         this.reloadAgain = false;
         const current = this.runtime;
         let cfg: LoadedConfig;
+        // Every worker reloads; one of them speaks (CoreDNS's lines, which operators grep for).
+        const lead = leadProcess();
         try {
-          cfg = parseConfig(readConfigSource(current?.config.source.builtin ? undefined : this.opts.conf ?? current?.config.source.file), this.opts.defaultPort);
+          cfg = parseConfig(
+            readConfigSource(current?.config.source.builtin ? undefined : this.opts.conf ?? current?.config.source.file),
+            this.opts.defaultPort,
+            lead ? (m) => log.warn(m) : undefined,
+          );
         } catch (e) {
+          if (lead) log.info('Reloading');
           reloadLog.error(`Corefile changed but reload failed: ${(e as Error).message}; keeping the running configuration`);
           continue;
         }
         if (current && cfg.hash === current.config.hash && reason !== 'SIGUSR1') continue;
+        if (lead) log.info('Reloading');
         try {
           const rt = await Runtime.create(cfg, this.env());
           await this.switchTo(rt);
-          reloadLog.info(`Running configuration SHA512 = ${cfg.hash}`);
+          if (lead) log.info('Reloading complete');
         } catch (e) {
           reloadLog.error(`reload failed: ${(e as Error).message}; keeping the running configuration`);
         }

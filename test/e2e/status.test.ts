@@ -131,7 +131,7 @@ describe('status: /status.json of one process', () => {
   test('a reload keeps the page, its routes and its counting', async () => {
     const before = (await report(healthPort)).queries.total;
     s.proc.kill('SIGUSR1');
-    await s.waitFor(/Running configuration SHA512/, 8000);
+    await s.waitFor(/Reloading complete/, 8000);
     assert.equal((await fetch(`http://127.0.0.1:${healthPort}/status`)).status, 200);
     for (let i = 0; i < 5; i++) await query(s.port, 'a.test.', QType.A);
     const r = await reportWhen(healthPort, (x) => x.queries.total === before + 5, 'the 5 queries after the reload');

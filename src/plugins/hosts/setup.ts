@@ -1,4 +1,6 @@
+import { statSync } from 'node:fs';
 import { resolve, dirname, isAbsolute } from 'node:path';
+import { leadProcess, type Logger } from '../../log.js';
 import { directiveError } from '../../corefile/errors.js';
 import { canonicalIP } from '../../dns/ip.js';
 import { canonicalZone } from '../../dns/name.js';
@@ -52,7 +54,19 @@ export const setup: PluginSetup = (ds, ctx) => {
   return {
     name: 'hosts',
     handler: h,
-    startup: () => h.start(),
+    startup: () => {
+      if (leadProcess()) warnIfUnusable(opts.file, ctx.logger);
+      return h.start();
+    },
     shutdown: () => h.stop(),
   };
 };
+
+/** CoreDNS's warnings for a hosts file that is not there (yet) or is a directory; serving goes on. */
+function warnIfUnusable(file: string, log: Logger): void {
+  try {
+    if (statSync(file).isDirectory()) log.warn(`Hosts file "${file}" is a directory`);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') log.warn(`File does not exist: ${file}`);
+  }
+}

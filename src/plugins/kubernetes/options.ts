@@ -15,6 +15,8 @@ export interface KubernetesOptions {
   /** The first forward zone: every PTR target is built with it. */
   primaryZone: string;
   source: SourceConfig;
+  /** The Corefile line that chose `source` (kubeconfig or endpoint), for errors about it. */
+  sourceLine?: { file: string; line: number };
   /** Names under other namespaces give NXDOMAIN; empty = all namespaces. */
   namespaces: ReadonlySet<string>;
   namespaceLabels: string;

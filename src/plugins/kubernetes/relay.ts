@@ -250,7 +250,9 @@ export function serveKubeRelay(): (w: Worker, message: unknown) => void {
       created.source.start(created.sink).then(
         () => log.info(`${created.source.description}: one watcher for all workers`),
         (e: Error) => {
-          log.error(`${created.source.description}: ${e.message}`);
+          // Connection errors already start with where they come from ("in-cluster: ...").
+          const what = created.source.description;
+          log.error(e.message.startsWith(what.split(' (')[0]!) ? e.message : `${what}: ${e.message}`);
           for (const sub of created.subscribers) send(sub, { type: EVENTS, id: created.id, events: [], error: e.message });
         },
       );

@@ -87,6 +87,8 @@ export function parseOptions(d: Directive, ctx: SetupContext): KubernetesOptions
   let kubeconfig: { file: string; context: string | undefined } | undefined;
   let manifests: string | undefined;
   let sourceAt: Directive | undefined;
+  let kubeconfigAt: Directive | undefined;
+  let endpointAt: Directive | undefined;
   const o: KubernetesOptions = {
     zones,
     primaryZone,
@@ -121,6 +123,7 @@ export function parseOptions(d: Directive, ctx: SetupContext): KubernetesOptions
         }
         if (p.args.length > 1) ctx.logger.warn(`${p.file}:${p.line}: only the first endpoint (${url}) is used`);
         endpoint = url;
+        endpointAt = p;
         sourceAt ??= p;
         break;
       }
@@ -131,6 +134,7 @@ export function parseOptions(d: Directive, ctx: SetupContext): KubernetesOptions
       case 'kubeconfig':
         argCount(p, 1, 2, 'FILE [CONTEXT]');
         kubeconfig = { file: fileArg(p, 0, ctx), context: p.args[1]?.text };
+        kubeconfigAt = p;
         sourceAt ??= p;
         break;
       case 'manifests':
@@ -208,6 +212,8 @@ export function parseOptions(d: Directive, ctx: SetupContext): KubernetesOptions
     source = { kind: 'in-cluster' };
   }
   o.source = source;
+  const chosenAt = source.kind === 'kubeconfig' ? kubeconfigAt : source.kind === 'endpoint' ? endpointAt : undefined;
+  if (chosenAt) o.sourceLine = { file: chosenAt.file, line: chosenAt.line };
   return o;
 }
 
@@ -337,7 +343,9 @@ export function createInstance(o: KubernetesOptions, ctx: SetupContext, at: Dire
       } catch (e) {
         untrack();
         untrack = null;
-        throw new CorefileError(at.file, at.line, `kubernetes: ${(e as Error).message}`);
+        // Point at the line that names the kubeconfig (its context) or endpoint, not the block.
+        const where = o.sourceLine ?? at;
+        throw new CorefileError(where.file, where.line, `kubernetes: ${(e as Error).message}`);
       }
       await waitForSync(index, o.startupTimeoutMs, log);
     },

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { directiveError } from '../../corefile/errors.js';
 import type { PluginSetup } from '../plugin.js';
+import { leadProcess } from '../../log.js';
 import { durationArg, noBlock, once } from '../args.js';
 
 /**
@@ -43,6 +44,8 @@ export const setup: PluginSetup = (ds, ctx) => {
     async startup() {
       if (files.length === 0) return; // the built-in configuration has no file to watch
       lastHash = await digest();
+      // CoreDNS logs this at every start and reload: operators compare it with `sha512sum Corefile`.
+      if (leadProcess()) ctx.logger.info(`Running configuration SHA512 = ${lastHash}`);
       const period = interval + Math.floor(Math.random() * jitter);
       timer = setInterval(() => {
         void digest().then((h) => {
