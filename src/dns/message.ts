@@ -339,14 +339,12 @@ export class WireWriter {
 
 /**
  * Compression key of the name from label `from`: length-prefixed labels (a label may hold a
- * '.'), with only ASCII letters folded (RFC 4343: Latin-1 0xC0 is another octet than 0xE0).
+ * '.'), byte for byte. Not case-folded: a pointer into "SVC.cluster.local" would respell a
+ * stored "svc.cluster.local" (CoreDNS's encoder matches suffixes exactly too).
  */
 function suffixKey(labels: Buffer[], from: number): string {
   let k = '';
-  for (let i = from; i < labels.length; i++) {
-    const l = labels[i]!.latin1Slice(0, labels[i]!.length);
-    k += String.fromCharCode(l.length) + (/[^\x00-\x7f]/.test(l) ? l.replace(/[A-Z]/g, (c) => c.toLowerCase()) : l.toLowerCase());
-  }
+  for (let i = from; i < labels.length; i++) k += String.fromCharCode(labels[i]!.length) + labels[i]!.latin1Slice(0, labels[i]!.length);
   return k;
 }
 

@@ -92,14 +92,18 @@ test('names are compressed on encode: the answer owner is a pointer to the quest
   assert.ok(theirs.length > wire.length);
 });
 
-test('a suffix shared by different names is compressed, letter case ignored', () => {
+test('compression reuses only a suffix spelled byte for byte the same: every name keeps its letter case', () => {
   const m = emptyMessage(1);
-  m.questions.push({ name: 'A.Example.ORG.', type: QType.A, class: QClass.IN });
+  m.questions.push({ name: 'Ext-Internal.default.SVC.cluster.local.', type: QType.A, class: QClass.IN });
+  m.answers.push(rr('Ext-Internal.default.SVC.cluster.local.', QType.CNAME, { target: 'api.prod.svc.cluster.local.' }));
   m.answers.push(rr('b.example.org.', QType.CNAME, { target: 'c.EXAMPLE.org.' }));
   const wire = encodeMessage(m);
   const back = decodeMessage(wire);
-  assert.equal(back.answers[0]!.name, 'b.Example.ORG.'); // the pointer gives the first spelling
-  assert.ok(wire.length < 12 + 15 + 4 + 17 + 10 + 17);
+  assert.deepEqual(back.answers[0]!.data, { target: 'api.prod.svc.cluster.local.' });
+  assert.equal(back.answers[1]!.name, 'b.example.org.');
+  assert.deepEqual(back.answers[1]!.data, { target: 'c.EXAMPLE.org.' });
+  // "cluster.local." is spelt the same in the question and the target: that suffix is a pointer.
+  assert.ok(wire.includes(Buffer.from('\x04prod\x03svc\xc0', 'latin1')), wire.toString('hex'));
 });
 
 test('extended rcode BADVERS is split between the header and the OPT record', () => {

@@ -218,8 +218,8 @@ export class KubernetesHandler implements Handler {
 
   /**
    * An ExternalName service asked for A/AAAA: the CNAME, then the target's records as this
-   * server block's chain (usually forward) answers them. A target outside the zones whose
-   * lookup fails loses the CNAME; one inside them is added only when it has addresses.
+   * server block's chain (usually forward) answers them. A target outside the zones keeps the
+   * CNAME unless the lookup throws; one inside them is added only when it has addresses.
    */
   private async alias(req: Request, zone: string, target: string): Promise<Response> {
     const m = req.reply(Rcode.NOERROR);
@@ -228,16 +228,20 @@ export class KubernetesHandler implements Handler {
     if (targetLower !== req.name && req.depth < MAX_ALIAS_DEPTH) {
       const inZone = this.forwardZones.some((z) => isSubdomain(targetLower, z));
       let sub: Message | null = null;
+      let lookupFailed = false;
       try {
         const derived = req.derive(target, req.qtype);
         const res = await this.resolveThrough(derived);
         if (!res.isBare) sub = res.toMessage(derived);
       } catch {
-        sub = null;
+        lookupFailed = true;
       }
-      if (sub !== null && (!inZone || sub.answers.length > 0)) {
-        m.answers.push({ name: req.qname, type: QType.CNAME, class: QClass.IN, ttl: this.o.ttl, data: { target } }, ...sub.answers);
-        if (sub.tc) m.tc = true;
+      // CoreDNS keeps the CNAME of a target outside the zones whatever the lookup answered (an
+      // upstream's SERVFAIL, no `forward`): it drops it only when the lookup itself errors.
+      const answers = sub?.answers ?? [];
+      if (inZone ? answers.length > 0 : !lookupFailed) {
+        m.answers.push({ name: req.qname, type: QType.CNAME, class: QClass.IN, ttl: this.o.ttl, data: { target } }, ...answers);
+        if (sub?.tc) m.tc = true;
       }
     }
     if (m.answers.length === 0) m.authorities.push(this.soaRecord(req, zone));

@@ -3,7 +3,7 @@
 // either does not exist (NXDOMAIN) or exists with some address, alias or text items.
 // Which records a qtype then gets is answer.ts's business.
 
-import { canonicalIP } from '../../dns/ip.js';
+import { canonicalIP, formatIPv4, parseIPv6 } from '../../dns/ip.js';
 import { keysOf, type ClusterIndex } from './clusterindex.js';
 import type { EndpointRecord, PortRecord } from './objects.js';
 import type { KubernetesOptions } from './options.js';
@@ -188,10 +188,14 @@ export class Lookup {
     const label = r.service;
     let dashes = 0;
     for (let i = 0; i < label.length; i++) if (label.charCodeAt(i) === 0x2d) dashes++;
-    const ip = canonicalIP(dashes === 3 && !label.includes('--') ? label.replaceAll('-', '.') : label.replaceAll('-', ':'));
+    let ip = canonicalIP(dashes === 3 && !label.includes('--') ? label.replaceAll('-', '.') : label.replaceAll('-', ':'));
     if (ip === null) return NOT_FOUND;
+    // An IPv4-mapped name (--ffff-a00-1) is the IPv4 address, as Go's net.ParseIP reads it in CoreDNS.
+    const v6 = ip.includes(':') ? parseIPv6(ip) : null;
+    if (v6 !== null && v6.readUInt32BE(0) === 0 && v6.readUInt32BE(4) === 0 && v6.readUInt32BE(8) === 0xffff) ip = formatIPv4(v6, 12);
     if (this.o.pods === 'verified' && !this.index.hasPod(r.namespace, ip)) return NOT_FOUND;
-    return found([{ ip, port: -1, target: `${label}.${r.namespace}.pod` }]);
+    // Port 0, not -1 (port-less): CoreDNS answers SRV for a pod name with `0 100 0 <name>`.
+    return found([{ ip, port: 0, target: `${label}.${r.namespace}.pod` }]);
   }
 
   /** CoreDNS's serviceRecordForIP: the first Service with this ClusterIP, else every endpoint name with it. */
