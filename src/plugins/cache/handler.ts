@@ -302,7 +302,7 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
 
   /** CoreDNS's caching rules: which store, for how long; null = not cached. */
   private entryFor(req: Request, p: ResponseFacts): CacheEntry | null {
-    if ((p.flags & FLAG_TC) !== 0) return null;
+    if ((p.flags & FLAG_TC) !== 0 || p.expiredSignature) return null;
     const o = this.opts;
     let kind: EntryKind;
     let lifetimeMs: number;
@@ -327,6 +327,7 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
         lifetimeMs = clampTtl(p.negativeTtl, o.denial) * 1000;
         break;
       case Rcode.SERVFAIL:
+      case Rcode.NOTIMP: // CoreDNS's ServerError: both kept for the servfail duration
         kind = EntryKind.Denial;
         lifetimeMs = o.servfailMs;
         break;

@@ -4,7 +4,7 @@
 // hit patches TTLs in place without decoding anything.
 
 import { QType } from '../../dns/constants.js';
-import { skipName } from '../../dns/name.js';
+import { decodeName, skipName } from '../../dns/name.js';
 import type { Request } from '../../server/request.js';
 import { writeOptEcho } from '../../server/reply.js';
 
@@ -39,8 +39,13 @@ export interface ResponseFacts extends PreparedReply {
   /** min(every RR's TTL, SOA MINIMUM): the negative-caching TTL of RFC 2308 5. */
   readonly negativeTtl: number;
   readonly nsInAuthority: number;
-  /** True when the answer holds a record of the asked type (a CNAME chain that ends). */
+  /**
+   * True when the CNAME chain from the question (if any) ends at a name that holds a record of
+   * the asked type: no second target for one owner, no loop, no record off the chain counted.
+   */
   readonly answerHasQtype: boolean;
+  /** With DO: an RRSIG outside its validity period (CoreDNS does not cache such a reply). */
+  readonly expiredSignature: boolean;
 }
 
 /** Why a response cannot be prepared. */
@@ -92,7 +97,11 @@ export function prepareResponse(req: Request, wire: Buffer): ResponseFacts | Pre
   let soaMinimum = -1;
   let nsInAuthority = 0;
   let answerHasQtype = false;
+  // Answer records not owned by the question itself (c0 0c), or any CNAME: the chain must be walked.
+  let walkChain = false;
+  let expiredSignature = false;
   const qtype = req.qtype;
+  const nowSeconds = req.do ? Math.floor(Date.now() / 1000) : 0;
   try {
     for (let i = 0; i < total; i++) {
       const start = pos;
@@ -112,8 +121,10 @@ export function prepareResponse(req: Request, wire: Buffer): ResponseFacts | Pre
         offsets[count++] = nameEnd + 4 - qEnd;
         const ttl = ttlValue(wire.readUInt32BE(nameEnd + 4));
         if (minTtl < 0 || ttl < minTtl) minTtl = ttl;
+        if (type === QType.RRSIG && req.do && rdlen >= 18 && !signatureValid(wire, nameEnd + 10, nowSeconds)) expiredSignature = true;
         if (i < an) {
           if (type === qtype) answerHasQtype = true;
+          if (type === QType.CNAME || wire[start] !== 0xc0 || wire[start + 1] !== 12) walkChain = true;
         } else if (i < an + ns) {
           if (type === QType.SOA && rdlen >= 22) {
             const m = ttlValue(wire.readUInt32BE(end - 4));
@@ -125,6 +136,13 @@ export function prepareResponse(req: Request, wire: Buffer): ResponseFacts | Pre
     }
   } catch {
     return PrepareProblem.Malformed;
+  }
+  if (walkChain) {
+    try {
+      answerHasQtype = chainEndsInQtype(wire, qEnd, an, req.name, qtype);
+    } catch {
+      return PrepareProblem.Malformed;
+    }
   }
   const bodyEnd = optStart >= 0 ? optStart : pos;
   // An exact, unpooled copy: a slice of a shared pool slab would pin the whole slab for
@@ -145,7 +163,54 @@ export function prepareResponse(req: Request, wire: Buffer): ResponseFacts | Pre
     negativeTtl: hasSoa ? Math.min(minTtl, soaMinimum) : -1,
     nsInAuthority,
     answerHasQtype,
+    expiredSignature,
   };
+}
+
+/**
+ * CoreDNS 1.14.7's rule for a NOERROR answer: follow the CNAMEs from the question name. An owner
+ * with two different targets, or a target seen before (a loop), is a broken chain; otherwise the
+ * chain's last name must own a record of the asked type (one elsewhere in the answer does not count).
+ */
+function chainEndsInQtype(wire: Buffer, qEnd: number, an: number, qname: string, qtype: number): boolean {
+  const owners: string[] = [];
+  const types: number[] = [];
+  const targets: string[] = [];
+  let pos = qEnd;
+  for (let i = 0; i < an; i++) {
+    const owner = decodeName(wire, pos);
+    const type = wire.readUInt16BE(owner.end);
+    owners.push(owner.name.toLowerCase());
+    types.push(type);
+    targets.push(type === QType.CNAME ? decodeName(wire, owner.end + 10).name.toLowerCase() : '');
+    pos = owner.end + 10 + wire.readUInt16BE(owner.end + 8);
+  }
+  let current = qname;
+  const visited = new Set<string>([current]);
+  for (;;) {
+    let next = '';
+    for (let i = 0; i < an; i++) {
+      if (types[i] !== QType.CNAME || owners[i] !== current) continue;
+      if (next !== '' && next !== targets[i]) return false; // two targets for one owner
+      next = targets[i]!;
+    }
+    if (next === '') break;
+    if (visited.has(next)) return false; // a loop
+    visited.add(next);
+    current = next;
+  }
+  for (let i = 0; i < an; i++) if (types[i] === qtype && owners[i] === current) return true;
+  return false;
+}
+
+/** RFC 4034 3.1.5: inception <= now <= expiration, in serial number arithmetic (RFC 1982) as miekg/dns does. */
+function signatureValid(wire: Buffer, rdata: number, now: number): boolean {
+  const year68 = 2 ** 31;
+  const expiration = wire.readUInt32BE(rdata + 8);
+  const inception = wire.readUInt32BE(rdata + 12);
+  const ti = inception + Math.trunc((inception - now) / year68) * year68;
+  const te = expiration + Math.trunc((expiration - now) / year68) * year68;
+  return ti <= now && now <= te;
 }
 
 /**
