@@ -4,6 +4,7 @@
 import { Rcode } from '../dns/constants.js';
 import { decodeMessage, encodeMessage, type Message } from '../dns/message.js';
 import type { Request, Response } from './request.js';
+import { answerEdnsOptions, MALFORMED, readAsked } from './edns-options.js';
 
 const OPT_LEN = 11;
 
@@ -17,7 +18,8 @@ export function writeOptEcho(buf: Buffer, at: number, req: Request, rcode: numbe
   const e = req.edns!;
   buf[at] = 0;
   buf.writeUInt16BE(41, at + 1);
-  buf.writeUInt16BE(e.udpSize < 512 ? 512 : e.udpSize, at + 3);
+  // BADVERS: CoreDNS's reply OPT carries no size (0); every other reply echoes the client's.
+  buf.writeUInt16BE(rcode === Rcode.BADVERS ? 0 : e.udpSize < 512 ? 512 : e.udpSize, at + 3);
   buf.writeUInt32BE(((((rcode >> 4) & 0xff) << 24) | (e.do ? 0x8000 : 0)) >>> 0, at + 5);
   buf.writeUInt16BE(0, at + 9);
 }
@@ -33,7 +35,8 @@ export function bareReply(req: Request, rcode: number, extraFlags = 0): Buffer {
   buf.writeUInt32BE(0, 6);
   buf.writeUInt16BE(opt ? 1 : 0, 10);
   if (opt) writeOptEcho(buf, qEnd, req, rcode);
-  return buf;
+  // A BADVERS reply speaks EDNS version 0 only: no options (as CoreDNS).
+  return opt && rcode !== Rcode.BADVERS ? answerEdnsOptions(req, buf) : buf;
 }
 
 /**
@@ -80,19 +83,26 @@ function prepareMessage(req: Request, m: Message): void {
 
 /** The final bytes for `res` as an answer to `req`. Never throws: a broken reply becomes SERVFAIL. */
 export function finalizeReply(req: Request, res: Response): Buffer {
+  const asked = readAsked(req);
+  if (asked === MALFORMED) return bareReply(req, Rcode.FORMERR);
   try {
-    const wire = res.peekWire();
-    if (wire !== null) {
-      if (wire.length <= req.maxSize) return wire;
-      const m = decodeMessage(wire);
-      prepareMessage(req, m);
-      return encodeMessage(m, { maxSize: req.maxSize });
-    }
-    const msg = res.peekMessage();
-    if (msg === null) return bareReply(req, res.rcode);
-    prepareMessage(req, msg);
-    return encodeMessage(msg, { maxSize: req.maxSize });
+    const out = encodeReply(req, res);
+    return asked === null ? out : answerEdnsOptions(req, out, asked);
   } catch {
     return bareReply(req, Rcode.SERVFAIL);
   }
+}
+
+function encodeReply(req: Request, res: Response): Buffer {
+  const wire = res.peekWire();
+  if (wire !== null) {
+    if (wire.length <= req.maxSize) return wire;
+    const m = decodeMessage(wire);
+    prepareMessage(req, m);
+    return encodeMessage(m, { maxSize: req.maxSize });
+  }
+  const msg = res.peekMessage();
+  if (msg === null) return bareReply(req, res.rcode);
+  prepareMessage(req, msg);
+  return encodeMessage(msg, { maxSize: req.maxSize });
 }
