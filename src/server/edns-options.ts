@@ -34,6 +34,7 @@ export function readAsked(req: Request): Asked | null | typeof MALFORMED {
   const raw = req.raw;
   let p = e.optOffset + 11;
   const end = e.optOffset + e.optLength;
+  if (end > raw.length) return null;
   const asked: Asked = { clientCookie: null, keepalive: false, padding: false };
   let any = false;
   while (p + 4 <= end) {

@@ -94,6 +94,7 @@ export class Request {
     m.questions.push({ name: qname, type: qtype, class: QClass.IN });
     if (this.edns) m.edns = { udpSize: this.edns.udpSize, version: 0, do: this.edns.do, zflags: 0, options: [] };
     const raw = encodeMessage(m);
+    const questionEnd = 12 + questionLength(raw);
     const r = new Request(
       raw,
       {
@@ -104,8 +105,9 @@ export class Request {
         qnameLower: qname.toLowerCase(),
         qtype,
         qclass: QClass.IN,
-        questionEnd: 12 + questionLength(raw),
-        edns: this.edns,
+        questionEnd,
+        // The OPT written above (no options), not the client's: offsets are into this raw.
+        edns: this.edns ? { ...this.edns, optOffset: questionEnd, optLength: 11 } : null,
       },
       this.client,
     );
