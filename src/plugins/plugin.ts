@@ -53,6 +53,8 @@ export interface PluginInstance {
   ready?(): boolean;
   /** For `health`: how long to keep serving after SIGTERM before closing listeners. */
   lameduckMs?(): number;
+  /** True when the plugin answers classes other than IN (`chaos`): the server then lets them through to the block. */
+  readonly anyClass?: boolean;
 }
 
 export type PluginSetup = (directives: Directive[], ctx: SetupContext) => PluginInstance | PluginInstance[];

@@ -23,6 +23,8 @@ export interface RoutedBlock {
   chain: (req: Request) => HandlerResult;
   /** Where this block's queries are counted (absent in unit tests that route by hand). */
   stats?: ZoneStats;
+  /** True when a plugin of the block answers classes other than IN (`chaos`); else they are REFUSED. */
+  anyClass?: boolean;
 }
 
 /** Finds the block with the longest zone that contains a (lowercase) name. */
@@ -95,10 +97,12 @@ export class Dispatcher {
     let early = -1;
     let block: RoutedBlock | undefined;
     if (q.edns !== null && q.edns.version > 0) early = Rcode.BADVERS;
-    else if (q.qclass !== QClass.IN) early = Rcode.REFUSED;
     else {
       block = router?.match(req.name);
-      if (block === undefined) early = Rcode.REFUSED;
+      if (block === undefined || (q.qclass !== QClass.IN && block.anyClass !== true)) {
+        block = undefined;
+        early = Rcode.REFUSED;
+      }
     }
     if (block === undefined) {
       const out = bareReply(req, early);
@@ -123,6 +127,11 @@ export class Dispatcher {
       const b = block;
       result.then(
         (res) => {
+          if (res.dropped) {
+            send(null);
+            this.done();
+            return;
+          }
           const out = finalizeReply(req, res);
           send(out);
           if (counting && b.stats) this.count(b.stats, req, out, res.plugin, start);
@@ -136,6 +145,10 @@ export class Dispatcher {
           this.done();
         },
       );
+      return;
+    }
+    if (result.dropped) {
+      send(null);
       return;
     }
     const out = finalizeReply(req, result);

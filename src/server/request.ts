@@ -131,6 +131,8 @@ export class Response {
   plugin: string;
   /** What went wrong, for the `errors` plugin (CoreDNS plugins return an error value). */
   error: string | undefined = undefined;
+  /** True when the client gets no reply at all (the `acl` plugin's `drop`). */
+  dropped = false;
   private msg: Message | null;
   private bytes: Buffer | null;
 
@@ -154,6 +156,13 @@ export class Response {
   static rcode(rcode: number, plugin: string, error?: string): Response {
     const r = new Response(rcode, plugin, null, null);
     r.error = error;
+    return r;
+  }
+
+  /** "Send nothing back" (CoreDNS's plugins that return without writing and with success). */
+  static drop(plugin: string): Response {
+    const r = new Response(Rcode.NOERROR, plugin, null, null);
+    r.dropped = true;
     return r;
   }
 
