@@ -20,6 +20,7 @@ export const pluginOrder: ReadonlyArray<readonly [string, () => Promise<SetupMod
   ['debug', () => import('./debug/setup.js')],
   ['ready', () => import('./ready/setup.js')],
   ['health', () => import('./health/setup.js')],
+  ['pprof', () => import('./pprof/setup.js')],
   ['prometheus', () => import('./prometheus/setup.js')],
   ['routes', () => import('./routes/setup.js')],
   ['errors', () => import('./errors/setup.js')],
@@ -34,6 +35,7 @@ export const pluginOrder: ReadonlyArray<readonly [string, () => Promise<SetupMod
   ['cache', () => import('./cache/setup.js')],
   ['header', () => import('./header/setup.js')],
   ['minimal', () => import('./minimal/setup.js')],
+  ['transfer', () => import('./transfer/setup.js')],
   ['hosts', () => import('./hosts/setup.js')],
   ['kubernetes', () => import('./kubernetes/setup.js')],
   ['file', () => import('./file/setup.js')],
@@ -84,9 +86,9 @@ export const primaryServices: ReadonlyArray<() => void> = [
 /** CoreDNS plugins not built into clusterdns (a Corefile using one gets a clear error). */
 export const coreDnsOnly = new Set([
   'root', 'metadata', 'geoip', 'cancel', 'proxyproto', 'quic', 'grpc_server', 'https', 'https3',
-  'timeouts', 'multisocket', 'bufsize', 'trace', 'pprof', 'shed', 'dnstap',
+  'timeouts', 'multisocket', 'bufsize', 'trace', 'shed', 'dnstap',
   'tsig', 'rewrite', 'dnssec', 'tls',
-  'template', 'transfer', 'route53', 'azure', 'clouddns', 'k8s_external', 'auto',
+  'template', 'route53', 'azure', 'clouddns', 'k8s_external', 'auto',
   'secondary', 'etcd', 'grpc', 'erratic', 'on', 'sign', 'view', 'nomad',
 ]);
 

@@ -6,6 +6,20 @@ import type { Directive, ServerKey } from '../corefile/types.js';
 import type { Handler, Request, HandlerResult } from '../server/request.js';
 import type { HttpServices } from '../server/http.js';
 import type { Logger } from '../log.js';
+import type { ResourceRecord } from '../dns/message.js';
+
+/**
+ * What a plugin that holds whole zones (file, kubernetes) offers the `transfer` plugin, found
+ * through the block's instances rather than by import.
+ */
+export interface ZoneTransferSource {
+  /** The zones it can hand out whole (lowercase FQDNs). */
+  transferZones(): readonly string[];
+  /** Every record of `zone`, its SOA first (and only there); null when the zone is not its own. */
+  transferRecords(zone: string): ResourceRecord[] | null;
+  /** Calls `changed(zone)` whenever a zone's content changes; returns what stops it. */
+  onZoneChange(changed: (zone: string) => void): () => void;
+}
 
 export interface BlockInfo {
   keys: ServerKey[];
@@ -55,6 +69,8 @@ export interface PluginInstance {
   lameduckMs?(): number;
   /** True when the plugin answers classes other than IN (`chaos`): the server then lets them through to the block. */
   readonly anyClass?: boolean;
+  /** Present when the plugin's zones can be transferred (AXFR) by the `transfer` plugin. */
+  readonly transfer?: ZoneTransferSource;
 }
 
 export type PluginSetup = (directives: Directive[], ctx: SetupContext) => PluginInstance | PluginInstance[];

@@ -134,6 +134,7 @@ export class Dispatcher {
           }
           const out = finalizeReply(req, res);
           send(out);
+          if (res.more !== null && client.sendMore) for (const m of res.more) client.sendMore(m);
           if (counting && b.stats) this.count(b.stats, req, out, res.plugin, start);
           this.done();
         },
@@ -153,6 +154,7 @@ export class Dispatcher {
     }
     const out = finalizeReply(req, result);
     send(out);
+    if (result.more !== null && client.sendMore) for (const m of result.more) client.sendMore(m);
     if (counting && block.stats) this.count(block.stats, req, out, result.plugin, start);
   }
 
@@ -411,6 +413,13 @@ export class DnsListener {
       family: sock.remoteFamily === 'IPv6' ? 2 : 1,
       localAddress: sock.localAddress ?? '',
       localPort: sock.localPort ?? 0,
+      sendMore: (msg: Buffer) => {
+        if (sock.destroyed) return;
+        const frame = Buffer.allocUnsafe(2 + msg.length);
+        frame.writeUInt16BE(msg.length, 0);
+        msg.copy(frame, 2);
+        sock.write(frame);
+      },
     };
     let pending: Buffer | null = null;
     let inflight = 0;

@@ -15,6 +15,8 @@ export interface ClientInfo {
   family: 1 | 2;
   localAddress: string;
   localPort: number;
+  /** TCP only: writes one more message on the connection (after the reply `send` wrote). */
+  sendMore?: (msg: Buffer) => void;
 }
 
 export class Request {
@@ -133,6 +135,8 @@ export class Response {
   error: string | undefined = undefined;
   /** True when the client gets no reply at all (the `acl` plugin's `drop`). */
   dropped = false;
+  /** Further complete messages after this one, for TCP only (a zone transfer's envelopes). */
+  more: readonly Buffer[] | null = null;
   private msg: Message | null;
   private bytes: Buffer | null;
 

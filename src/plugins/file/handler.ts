@@ -8,6 +8,8 @@ import { Response, type Handler, type HandlerResult, type Next, type Request } f
 import type { Logger } from '../../log.js';
 import { matchZone, type Fallthrough } from '../fallthrough.js';
 import { Zone } from './zone.js';
+import type { ResourceRecord } from '../../dns/message.js';
+import type { ZoneTransferSource } from '../plugin.js';
 import { parseZoneFile } from './zonefile.js';
 
 export interface FileOptions {
@@ -27,10 +29,11 @@ export function loadZones(file: string, origins: readonly string[]): Map<string,
   return out;
 }
 
-export class FileHandler implements Handler {
+export class FileHandler implements Handler, ZoneTransferSource {
   readonly name = 'file';
   private timer: NodeJS.Timeout | null = null;
   private mtimeMs = 0;
+  private readonly changeListeners = new Set<(zone: string) => void>();
 
   constructor(
     private readonly o: FileOptions,
@@ -60,6 +63,19 @@ export class FileHandler implements Handler {
       return Response.message(m, this.name);
     };
     return ext instanceof Promise ? ext.then(finish, () => Response.message(m, this.name)) : finish(ext);
+  }
+
+  transferZones(): readonly string[] {
+    return this.o.zones;
+  }
+
+  transferRecords(zone: string): ResourceRecord[] | null {
+    return this.zones.get(zone)?.all() ?? null;
+  }
+
+  onZoneChange(changed: (zone: string) => void): () => void {
+    this.changeListeners.add(changed);
+    return () => this.changeListeners.delete(changed);
   }
 
   start(): void {
@@ -95,14 +111,19 @@ export class FileHandler implements Handler {
       return;
     }
     const next = new Map(this.zones);
+    const changed: string[] = [];
     for (const [origin, z] of fresh) {
       const old = this.zones.get(origin)!;
       if (z.serial === old.serial) continue;
       next.set(origin, z);
+      changed.push(origin);
       this.log.info(`Successfully reloaded zone "${origin}" in "${this.o.file}" with ${z.serial} SOA serial`);
-      invalidateSuffix(origin);
     }
     this.zones = next;
+    for (const origin of changed) {
+      invalidateSuffix(origin);
+      for (const f of this.changeListeners) f(origin);
+    }
   }
 }
 

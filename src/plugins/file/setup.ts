@@ -40,5 +40,5 @@ export const setup: PluginSetup = (ds, ctx) =>
       throw new CorefileError(d.file, d.line, `file: ${f.text}: ${code ?? (e as Error).message}`);
     }
     const h = new FileHandler(o, loaded, (req) => ctx.resolve(req), ctx.logger);
-    return { name: 'file', handler: h, startup: () => h.start(), shutdown: () => h.stop() };
+    return { name: 'file', handler: h, transfer: h, startup: () => h.start(), shutdown: () => h.stop() };
   });

@@ -74,8 +74,8 @@ export class Zone {
 
   /** Every record, SOA first (what a transfer would send). */
   all(): ResourceRecord[] {
-    const out: ResourceRecord[] = [];
-    for (const rrs of this.names.values()) out.push(...rrs);
+    const out: ResourceRecord[] = [this.soa];
+    for (const rrs of this.names.values()) for (const rr of rrs) if (rr !== this.soa) out.push(rr);
     return out;
   }
 
