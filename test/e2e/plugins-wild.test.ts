@@ -311,3 +311,36 @@ describe('-validate', () => {
     assert.doesNotMatch(r.out, /TOPSECRETVALUE/);
   });
 });
+
+describe('pprof', () => {
+  let s: RunningServer;
+  let httpPort: number;
+  before(async () => {
+    httpPort = await (await import('../helpers/ports.js')).freePort();
+    s = await startServer({ corefile: `.:PORT {\n    bind 127.0.0.1\n    pprof 127.0.0.1:${httpPort}\n    whoami\n}\n` });
+  });
+  after(async () => {
+    await s.stop();
+  });
+
+  test('a CPU profile of N seconds and a heap snapshot, in V8 formats DevTools opens; one at a time', async () => {
+    const base = `http://127.0.0.1:${httpPort}/debug/pprof`;
+    const index = await fetch(`${base}/`);
+    assert.match(await index.text(), /profile\?seconds=N/);
+    const t0 = Date.now();
+    const [cpu, busy] = await Promise.all([fetch(`${base}/profile?seconds=1`), sleep(200).then(() => fetch(`${base}/heap`))]);
+    assert.equal(busy.status, 409, 'a second profile while one runs is refused');
+    assert.equal(cpu.status, 200);
+    assert.ok(Date.now() - t0 >= 1000);
+    const profile = (await cpu.json()) as { nodes: unknown[]; startTime: number; endTime: number; samples: number[] };
+    assert.ok(Array.isArray(profile.nodes) && profile.nodes.length > 0);
+    assert.ok(profile.endTime - profile.startTime >= 900_000, 'microseconds: about a second');
+    const heap = await fetch(`${base}/heap`);
+    assert.equal(heap.status, 200);
+    const snap = (await heap.json()) as { snapshot: { meta: { node_fields: string[] }; node_count: number } };
+    assert.ok(snap.snapshot.meta.node_fields.includes('name'));
+    assert.ok(snap.snapshot.node_count > 1000);
+    assert.equal((await fetch(`${base}/profile?seconds=0`)).status, 400);
+    assert.equal((await dig(s.port, ['still.serving'])).status, 'NOERROR');
+  });
+});
