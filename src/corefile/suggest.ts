@@ -36,7 +36,6 @@ const CLOSEST: Record<string, string> = {
   auto: 'file, one line per zone',
   secondary: 'forward to the primary',
   k8s_external: 'kubernetes, or hosts entries for the external IPs',
-  view: 'separate server blocks with bind',
   etcd: 'hosts or file',
   route53: 'file',
   azure: 'file',

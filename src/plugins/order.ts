@@ -43,6 +43,7 @@ export const pluginOrder: ReadonlyArray<readonly [string, () => Promise<SetupMod
   ['searchfan', () => import('./searchfan/setup.js')],
   ['forward', () => import('./forward/setup.js')],
   ['whoami', () => import('./whoami/setup.js')],
+  ['view', () => import('./view/setup.js')],
 ];
 
 const loaded = new Map<string, PluginSetup>();
@@ -89,7 +90,7 @@ export const coreDnsOnly = new Set([
   'timeouts', 'multisocket', 'bufsize', 'trace', 'shed', 'dnstap',
   'tsig', 'rewrite', 'dnssec', 'tls',
   'template', 'route53', 'azure', 'clouddns', 'k8s_external', 'auto',
-  'secondary', 'etcd', 'grpc', 'erratic', 'on', 'sign', 'view', 'nomad',
+  'secondary', 'etcd', 'grpc', 'erratic', 'on', 'sign', 'nomad',
 ]);
 
 export const knownDirectives: ReadonlySet<string> = new Set(pluginOrder.map(([n]) => n));

@@ -69,6 +69,10 @@ export interface PluginInstance {
   lameduckMs?(): number;
   /** True when the plugin answers classes other than IN (`chaos`): the server then lets them through to the block. */
   readonly anyClass?: boolean;
+  /** The `view` plugin: the block answers a query only when this is true for it. */
+  readonly routeFilter?: (req: Request) => boolean;
+  /** The `view` plugin's name for the block (metrics' `view` label). */
+  readonly viewName?: string;
   /** Present when the plugin's zones can be transferred (AXFR) by the `transfer` plugin. */
   readonly transfer?: ZoneTransferSource;
 }

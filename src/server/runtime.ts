@@ -181,6 +181,9 @@ export class Runtime {
         rb.chain = chain;
       }
       if (instances.some((i) => i.anyClass === true)) rb.anyClass = true;
+      const filters = instances.flatMap((i) => (i.routeFilter ? [i.routeFilter] : []));
+      if (filters.length === 1) rb.filter = filters[0];
+      else if (filters.length > 1) rb.filter = (req) => filters.every((f) => f(req));
       this.instances.push(...instances);
       // One RoutedBlock per zone of the block, all sharing the chain.
       this.blocks.push(rb);

@@ -344,3 +344,66 @@ describe('pprof', () => {
     assert.equal((await dig(s.port, ['still.serving'])).status, 'NOERROR');
   });
 });
+
+describe('view', () => {
+  let s: RunningServer;
+  before(async () => {
+    s = await startServer({
+      corefile: `
+.:PORT {
+    bind 127.0.0.1
+    view local1 {
+        expr incidr(client_ip(), '127.0.0.1/32')
+    }
+    hosts {
+        10.0.0.1 test
+    }
+}
+.:PORT {
+    bind 127.0.0.1
+    view aaaa {
+        expr type() in ['AAAA'] && name() matches '^test\\\\.$'
+    }
+    hosts {
+        fd00::2 test
+    }
+}
+.:PORT {
+    bind 127.0.0.1
+    view tcp {
+        expr proto() == 'tcp' and not (server_port() == '1')
+    }
+    hosts {
+        10.0.0.3 test
+    }
+}
+.:PORT {
+    bind 127.0.0.1
+    hosts {
+        10.0.0.4 test
+    }
+}
+`,
+    });
+  });
+  after(async () => {
+    await s.stop();
+  });
+
+  test('blocks on the same zone and port are chosen by their views, in order, the one without a view last', async () => {
+    assert.deepEqual((await dig(s.port, ['-b', '127.0.0.1', 'test', 'A'])).answer, ['test. 3600 IN A 10.0.0.1']);
+    assert.deepEqual((await dig(s.port, ['-b', '127.0.0.2', 'test', 'A'])).answer, ['test. 3600 IN A 10.0.0.4']);
+    assert.deepEqual((await dig(s.port, ['-b', '127.0.0.2', '+tcp', 'test', 'A'])).answer, ['test. 3600 IN A 10.0.0.3']);
+    assert.deepEqual((await dig(s.port, ['-b', '127.0.0.2', 'test', 'AAAA'])).answer, ['test. 3600 IN AAAA fd00::2']);
+    assert.deepEqual((await dig(s.port, ['-b', '127.0.0.1', 'test', 'AAAA'])).answer, [], 'the first view takes 127.0.0.1 for every type');
+  });
+
+  test('an expression that does not parse, or a second block without a view, is a start-up error with FILE:LINE', async () => {
+    const bad = await startServer({ corefile: `.:PORT {\n    view v {\n        expr incidr(client_ip(), '10.0.0.0/8'\n    }\n    whoami\n}\n`, noWait: true });
+    assert.equal(await new Promise((r) => bad.proc.on('exit', r)), 1);
+    assert.match(bad.output(), /Corefile:3 - Error during parsing: view: expected '\)'/);
+    const dup = await startServer({ corefile: `.:PORT {\n    whoami\n}\n.:PORT {\n    view v {\n        expr true\n    }\n    whoami\n}\n`, noWait: true });
+    assert.equal(await new Promise((r) => dup.proc.on('exit', r)), 1);
+    assert.match(dup.output(), /Corefile:4 - Error during parsing: cannot serve dns:\/\/\.:\d+ - it is already defined/);
+  });
+});
