@@ -35,7 +35,6 @@ export function didYouMean(name: string): string {
 const CLOSEST: Record<string, string> = {
   auto: 'file, one line per zone',
   secondary: 'forward to the primary',
-  k8s_external: 'kubernetes, or hosts entries for the external IPs',
   etcd: 'hosts or file',
   route53: 'file',
   azure: 'file',

@@ -37,6 +37,7 @@ export const pluginOrder: ReadonlyArray<readonly [string, () => Promise<SetupMod
   ['minimal', () => import('./minimal/setup.js')],
   ['transfer', () => import('./transfer/setup.js')],
   ['hosts', () => import('./hosts/setup.js')],
+  ['k8s_external', () => import('./k8s_external/setup.js')],
   ['kubernetes', () => import('./kubernetes/setup.js')],
   ['file', () => import('./file/setup.js')],
   ['loop', () => import('./loop/setup.js')],
@@ -89,7 +90,7 @@ export const coreDnsOnly = new Set([
   'root', 'metadata', 'geoip', 'cancel', 'proxyproto', 'quic', 'grpc_server', 'https', 'https3',
   'timeouts', 'multisocket', 'bufsize', 'trace', 'shed', 'dnstap',
   'tsig', 'rewrite', 'dnssec', 'tls',
-  'template', 'route53', 'azure', 'clouddns', 'k8s_external', 'auto',
+  'template', 'route53', 'azure', 'clouddns', 'auto',
   'secondary', 'etcd', 'grpc', 'erratic', 'on', 'sign', 'nomad',
 ]);
 

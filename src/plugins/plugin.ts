@@ -8,6 +8,31 @@ import type { HttpServices } from '../server/http.js';
 import type { Logger } from '../log.js';
 import type { ResourceRecord } from '../dns/message.js';
 
+/** A Service as plugins other than kubernetes see it (k8s_external), from the kubernetes plugin's own index. */
+export interface ClusterService {
+  kind: 'ClusterIP' | 'Headless' | 'ExternalName';
+  /** spec.externalIPs and LoadBalancer ingress IPs, canonical text. */
+  externalIPs: readonly string[];
+  /** LoadBalancer ingress host names, fully qualified. */
+  externalHosts: readonly string[];
+  ports: ReadonlyArray<{ name: string; protocol: string; port: number }>;
+  /** Ready endpoints of a headless Service: each address with its endpoint name. */
+  endpoints(): Array<{ host: string; ip: string }>;
+}
+
+/** What the kubernetes plugin publishes on its instance for other plugins, found through the block. */
+export interface ClusterView {
+  /** Whether the namespace exists and is served (the `namespaces` option). */
+  namespaceExposed(namespace: string): boolean;
+  service(namespace: string, name: string): ClusterService | undefined;
+  /** Addresses of this DNS server's own Service (kube-dns), for NS glue. */
+  nameserverAddresses(): readonly string[];
+  /** Unix seconds of the last change (an SOA serial). */
+  serial(): number;
+  /** Calls `changed(namespace, name)` for each Service whose answers may differ; returns what stops it. */
+  onServiceChange(changed: (namespace: string, name: string) => void): () => void;
+}
+
 /**
  * What a plugin that holds whole zones (file, kubernetes) offers the `transfer` plugin, found
  * through the block's instances rather than by import.
@@ -73,6 +98,8 @@ export interface PluginInstance {
   readonly routeFilter?: (req: Request) => boolean;
   /** The `view` plugin's name for the block (metrics' `view` label). */
   readonly viewName?: string;
+  /** The kubernetes plugin's view of the cluster, for plugins that answer other names from it. */
+  readonly clusterView?: ClusterView;
   /** Present when the plugin's zones can be transferred (AXFR) by the `transfer` plugin. */
   readonly transfer?: ZoneTransferSource;
 }

@@ -407,3 +407,108 @@ describe('view', () => {
     assert.match(dup.output(), /Corefile:4 - Error during parsing: cannot serve dns:\/\/\.:\d+ - it is already defined/);
   });
 });
+
+describe('k8s_external', () => {
+  const cluster = (lbIp: string) => `apiVersion: v1
+kind: List
+items:
+  - { apiVersion: v1, kind: Namespace, metadata: { name: default } }
+  - apiVersion: v1
+    kind: Service
+    metadata: { name: web, namespace: default }
+    spec:
+      type: LoadBalancer
+      clusterIP: 10.96.0.50
+      externalIPs: [192.0.2.10]
+      ports: [{ name: http, port: 80, protocol: TCP }]
+    status: { loadBalancer: { ingress: [{ ip: ${lbIp} }, { ip: "2001:db8::7" }] } }
+  - apiVersion: v1
+    kind: Service
+    metadata: { name: lbhost, namespace: default }
+    spec: { type: LoadBalancer, clusterIP: 10.96.0.51, ports: [{ name: https, port: 443, protocol: TCP }] }
+    status: { loadBalancer: { ingress: [{ hostname: lb-123.elb.example.net }] } }
+  - apiVersion: v1
+    kind: Service
+    metadata: { name: internal, namespace: default }
+    spec: { clusterIP: 10.96.0.52, ports: [{ name: http, port: 80, protocol: TCP }] }
+  - apiVersion: v1
+    kind: Service
+    metadata: { name: db, namespace: default }
+    spec: { clusterIP: None, ports: [{ name: sql, port: 5432, protocol: TCP }] }
+  - apiVersion: discovery.k8s.io/v1
+    kind: EndpointSlice
+    metadata: { name: db-1, namespace: default, labels: { kubernetes.io/service-name: db } }
+    addressType: IPv4
+    ports: [{ name: sql, port: 5432, protocol: TCP }]
+    endpoints:
+      - { addresses: [10.244.0.9], hostname: db-0, conditions: { ready: true } }
+`;
+  let s: RunningServer;
+  before(async () => {
+    s = await startServer({
+      corefile: `
+cluster.local:PORT example.org:PORT {
+    bind 127.0.0.1
+    kubernetes cluster.local {
+        manifests cluster.yaml
+    }
+    k8s_external example.org {
+        headless
+        ttl 60
+    }
+    cache 300
+}
+`,
+      files: { 'cluster.yaml': cluster('198.51.100.7') },
+      probe: 'web.default.svc.cluster.local',
+    });
+  });
+  after(async () => {
+    await s.stop();
+  });
+
+  test('external IPs and LoadBalancer ingress IPs answer A and AAAA under the external zone', async () => {
+    const a = await dig(s.port, ['web.default.example.org', 'A']);
+    assert.ok(a.flags.includes('aa'));
+    assert.deepEqual(a.answer.sort(), ['web.default.example.org. 60 IN A 192.0.2.10', 'web.default.example.org. 60 IN A 198.51.100.7']);
+    const aaaa = await dig(s.port, ['web.default.example.org', 'AAAA']);
+    assert.deepEqual(aaaa.answer, ['web.default.example.org. 60 IN AAAA 2001:db8::7']);
+  });
+
+  test('SRV for named ports, with the addresses in the additional section', async () => {
+    const r = await dig(s.port, ['_http._tcp.web.default.example.org', 'SRV']);
+    assert.ok(r.answer.includes('_http._tcp.web.default.example.org. 60 IN SRV 0 100 80 web.default.example.org.'), r.raw);
+    assert.ok(r.additional.includes('web.default.example.org. 60 IN A 192.0.2.10'), r.raw);
+  });
+
+  test('a LoadBalancer host name is a CNAME; a Service without external addresses is NXDOMAIN with the SOA', async () => {
+    const c = await dig(s.port, ['lbhost.default.example.org', 'A']);
+    assert.deepEqual(c.answer, ['lbhost.default.example.org. 60 IN CNAME lb-123.elb.example.net.']);
+    const nx = await dig(s.port, ['internal.default.example.org', 'A']);
+    assert.equal(nx.status, 'NXDOMAIN');
+    assert.match(nx.authority[0]!, /^example\.org\. 60 IN SOA ns1\.dns\.example\.org\. hostmaster\.dns\.example\.org\. \d+ 7200 1800 86400 60$/);
+    assert.equal((await dig(s.port, ['nope.default.example.org', 'A'])).status, 'NXDOMAIN');
+    const soa = await dig(s.port, ['example.org', 'SOA']);
+    assert.equal(soa.answer.length, 1);
+    const ns = await dig(s.port, ['example.org', 'NS']);
+    assert.deepEqual(ns.answer, ['example.org. 60 IN NS ns1.dns.example.org.']);
+  });
+
+  test('headless: endpoint names and the Service name answer the endpoint addresses', async () => {
+    assert.deepEqual((await dig(s.port, ['db-0.db.default.example.org', 'A'])).answer, ['db-0.db.default.example.org. 60 IN A 10.244.0.9']);
+    assert.deepEqual((await dig(s.port, ['db.default.example.org', 'A'])).answer, ['db.default.example.org. 60 IN A 10.244.0.9']);
+  });
+
+  test('kept coherent with the cache: a changed LoadBalancer IP is answered at once, not after the cache TTL', async () => {
+    const has = (answer: string[], ip: string) => answer.some((l) => l.endsWith(`IN A ${ip}`));
+    assert.ok(has((await dig(s.port, ['web.default.example.org', 'A'])).answer, '198.51.100.7'), 'cached now, for up to 60 s');
+    writeFileSync(join(s.dir, 'cluster.yaml'), cluster('198.51.100.8'));
+    let last: string[] = [];
+    for (let i = 0; i < 30; i++) {
+      last = (await dig(s.port, ['web.default.example.org', 'A'])).answer;
+      if (has(last, '198.51.100.8')) break;
+      await sleep(200);
+    }
+    assert.ok(has(last, '198.51.100.8') && !has(last, '198.51.100.7'), last.join('\n'));
+  });
+});

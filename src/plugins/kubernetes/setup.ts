@@ -24,6 +24,7 @@ import { DEFAULT_STARTUP_TIMEOUT_MS, DEFAULT_TTL, MANIFEST_POLL_MS, type Kuberne
 import { parseLabelSelector, SelectorError } from './selector.js';
 import type { ApiSyncSource } from '../../status/sources.js';
 import { clusterTransfer } from './transfer.js';
+import { clusterView } from './clusterview.js';
 
 const REMOVED: Record<string, string> = {
   upstream: "'upstream' was removed in CoreDNS 1.7.0: ExternalName targets are always resolved through the server",
@@ -324,6 +325,7 @@ export function createInstance(o: KubernetesOptions, ctx: SetupContext, at: Dire
     index,
     options: o,
     transfer: clusterTransfer(index, o, handler.lookup),
+    clusterView: clusterView(index, handler.lookup),
     async startup() {
       // Up once synced and while connected: an instance still waiting for its first list is not up.
       untrack = trackApiState({
