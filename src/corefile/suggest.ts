@@ -35,7 +35,6 @@ export function didYouMean(name: string): string {
 const CLOSEST: Record<string, string> = {
   auto: 'file, one line per zone',
   secondary: 'forward to the primary',
-  etcd: 'hosts or file',
   route53: 'file',
   azure: 'file',
   clouddns: 'file',

@@ -40,6 +40,7 @@ export const pluginOrder: ReadonlyArray<readonly [string, () => Promise<SetupMod
   ['k8s_external', () => import('./k8s_external/setup.js')],
   ['kubernetes', () => import('./kubernetes/setup.js')],
   ['file', () => import('./file/setup.js')],
+  ['etcd', () => import('./etcd/setup.js')],
   ['loop', () => import('./loop/setup.js')],
   ['searchfan', () => import('./searchfan/setup.js')],
   ['forward', () => import('./forward/setup.js')],
@@ -91,7 +92,7 @@ export const coreDnsOnly = new Set([
   'timeouts', 'multisocket', 'bufsize', 'trace', 'shed', 'dnstap',
   'tsig', 'rewrite', 'dnssec', 'tls',
   'template', 'route53', 'azure', 'clouddns', 'auto',
-  'secondary', 'etcd', 'grpc', 'erratic', 'on', 'sign', 'nomad',
+  'secondary', 'grpc', 'erratic', 'on', 'sign', 'nomad',
 ]);
 
 export const knownDirectives: ReadonlySet<string> = new Set(pluginOrder.map(([n]) => n));

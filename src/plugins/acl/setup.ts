@@ -1,7 +1,7 @@
 import { directiveError } from '../../corefile/errors.js';
 import { typeFromString } from '../../dns/constants.js';
-import { canonicalZone } from '../../dns/name.js';
 import type { PluginSetup } from '../plugin.js';
+import { zoneArgs } from '../args.js';
 import { AclHandler, type Action, type Rule } from './handler.js';
 import { parseCidr, type Cidr } from './cidr.js';
 
@@ -9,7 +9,7 @@ const ACTIONS: ReadonlySet<string> = new Set(['allow', 'block', 'filter', 'drop'
 
 export const setup: PluginSetup = (ds, ctx) =>
   ds.map((d) => {
-    const zones = d.args.length ? d.args.map((t) => canonicalZone(t.text)) : ctx.block.zones;
+    const zones = zoneArgs(d.args, ctx.block.zones);
     const rules: Rule[] = [];
     for (const p of d.block ?? []) {
       if (!ACTIONS.has(p.name)) throw directiveError(p, `acl: unexpected token '${p.name}'; expect 'allow', 'block', 'filter' or 'drop'`);

@@ -3,7 +3,7 @@ import { directiveError } from '../../corefile/errors.js';
 import { CorefileError } from '../../corefile/errors.js';
 import { canonicalZone, isSubdomain } from '../../dns/name.js';
 import type { PluginSetup } from '../plugin.js';
-import { durationArg } from '../args.js';
+import { durationArg, zoneArgs } from '../args.js';
 import { Fallthrough } from '../fallthrough.js';
 import { FileHandler, loadZones, type FileOptions } from './handler.js';
 import { ZoneFileError } from './zonefile.js';
@@ -13,7 +13,7 @@ export const setup: PluginSetup = (ds, ctx) =>
     const f = d.args[0];
     if (!f) throw directiveError(d, 'file: missing the zone file name');
     const file = isAbsolute(f.text) ? f.text : resolve(dirname(ctx.corefile), f.text);
-    const zones = d.args.length > 1 ? d.args.slice(1).map((t) => canonicalZone(t.text)) : ctx.block.zones;
+    const zones = zoneArgs(d.args.slice(1), ctx.block.zones);
     for (const z of zones) if (!ctx.block.zones.some((bz) => isSubdomain(z, bz))) throw directiveError(d, `file: zone ${z} is not inside the server block's zones`);
     const o: FileOptions = { file, zones, reloadMs: 60_000, fallthrough: new Fallthrough(null) };
     for (const p of d.block ?? []) {

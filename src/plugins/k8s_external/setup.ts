@@ -1,14 +1,14 @@
 import { directiveError } from '../../corefile/errors.js';
 import { canonicalZone } from '../../dns/name.js';
 import type { PluginSetup } from '../plugin.js';
-import { intArg, once } from '../args.js';
+import { intArg, once, zoneArgs } from '../args.js';
 import { Fallthrough } from '../fallthrough.js';
 import { ExternalHandler, type ExternalOptions } from './handler.js';
 
 export const setup: PluginSetup = (ds, ctx) => {
   const d = once(ds, 'k8s_external');
   const o: ExternalOptions = {
-    zones: d.args.length ? d.args.map((t) => canonicalZone(t.text)) : ctx.block.zones,
+    zones: zoneArgs(d.args, ctx.block.zones),
     apex: 'dns',
     ttl: 5,
     headless: false,

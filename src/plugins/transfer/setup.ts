@@ -1,8 +1,8 @@
 import { directiveError } from '../../corefile/errors.js';
 import type { Token } from '../../corefile/types.js';
-import { canonicalZone } from '../../dns/name.js';
 import { canonicalIP } from '../../dns/ip.js';
 import type { PluginSetup } from '../plugin.js';
+import { zoneArgs } from '../args.js';
 import { TransferHandler, type TransferRule, type TransferTarget } from './handler.js';
 
 function target(t: Token): TransferTarget {
@@ -25,7 +25,7 @@ function target(t: Token): TransferTarget {
 
 export const setup: PluginSetup = (ds, ctx) => {
   const rules: TransferRule[] = ds.map((d) => {
-    const zones = d.args.length ? d.args.map((t) => canonicalZone(t.text)) : ctx.block.zones;
+    const zones = zoneArgs(d.args, ctx.block.zones);
     const to: TransferTarget[] = [];
     for (const p of d.block ?? []) {
       if (p.name !== 'to') throw directiveError(p, `transfer: unknown property '${p.name}'`);
