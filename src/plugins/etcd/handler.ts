@@ -16,6 +16,8 @@ import { groupServices, nameToPath, parseService, pathToName, SkyStore, type Sky
 /** The TTL of a record whose service sets none. */
 const DEFAULT_TTL = 300;
 const BACKOFF_MAX_MS = 30_000;
+/** The SOA's TTL and negative-caching time (CoreDNS's etcd minimum TTL). */
+const SOA_TTL = 30;
 
 export interface EtcdPluginOptions {
   zones: string[];
@@ -207,8 +209,8 @@ export class EtcdHandler implements Handler {
       name: zone,
       type: QType.SOA,
       class: QClass.IN,
-      ttl: DEFAULT_TTL,
-      data: { mname: `ns.dns.${zone === '.' ? '' : zone}`, rname: `hostmaster.${zone === '.' ? '' : zone}`, serial: this.revision >>> 0, refresh: 7200, retry: 1800, expire: 86400, minimum: 30 },
+      ttl: SOA_TTL,
+      data: { mname: `ns.dns.${zone === '.' ? '' : zone}`, rname: `hostmaster.${zone === '.' ? '' : zone}`, serial: this.revision >>> 0, refresh: 7200, retry: 1800, expire: 86400, minimum: SOA_TTL },
     };
   }
 }
