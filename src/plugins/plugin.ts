@@ -25,6 +25,8 @@ export interface ClusterView {
   /** Whether the namespace exists and is served (the `namespaces` option). */
   namespaceExposed(namespace: string): boolean;
   service(namespace: string, name: string): ClusterService | undefined;
+  /** The Service (`namespace`, `name`) that has `ip` among its external addresses, if any. */
+  serviceByExternalIP(ip: string): { namespace: string; name: string } | undefined;
   /** Addresses of this DNS server's own Service (kube-dns), for NS glue. */
   nameserverAddresses(): readonly string[];
   /** Unix seconds of the last change (an SOA serial). */

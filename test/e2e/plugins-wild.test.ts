@@ -278,13 +278,13 @@ describe('-validate', () => {
   });
 
   test('every problem is printed as FILE:LINE, in order, with a suggestion for a typo; exit 1', async () => {
-    const r = await run('.:1053 {\n    forwrd . 127.0.0.1\n    cache -5\n    kubernetes cluster.local {\n        pods nonsense\n    }\n    etcd\n}\n');
+    const r = await run('.:1053 {\n    forwrd . 127.0.0.1\n    cache -5\n    kubernetes cluster.local {\n        pods nonsense\n    }\n    geoip\n}\n');
     assert.equal(r.code, 1);
     const lines = r.out.trim().split('\n');
     assert.match(lines[0]!, new RegExp(`^${r.file}:2 - Error during parsing: Unknown directive 'forwrd' \\(did you mean 'forward'\\?\\)`));
     assert.ok(lines.some((l) => l.startsWith(`${r.file}:3 - `)), r.out);
     assert.ok(lines.some((l) => l.startsWith(`${r.file}:5 - `)), r.out);
-    assert.ok(lines.some((l) => l.startsWith(`${r.file}:7 - `) && l.includes("'etcd'") && l.includes('closest here')), r.out);
+    assert.ok(lines.some((l) => l.startsWith(`${r.file}:7 - `) && l.includes("'geoip'") && l.includes('closest here')), r.out);
     assert.match(lines.at(-1)!, /4 problems; it would not load/);
   });
 
@@ -447,12 +447,12 @@ items:
   before(async () => {
     s = await startServer({
       corefile: `
-cluster.local:PORT example.org:PORT {
+cluster.local:PORT example.org:PORT 198.51.100.0/24:PORT {
     bind 127.0.0.1
     kubernetes cluster.local {
         manifests cluster.yaml
     }
-    k8s_external example.org {
+    k8s_external example.org 198.51.100.0/24 {
         headless
         ttl 60
     }
@@ -494,6 +494,11 @@ cluster.local:PORT example.org:PORT {
     assert.deepEqual(ns.answer, ['example.org. 60 IN NS ns1.dns.example.org.']);
   });
 
+  test('PTR for an external IP names the Service under the external zone', async () => {
+    assert.deepEqual((await dig(s.port, ['-x', '198.51.100.7'])).answer.map((l) => l.replace(/ \d+ IN /, ' IN ')), ['7.100.51.198.in-addr.arpa. IN PTR web.default.example.org.']);
+    assert.equal((await dig(s.port, ['-x', '198.51.100.99'])).status, 'SERVFAIL', 'not an external IP: on to the next plugin (none here)');
+  });
+
   test('headless: endpoint names and the Service name answer the endpoint addresses', async () => {
     assert.deepEqual((await dig(s.port, ['db-0.db.default.example.org', 'A'])).answer, ['db-0.db.default.example.org. 60 IN A 10.244.0.9']);
     assert.deepEqual((await dig(s.port, ['db.default.example.org', 'A'])).answer, ['db.default.example.org. 60 IN A 10.244.0.9']);
@@ -510,5 +515,23 @@ cluster.local:PORT example.org:PORT {
       await sleep(200);
     }
     assert.ok(has(last, '198.51.100.8') && !has(last, '198.51.100.7'), last.join('\n'));
+  });
+});
+
+describe('file: a zone file that is not there yet', () => {
+  test('is a warning with reload (SERVFAIL until it appears, then served), an error without', async () => {
+    const s = await startServer({ corefile: `example.net:PORT {\n    bind 127.0.0.1\n    file later.db {\n        reload 200ms\n    }\n}\n`, probe: 'www.example.net' });
+    try {
+      assert.match(s.output(), /\[WARNING\] plugin\/file: Failed to open ".*later\.db": trying again in 0\.2s/);
+      assert.equal((await dig(s.port, ['www.example.net', 'A'])).status, 'SERVFAIL');
+      writeFileSync(join(s.dir, 'later.db'), '$ORIGIN example.net.\n$TTL 60\n@ SOA ns host 1 1 1 1 1\nwww A 10.0.0.8\n');
+      await s.waitFor('Successfully reloaded zone "example.net."', 5000);
+      assert.deepEqual((await dig(s.port, ['www.example.net', 'A'])).answer, ['www.example.net. 60 IN A 10.0.0.8']);
+    } finally {
+      await s.stop();
+    }
+    const bad = await startServer({ corefile: `example.net:PORT {\n    file later.db {\n        reload 0\n    }\n}\n`, noWait: true });
+    assert.equal(await new Promise((r) => bad.proc.on('exit', r)), 1);
+    assert.match(bad.output(), /Corefile:2 - Error during parsing: file: later\.db: ENOENT/);
   });
 });

@@ -45,7 +45,9 @@ export class FileHandler implements Handler, ZoneTransferSource {
   serveDNS(req: Request, next: Next): HandlerResult {
     const origin = matchZone(this.o.zones, req.name);
     if (origin === undefined) return next(req);
-    const zone = this.zones.get(origin)!;
+    const zone = this.zones.get(origin);
+    // The file has not been read yet (it did not exist at start): CoreDNS answers SERVFAIL.
+    if (zone === undefined) return Response.rcode(Rcode.SERVFAIL, this.name, `zone ${origin} not loaded`);
     // Zone transfers are the transfer plugin's; this one refuses them (CoreDNS without transfer).
     if (isZoneTransfer(req.qtype)) return Response.rcode(Rcode.REFUSED, this.name);
     const r = zone.lookup(req.qname, req.qtype);
@@ -113,8 +115,8 @@ export class FileHandler implements Handler, ZoneTransferSource {
     const next = new Map(this.zones);
     const changed: string[] = [];
     for (const [origin, z] of fresh) {
-      const old = this.zones.get(origin)!;
-      if (z.serial === old.serial) continue;
+      const old = this.zones.get(origin);
+      if (old !== undefined && z.serial === old.serial) continue;
       next.set(origin, z);
       changed.push(origin);
       this.log.info(`Successfully reloaded zone "${origin}" in "${this.o.file}" with ${z.serial} SOA serial`);

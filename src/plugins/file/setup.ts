@@ -37,7 +37,11 @@ export const setup: PluginSetup = (ds, ctx) =>
     } catch (e) {
       if (e instanceof ZoneFileError) throw new CorefileError(d.file, d.line, `file: ${e.message}`);
       const code = (e as NodeJS.ErrnoException).code;
-      throw new CorefileError(d.file, d.line, `file: ${f.text}: ${code ?? (e as Error).message}`);
+      // As CoreDNS: a file that is not there yet is an error only without reload; else it is read when it appears.
+      if (code === 'ENOENT' && o.reloadMs > 0) {
+        ctx.logger.warn(`Failed to open "${file}": trying again in ${o.reloadMs / 1000}s`);
+        loaded = new Map();
+      } else throw new CorefileError(d.file, d.line, `file: ${f.text}: ${code ?? (e as Error).message}`);
     }
     const h = new FileHandler(o, loaded, (req) => ctx.resolve(req), ctx.logger);
     return { name: 'file', handler: h, transfer: h, startup: () => h.start(), shutdown: () => h.stop() };

@@ -4,6 +4,7 @@
 import { QClass, QType, Rcode } from '../../dns/constants.js';
 import type { ResourceRecord, SoaData } from '../../dns/message.js';
 import { invalidateSuffix } from '../../server/invalidation.js';
+import { isReverseZone, reverseNameToIp } from '../../dns/reverse.js';
 import { Response, type Handler, type HandlerResult, type Next, type Request } from '../../server/request.js';
 import { matchZone, type Fallthrough } from '../fallthrough.js';
 import type { ClusterService, ClusterView } from '../plugin.js';
@@ -55,6 +56,7 @@ export class ExternalHandler implements Handler {
     if (zone === undefined) return next(req);
     const view = this.view();
     if (view === undefined) return next(req);
+    if (isReverseZone(zone)) return this.reverse(req, view, next);
     if (req.name === zone) return this.apex(req, zone, view);
     const sub = `${this.o.apex}.${zone}`;
     if (req.name === sub || req.name.endsWith(`.${sub}`)) return this.subApex(req, zone, sub, view);
@@ -100,6 +102,18 @@ export class ExternalHandler implements Handler {
       }
     }
     if (m.answers.length === 0) m.authorities.push(this.soa(zone, view));
+    return Response.message(m, this.name);
+  }
+
+  /** PTR for a Service's external IP (`<svc>.<ns>.<first zone>`); any other reverse name goes on to the next plugin. */
+  private reverse(req: Request, view: ClusterView, next: Next): HandlerResult {
+    const ip = req.qtype === QType.PTR ? reverseNameToIp(req.name) : null;
+    const svc = ip === null ? undefined : view.serviceByExternalIP(ip);
+    const forward = this.o.zones.find((z) => !isReverseZone(z));
+    if (svc === undefined || forward === undefined) return next(req);
+    const m = req.reply();
+    m.aa = true;
+    m.answers.push({ name: req.qname, type: QType.PTR, class: QClass.IN, ttl: this.o.ttl, data: { target: `${svc.name}.${svc.namespace}.${forward}` } });
     return Response.message(m, this.name);
   }
 

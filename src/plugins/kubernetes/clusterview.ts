@@ -8,7 +8,27 @@ import { endpointHostname, type Lookup } from './lookup.js';
 const NONE: readonly string[] = [];
 
 export function clusterView(index: ClusterIndex, lookup: Lookup): ClusterView {
+  // External IP → Service key, rebuilt on the first reverse lookup after a change (external IPs are few).
+  let byExternal: Map<string, string> | null = null;
+  index.listen({
+    onChange: () => {
+      byExternal = null;
+    },
+    onSynced: () => {
+      byExternal = null;
+    },
+  });
   return {
+    serviceByExternalIP(ip: string) {
+      if (byExternal === null) {
+        byExternal = new Map();
+        for (const [key, svc] of index.services) for (const e of svc.external?.ips ?? NONE) if (!byExternal.has(e)) byExternal.set(e, key);
+      }
+      const key = byExternal.get(ip);
+      if (key === undefined) return undefined;
+      const slash = key.indexOf('/');
+      return { namespace: key.slice(0, slash), name: key.slice(slash + 1) };
+    },
     namespaceExposed: (ns) => lookup.namespaceExposed(ns),
     service(namespace: string, name: string): ClusterService | undefined {
       const key = `${namespace}/${name}`;
