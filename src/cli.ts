@@ -15,6 +15,8 @@ const USAGE = `Usage of clusterdns:
         List installed plugins
   -quiet
         Quiet mode (no initialization output)
+  -validate
+        Check the Corefile (every plugin's setup, no socket, no API call), print each problem, exit 0 only if it would load
   -version
         Show version
   -workers int
@@ -36,6 +38,7 @@ interface Flags {
   quiet: boolean;
   pidfile?: string;
   help: boolean;
+  validate: boolean;
   workers: number;
 }
 
@@ -50,6 +53,7 @@ function parseFlags(argv: string[]): Flags {
       quiet: { type: 'boolean' },
       pidfile: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
+      validate: { type: 'boolean' },
       workers: { type: 'string' },
     },
     strict: true,
@@ -69,6 +73,7 @@ function parseFlags(argv: string[]): Flags {
     quiet: values.quiet === true,
     pidfile: values.pidfile,
     help: values.help === true,
+    validate: values.validate === true,
     workers,
   };
 }
@@ -120,6 +125,10 @@ export async function main(argv: string[]): Promise<void> {
   if (flags.plugins) {
     process.stdout.write(serve.pluginsText());
     return;
+  }
+  if (flags.validate) {
+    const { validateCorefile } = await import('./validate.js');
+    process.exit(await validateCorefile(flags.conf, flags.port));
   }
   await serve.runServer(flags);
 }

@@ -164,7 +164,8 @@ class Parser {
   private snippetExpansions = 0;
   private fileExpansions = 0;
   private readonly seenFiles = new Set<string>();
-  private readonly seenAddrs = new Set<string>();
+  /** The last block serving each `scheme://zone:port`: only a block with a `view` may be followed by another. */
+  private readonly addrOwners = new Map<string, ServerBlock>();
 
   constructor(text: string, file: string, opts: ParseOptions, rootAbs: string) {
     this.env = opts.env ?? process.env;
@@ -241,9 +242,22 @@ class Parser {
         continue;
       }
       const b = this.parseServerBlock();
-      if (b) blocks.push(b);
+      if (b) {
+        this.claimAddresses(b);
+        blocks.push(b);
+      }
     }
     return blocks;
+  }
+
+  /** Two blocks may serve the same zone and port only when the earlier one has a `view` (CoreDNS's rule). */
+  private claimAddresses(b: ServerBlock): void {
+    for (const k of b.keys) {
+      const addr = `${k.scheme}://${k.zone}:${k.port}`;
+      const prior = this.addrOwners.get(addr);
+      if (prior !== undefined && !prior.directives.some((d) => d.name === 'view')) throw this.err(b, `cannot serve ${addr} - it is already defined`);
+      this.addrOwners.set(addr, b);
+    }
   }
 
   /** Parses keys and the block that follows; returns null for a snippet definition. */
@@ -328,8 +342,7 @@ class Parser {
     for (const { tok, text } of keyToks) {
       for (const k of this.normalizeKey(tok, text)) {
         const addr = `${k.scheme}://${k.zone}:${k.port}`;
-        if (this.seenAddrs.has(addr)) throw this.err(tok, `cannot serve ${addr} - it is already defined`);
-        this.seenAddrs.add(addr);
+
         keys.push(k);
       }
     }

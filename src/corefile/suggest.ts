@@ -45,3 +45,23 @@ export function didYouMean(word: string, known: Iterable<string>): string {
   const s = closestName(word, known);
   return s === undefined ? '' : ` (did you mean '${s}'?)`;
 }
+
+/** What clusterdns has that comes closest to a CoreDNS plugin it does not include. */
+const CLOSEST: Record<string, string> = {
+  auto: 'file, one line per zone',
+  secondary: 'forward to the primary',
+  route53: 'file',
+  azure: 'file',
+  clouddns: 'file',
+  grpc: 'forward',
+  dnstap: 'log',
+  trace: 'log and prometheus',
+  geoip: 'acl',
+  tls: 'forward with tls://',
+};
+
+/** `; use X instead` for a CoreDNS plugin with a near equivalent here, else ''. */
+export function insteadHint(name: string): string {
+  const c = CLOSEST[name];
+  return c === undefined ? '' : `; the closest here: ${c}`;
+}

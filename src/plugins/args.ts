@@ -3,6 +3,8 @@
 
 import { directiveError } from '../corefile/errors.js';
 import type { Directive, Token } from '../corefile/types.js';
+import { canonicalZone } from '../dns/name.js';
+import { cidrToReverseZones } from '../dns/reverse.js';
 
 /** Go's time.ParseDuration subset: "5s", "1m30s", "500ms", "1h", "0". Returns milliseconds. */
 export function parseDurationMs(text: string): number | null {
@@ -53,4 +55,22 @@ export function noBlock(d: Directive): void {
 
 export function unknownProperty(p: Directive, plugin: string): never {
   throw directiveError(p, `${plugin}: unknown property '${p.name}'`);
+}
+
+/** A plugin's ZONES arguments: names made fully qualified and lowercase, CIDRs expanded into reverse zones; `fallback` when there are none. */
+export function zoneArgs(toks: readonly Token[], fallback: readonly string[]): string[] {
+  if (toks.length === 0) return [...fallback];
+  const out: string[] = [];
+  for (const t of toks) {
+    let zones: string[];
+    if (t.text.includes('/')) {
+      try {
+        zones = cidrToReverseZones(t.text);
+      } catch {
+        throw directiveError(t, `"${t.text}" is not a valid CIDR`);
+      }
+    } else zones = [canonicalZone(t.text)];
+    for (const z of zones) if (!out.includes(z)) out.push(z);
+  }
+  return out;
 }

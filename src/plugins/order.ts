@@ -15,22 +15,37 @@ type SetupModule = { setup: PluginSetup };
  */
 export const pluginOrder: ReadonlyArray<readonly [string, () => Promise<SetupModule>]> = [
   ['reload', () => import('./reload/setup.js')],
+  ['nsid', () => import('./nsid/setup.js')],
   ['bind', () => import('./bind/setup.js')],
+  ['debug', () => import('./debug/setup.js')],
   ['ready', () => import('./ready/setup.js')],
   ['health', () => import('./health/setup.js')],
+  ['pprof', () => import('./pprof/setup.js')],
   ['prometheus', () => import('./prometheus/setup.js')],
   ['routes', () => import('./routes/setup.js')],
   ['errors', () => import('./errors/setup.js')],
   ['log', () => import('./log/setup.js')],
+  ['local', () => import('./local/setup.js')],
+  ['dns64', () => import('./dns64/setup.js')],
+  ['any', () => import('./any/setup.js')],
+  ['chaos', () => import('./chaos/setup.js')],
   ['loadbalance', () => import('./loadbalance/setup.js')],
   ['autopath', () => import('./autopath/setup.js')],
+  ['acl', () => import('./acl/setup.js')],
   ['cache', () => import('./cache/setup.js')],
+  ['header', () => import('./header/setup.js')],
+  ['minimal', () => import('./minimal/setup.js')],
+  ['transfer', () => import('./transfer/setup.js')],
   ['hosts', () => import('./hosts/setup.js')],
+  ['k8s_external', () => import('./k8s_external/setup.js')],
   ['kubernetes', () => import('./kubernetes/setup.js')],
+  ['file', () => import('./file/setup.js')],
+  ['etcd', () => import('./etcd/setup.js')],
   ['loop', () => import('./loop/setup.js')],
   ['searchfan', () => import('./searchfan/setup.js')],
   ['forward', () => import('./forward/setup.js')],
   ['whoami', () => import('./whoami/setup.js')],
+  ['view', () => import('./view/setup.js')],
 ];
 
 const loaded = new Map<string, PluginSetup>();
@@ -74,10 +89,10 @@ export const primaryServices: ReadonlyArray<() => void> = [
 /** CoreDNS plugins not built into clusterdns (a Corefile using one gets a clear error). */
 export const coreDnsOnly = new Set([
   'root', 'metadata', 'geoip', 'cancel', 'proxyproto', 'quic', 'grpc_server', 'https', 'https3',
-  'timeouts', 'multisocket', 'nsid', 'bufsize', 'debug', 'trace', 'pprof', 'shed', 'dnstap',
-  'local', 'dns64', 'any', 'chaos', 'tsig', 'rewrite', 'acl', 'header', 'dnssec', 'tls', 'minimal',
-  'template', 'transfer', 'route53', 'azure', 'clouddns', 'k8s_external', 'file', 'auto',
-  'secondary', 'etcd', 'grpc', 'erratic', 'on', 'sign', 'view', 'nomad',
+  'timeouts', 'multisocket', 'bufsize', 'trace', 'shed', 'dnstap',
+  'tsig', 'rewrite', 'dnssec', 'tls',
+  'template', 'route53', 'azure', 'clouddns', 'auto',
+  'secondary', 'grpc', 'erratic', 'on', 'sign', 'nomad',
 ]);
 
 export const knownDirectives: ReadonlySet<string> = new Set(pluginOrder.map(([n]) => n));

@@ -6,6 +6,47 @@ import type { Directive, ServerKey } from '../corefile/types.js';
 import type { Handler, Request, HandlerResult } from '../server/request.js';
 import type { HttpServices } from '../server/http.js';
 import type { Logger } from '../log.js';
+import type { ResourceRecord } from '../dns/message.js';
+
+/** A Service as plugins other than kubernetes see it (k8s_external), from the kubernetes plugin's own index. */
+export interface ClusterService {
+  kind: 'ClusterIP' | 'Headless' | 'ExternalName';
+  /** spec.externalIPs and LoadBalancer ingress IPs, canonical text. */
+  externalIPs: readonly string[];
+  /** LoadBalancer ingress host names, fully qualified. */
+  externalHosts: readonly string[];
+  ports: ReadonlyArray<{ name: string; protocol: string; port: number }>;
+  /** Ready endpoints of a headless Service: each address with its endpoint name. */
+  endpoints(): Array<{ host: string; ip: string }>;
+}
+
+/** What the kubernetes plugin publishes on its instance for other plugins, found through the block. */
+export interface ClusterView {
+  /** Whether the namespace exists and is served (the `namespaces` option). */
+  namespaceExposed(namespace: string): boolean;
+  service(namespace: string, name: string): ClusterService | undefined;
+  /** The Service (`namespace`, `name`) that has `ip` among its external addresses, if any. */
+  serviceByExternalIP(ip: string): { namespace: string; name: string } | undefined;
+  /** Addresses of this DNS server's own Service (kube-dns), for NS glue. */
+  nameserverAddresses(): readonly string[];
+  /** Unix seconds of the last change (an SOA serial). */
+  serial(): number;
+  /** Calls `changed(namespace, name)` for each Service whose answers may differ; returns what stops it. */
+  onServiceChange(changed: (namespace: string, name: string) => void): () => void;
+}
+
+/**
+ * What a plugin that holds whole zones (file, kubernetes) offers the `transfer` plugin, found
+ * through the block's instances rather than by import.
+ */
+export interface ZoneTransferSource {
+  /** The zones it can hand out whole (lowercase FQDNs). */
+  transferZones(): readonly string[];
+  /** Every record of `zone`, its SOA first (and only there); null when the zone is not its own. */
+  transferRecords(zone: string): ResourceRecord[] | null;
+  /** Calls `changed(zone)` whenever a zone's content changes; returns what stops it. */
+  onZoneChange(changed: (zone: string) => void): () => void;
+}
 
 export interface BlockInfo {
   keys: ServerKey[];
@@ -53,6 +94,16 @@ export interface PluginInstance {
   ready?(): boolean;
   /** For `health`: how long to keep serving after SIGTERM before closing listeners. */
   lameduckMs?(): number;
+  /** True when the plugin answers classes other than IN (`chaos`): the server then lets them through to the block. */
+  readonly anyClass?: boolean;
+  /** The `view` plugin: the block answers a query only when this is true for it. */
+  readonly routeFilter?: (req: Request) => boolean;
+  /** The `view` plugin's name for the block (metrics' `view` label). */
+  readonly viewName?: string;
+  /** The kubernetes plugin's view of the cluster, for plugins that answer other names from it. */
+  readonly clusterView?: ClusterView;
+  /** Present when the plugin's zones can be transferred (AXFR) by the `transfer` plugin. */
+  readonly transfer?: ZoneTransferSource;
 }
 
 export type PluginSetup = (directives: Directive[], ctx: SetupContext) => PluginInstance | PluginInstance[];

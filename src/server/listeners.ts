@@ -23,6 +23,12 @@ export interface RoutedBlock {
   chain: (req: Request) => HandlerResult;
   /** Where this block's queries are counted (absent in unit tests that route by hand). */
   stats?: ZoneStats;
+  /** True when a plugin of the block answers classes other than IN (`chaos`); else they are REFUSED. */
+  anyClass?: boolean;
+  /** The `view` plugin's test: the block takes a query only when it passes. */
+  filter?: (req: Request) => boolean;
+  /** The next block on the same zone and port, tried when this one's filter says no. */
+  nextView?: RoutedBlock;
 }
 
 /** Finds the block with the longest zone that contains a (lowercase) name. */
@@ -34,29 +40,50 @@ export class Router {
   /** Where queries that reach no chain are counted (CoreDNS's zone label "dropped"). */
   dropped: ZoneStats | null = null;
 
-  add(block: RoutedBlock): void {
-    this.dropped ??= serverStats.zone(block.serverLabel, 'dropped');
+  add(routed: RoutedBlock): void {
+    this.dropped ??= serverStats.zone(routed.serverLabel, 'dropped');
+    // Each router links its own copies: the same block may sit behind several listeners.
+    const block: RoutedBlock = { ...routed, nextView: undefined };
     if (block.zone === '.') {
-      this.root = block;
+      this.root = Router.chain(this.root, block);
       return;
     }
-    this.zones.set(block.zone, block);
+    this.zones.set(block.zone, Router.chain(this.zones.get(block.zone), block));
     if (!this.lengths.includes(block.zone.length)) this.lengths = [...this.lengths, block.zone.length].sort((a, b) => b - a);
   }
 
-  match(name: string): RoutedBlock | undefined {
+  /** Blocks with a view are tried in the order they came; one without a view goes last. */
+  private static chain(first: RoutedBlock | undefined, block: RoutedBlock): RoutedBlock {
+    if (first === undefined) return block;
+    if (first.filter === undefined) {
+      block.nextView = first;
+      return block;
+    }
+    let at = first;
+    while (at.nextView !== undefined && at.nextView.filter !== undefined) at = at.nextView;
+    block.nextView = at.nextView;
+    at.nextView = block;
+    return first;
+  }
+
+  /** The block for a query: the longest zone containing the name whose view (if any) accepts it. */
+  route(req: Request): RoutedBlock | undefined {
     const lengths = this.lengths;
+    const name = req.name;
     const n = name.length;
     for (let i = 0; i < lengths.length; i++) {
       const len = lengths[i]!;
       if (len > n) continue;
-      // The suffix must start at a label boundary.
       if (len < n && name.charCodeAt(n - len - 1) !== 0x2e) continue;
-      const b = this.zones.get(len === n ? name : name.slice(n - len));
+      let b = this.zones.get(len === n ? name : name.slice(n - len));
+      while (b !== undefined && b.filter !== undefined && !b.filter(req)) b = b.nextView;
       if (b !== undefined) return b;
     }
-    return this.root;
+    let r = this.root;
+    while (r !== undefined && r.filter !== undefined && !r.filter(req)) r = r.nextView;
+    return r;
   }
+
 }
 
 export interface ListenerOptions {
@@ -95,10 +122,12 @@ export class Dispatcher {
     let early = -1;
     let block: RoutedBlock | undefined;
     if (q.edns !== null && q.edns.version > 0) early = Rcode.BADVERS;
-    else if (q.qclass !== QClass.IN) early = Rcode.REFUSED;
     else {
-      block = router?.match(req.name);
-      if (block === undefined) early = Rcode.REFUSED;
+      block = router?.route(req);
+      if (block === undefined || (q.qclass !== QClass.IN && block.anyClass !== true)) {
+        block = undefined;
+        early = Rcode.REFUSED;
+      }
     }
     if (block === undefined) {
       const out = bareReply(req, early);
@@ -123,8 +152,14 @@ export class Dispatcher {
       const b = block;
       result.then(
         (res) => {
+          if (res.dropped) {
+            send(null);
+            this.done();
+            return;
+          }
           const out = finalizeReply(req, res);
           send(out);
+          if (res.more !== null && client.sendMore) for (const m of res.more) client.sendMore(m);
           if (counting && b.stats) this.count(b.stats, req, out, res.plugin, start);
           this.done();
         },
@@ -138,8 +173,13 @@ export class Dispatcher {
       );
       return;
     }
+    if (result.dropped) {
+      send(null);
+      return;
+    }
     const out = finalizeReply(req, result);
     send(out);
+    if (result.more !== null && client.sendMore) for (const m of result.more) client.sendMore(m);
     if (counting && block.stats) this.count(block.stats, req, out, result.plugin, start);
   }
 
@@ -398,6 +438,13 @@ export class DnsListener {
       family: sock.remoteFamily === 'IPv6' ? 2 : 1,
       localAddress: sock.localAddress ?? '',
       localPort: sock.localPort ?? 0,
+      sendMore: (msg: Buffer) => {
+        if (sock.destroyed) return;
+        const frame = Buffer.allocUnsafe(2 + msg.length);
+        frame.writeUInt16BE(msg.length, 0);
+        msg.copy(frame, 2);
+        sock.write(frame);
+      },
     };
     let pending: Buffer | null = null;
     let inflight = 0;

@@ -15,6 +15,8 @@ export interface ClientInfo {
   family: 1 | 2;
   localAddress: string;
   localPort: number;
+  /** TCP only: writes one more message on the connection (after the reply `send` wrote). */
+  sendMore?: (msg: Buffer) => void;
 }
 
 export class Request {
@@ -133,6 +135,10 @@ export class Response {
   plugin: string;
   /** What went wrong, for the `errors` plugin (CoreDNS plugins return an error value). */
   error: string | undefined = undefined;
+  /** True when the client gets no reply at all (the `acl` plugin's `drop`). */
+  dropped = false;
+  /** Further complete messages after this one, for TCP only (a zone transfer's envelopes). */
+  more: readonly Buffer[] | null = null;
   private msg: Message | null;
   private bytes: Buffer | null;
 
@@ -156,6 +162,13 @@ export class Response {
   static rcode(rcode: number, plugin: string, error?: string): Response {
     const r = new Response(rcode, plugin, null, null);
     r.error = error;
+    return r;
+  }
+
+  /** "Send nothing back" (CoreDNS's plugins that return without writing and with success). */
+  static drop(plugin: string): Response {
+    const r = new Response(Rcode.NOERROR, plugin, null, null);
+    r.dropped = true;
     return r;
   }
 

@@ -7,9 +7,9 @@ import { createHash } from 'node:crypto';
 import { Rcode } from '../dns/constants.js';
 import { parseCorefile } from '../corefile/parser.js';
 import { CorefileError } from '../corefile/errors.js';
-import { didYouMean } from '../corefile/suggest.js';
 import type { Directive, ServerBlock } from '../corefile/types.js';
 import { coreDnsOnly, knownDirectives, loadedSetup, loadPlugins, pluginOrder } from '../plugins/order.js';
+import { didYouMean, insteadHint } from '../corefile/suggest.js';
 import type { BlockInfo, PluginInstance, SetupContext } from '../plugins/plugin.js';
 import { logger } from '../log.js';
 import type { HttpServices } from './http.js';
@@ -95,14 +95,22 @@ function blockInfo(block: ServerBlock): BlockInfo {
   };
 }
 
-function groupDirectives(block: ServerBlock): Map<string, Directive[]> {
+/** Where problems go: thrown at the first (serving), or all collected (`-validate`). */
+export type ProblemSink = (e: Error) => void;
+
+const throwFirst: ProblemSink = (e) => {
+  throw e;
+};
+
+function groupDirectives(block: ServerBlock, problem: ProblemSink): Map<string, Directive[]> {
   const m = new Map<string, Directive[]>();
   for (const d of block.directives) {
     if (!knownDirectives.has(d.name)) {
       const what = coreDnsOnly.has(d.name)
-        ? `Unknown directive '${d.name}' (a CoreDNS plugin that clusterdns does not include)`
+        ? `Unknown directive '${d.name}' (a CoreDNS plugin that clusterdns does not include${insteadHint(d.name)})`
         : `Unknown directive '${d.name}'${didYouMean(d.name, knownDirectives)}`;
-      throw new CorefileError(d.file, d.line, what);
+      problem(new CorefileError(d.file, d.line, what));
+      continue;
     }
     const list = m.get(d.name);
     if (list) list.push(d);
@@ -128,18 +136,19 @@ export class Runtime {
   readonly instances: PluginInstance[] = [];
 
   /** Loads the code of the plugins `config` uses, then builds the runtime. */
-  static async create(config: LoadedConfig, env: RuntimeEnv): Promise<Runtime> {
+  static async create(config: LoadedConfig, env: RuntimeEnv, problem?: ProblemSink): Promise<Runtime> {
     await loadPlugins(config.blocks.flatMap((b) => b.directives.map((d) => d.name)));
-    return new Runtime(config, env);
+    return new Runtime(config, env, problem);
   }
 
   constructor(
     readonly config: LoadedConfig,
     env: RuntimeEnv,
+    problem: ProblemSink = throwFirst,
   ) {
     for (const block of config.blocks) {
       const info = blockInfo(block);
-      const grouped = groupDirectives(block);
+      const grouped = groupDirectives(block, problem);
       const instances: PluginInstance[] = [];
       const rb: BlockRuntime = {
         zone: info.zones[0]!,
@@ -165,7 +174,13 @@ export class Runtime {
       for (const [name] of pluginOrder) {
         const ds = grouped.get(name);
         if (!ds) continue;
-        const made = loadedSetup(name)(ds, ctx(name));
+        let made: PluginInstance | PluginInstance[];
+        try {
+          made = loadedSetup(name)(ds, ctx(name));
+        } catch (e) {
+          problem(e as Error);
+          continue;
+        }
         for (const inst of Array.isArray(made) ? made : [made]) instances.push(inst);
       }
       const handlers = instances.filter((i) => i.handler !== undefined);
@@ -174,6 +189,10 @@ export class Runtime {
         chain = compose(handlers);
         rb.chain = chain;
       }
+      if (instances.some((i) => i.anyClass === true)) rb.anyClass = true;
+      const filters = instances.flatMap((i) => (i.routeFilter ? [i.routeFilter] : []));
+      if (filters.length === 1) rb.filter = filters[0];
+      else if (filters.length > 1) rb.filter = (req) => filters.every((f) => f(req));
       this.instances.push(...instances);
       // One RoutedBlock per zone of the block, all sharing the chain.
       this.blocks.push(rb);

@@ -35,7 +35,8 @@ subjectKeyIdentifier = hash
 [server]
 basicConstraints = CA:FALSE
 keyUsage = critical,digitalSignature,keyEncipherment
-extendedKeyUsage = serverAuth
+# clientAuth too: etcd's JSON gateway dials its own gRPC port with the server's certificate.
+extendedKeyUsage = serverAuth,clientAuth
 subjectAltName = IP:127.0.0.1,DNS:localhost
 [client]
 basicConstraints = CA:FALSE

@@ -34,6 +34,8 @@ export interface ServiceRecord {
   ports: PortRecord[];
   /** Only for the programming-latency metric's `service_kind` label. */
   selector: boolean;
+  /** externalIPs and LoadBalancer ingress (k8s_external); absent when the Service has none. */
+  external?: { ips: string[]; hosts: string[] };
 }
 
 /** One ready endpoint of a slice. */
@@ -279,8 +281,11 @@ export function projectService(obj: unknown, o: ProjectionOptions): ServiceRecor
     o.warn(what, 'no spec.clusterIP; skipped');
     return null;
   }
+  const external = projectExternal(spec, obj.status, what, o.warn);
   if (ips[0] === 'None') {
-    return { name: meta.name, namespace: meta.namespace, kind: 'Headless', clusterIPs: NO_IPS, externalName: '', ports, selector };
+    const h: ServiceRecord = { name: meta.name, namespace: meta.namespace, kind: 'Headless', clusterIPs: NO_IPS, externalName: '', ports, selector };
+    if (external !== undefined) h.external = external;
+    return h;
   }
   const clusterIPs: string[] = [];
   for (let i = 0; i < ips.length; i++) {
@@ -295,7 +300,33 @@ export function projectService(obj: unknown, o: ProjectionOptions): ServiceRecor
     }
     if (!clusterIPs.includes(ip)) clusterIPs.push(ip);
   }
-  return { name: meta.name, namespace: meta.namespace, kind: 'ClusterIP', clusterIPs: exact(clusterIPs), externalName: '', ports, selector };
+  const rec: ServiceRecord = { name: meta.name, namespace: meta.namespace, kind: 'ClusterIP', clusterIPs: exact(clusterIPs), externalName: '', ports, selector };
+  if (external !== undefined) rec.external = external;
+  return rec;
+}
+
+/** spec.externalIPs and status.loadBalancer.ingress[].ip/hostname; undefined when there are none. */
+function projectExternal(spec: Record<string, unknown>, status: unknown, what: string, warn: ProjectionOptions['warn']): ServiceRecord['external'] {
+  const ips: string[] = [];
+  const hosts: string[] = [];
+  const addIp = (v: unknown, where: string) => {
+    const ip = typeof v === 'string' ? canonicalIP(v) : null;
+    if (ip === null) warn(what, `${where} ${JSON.stringify(v).slice(0, 80)} is not an IP address; dropped`);
+    else if (!ips.includes(ip)) ips.push(ip);
+  };
+  if (Array.isArray(spec.externalIPs)) for (const v of spec.externalIPs) addIp(v, 'externalIPs entry');
+  const lb = isRecord(status) && isRecord(status.loadBalancer) ? status.loadBalancer.ingress : undefined;
+  if (Array.isArray(lb)) {
+    for (const ing of lb) {
+      if (!isRecord(ing)) continue;
+      if (typeof ing.ip === 'string' && ing.ip !== '') addIp(ing.ip, 'loadBalancer ingress ip');
+      else if (typeof ing.hostname === 'string' && ing.hostname !== '') {
+        const h = externalTarget(ing.hostname);
+        if (h !== null && !hosts.includes(h)) hosts.push(h);
+      }
+    }
+  }
+  return ips.length === 0 && hosts.length === 0 ? undefined : { ips, hosts };
 }
 
 export function projectEndpointSlice(obj: unknown, o: ProjectionOptions): EndpointSliceRecord | null {

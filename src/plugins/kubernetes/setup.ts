@@ -23,6 +23,8 @@ import type { ProjectionOptions } from './objects.js';
 import { DEFAULT_STARTUP_TIMEOUT_MS, DEFAULT_TTL, MANIFEST_POLL_MS, type KubernetesOptions, type PodMode, type SourceConfig } from './options.js';
 import { parseLabelSelector, SelectorError } from './selector.js';
 import type { ApiSyncSource } from '../../status/sources.js';
+import { clusterTransfer } from './transfer.js';
+import { clusterView } from './clusterview.js';
 
 const REMOVED: Record<string, string> = {
   upstream: "'upstream' was removed in CoreDNS 1.7.0: ExternalName targets are always resolved through the server",
@@ -328,6 +330,8 @@ export function createInstance(o: KubernetesOptions, ctx: SetupContext, at: Dire
     handler,
     index,
     options: o,
+    transfer: clusterTransfer(index, o, handler.lookup),
+    clusterView: clusterView(index, handler.lookup),
     async startup() {
       // Up once synced and while connected: an instance still waiting for its first list is not up.
       untrack = trackApiState({

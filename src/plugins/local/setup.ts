@@ -1,0 +1,10 @@
+import type { PluginSetup } from '../plugin.js';
+import { noArgs, noBlock, once } from '../args.js';
+import { LocalHandler } from './handler.js';
+
+export const setup: PluginSetup = (ds, ctx) => {
+  const d = once(ds, 'local');
+  noArgs(d);
+  noBlock(d);
+  return { name: 'local', handler: new LocalHandler(ctx.logger) };
+};

@@ -1,0 +1,32 @@
+// `clusterdns -validate -conf FILE`: everything a start does before binding, with every problem
+// reported (not just the first), so a ConfigMap can be checked before it is applied.
+
+import { CorefileError } from './corefile/errors.js';
+import { HttpServices } from './server/http.js';
+import { parseConfig, readConfigSource, Runtime, type LoadedConfig } from './server/runtime.js';
+
+/** Prints `FILE:LINE - ...` for each problem on stderr; returns the exit code (0: it would load). */
+export async function validateCorefile(conf: string | undefined, defaultPort: number): Promise<number> {
+  let cfg: LoadedConfig;
+  try {
+    cfg = parseConfig(readConfigSource(conf), defaultPort);
+  } catch (e) {
+    const err = e as NodeJS.ErrnoException;
+    if (e instanceof CorefileError) process.stderr.write(`${e.message}\n`);
+    else if (err.code !== undefined) process.stderr.write(`${conf ?? 'Corefile'}: cannot read the Corefile (${err.code})\n`);
+    else process.stderr.write(`${conf ?? 'Corefile'}: ${err.message}\n`);
+    return 1;
+  }
+  const problems: Error[] = [];
+  const rt = await Runtime.create(cfg, { http: new HttpServices(), requestReload: () => {}, shuttingDown: () => false }, (e) => problems.push(e));
+  // In file order, whichever check found them (unknown directives are seen before setups run).
+  problems.sort((a, b) => (a instanceof CorefileError && b instanceof CorefileError ? a.file.localeCompare(b.file) || a.line - b.line : 0));
+  for (const p of problems) process.stderr.write(`${p instanceof CorefileError ? p.message : `${cfg.source.file}: ${p.message}`}\n`);
+  if (problems.length > 0) {
+    process.stderr.write(`${cfg.source.file}: ${problems.length} problem${problems.length === 1 ? '' : 's'}; it would not load\n`);
+    return 1;
+  }
+  const blocks = cfg.blocks.length;
+  process.stdout.write(`${cfg.source.file}: valid (${blocks} server block${blocks === 1 ? '' : 's'}, ${rt.instances.length} plugin instances)\n`);
+  return 0;
+}
