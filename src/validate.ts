@@ -11,10 +11,8 @@ export async function validateCorefile(conf: string | undefined, defaultPort: nu
   try {
     cfg = parseConfig(readConfigSource(conf), defaultPort);
   } catch (e) {
-    const err = e as NodeJS.ErrnoException;
-    if (e instanceof CorefileError) process.stderr.write(`${e.message}\n`);
-    else if (err.code !== undefined) process.stderr.write(`${conf ?? 'Corefile'}: cannot read the Corefile (${err.code})\n`);
-    else process.stderr.write(`${conf ?? 'Corefile'}: ${err.message}\n`);
+    // readConfigSource's and the parser's messages already name the file.
+    process.stderr.write(`${(e as Error).message}\n`);
     return 1;
   }
   const problems: Error[] = [];

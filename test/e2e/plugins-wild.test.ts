@@ -299,7 +299,8 @@ describe('-validate', () => {
       }
     })();
     assert.equal(code, 1);
-    assert.match(out, /missing: cannot read the Corefile \(ENOENT\)/);
+    assert.match(out, /missing: cannot read the Corefile .*no such file or directory/);
+    assert.equal(out.trim().split('\n').length, 1);
   });
 
   test('a zone file error names the zone file line and never echoes its content', async () => {
