@@ -1,7 +1,7 @@
 // `clusterdns`: CoreDNS's flags for the server role (src/serve.ts), and subcommands for the
 // other roles (src/subcommands.ts). Kept small: each role loads only what it needs.
 
-import { availableParallelism } from 'node:os';
+import { autoWorkers } from './server/workercount.js';
 import { parseArgs } from 'node:util';
 
 const USAGE = `Usage of clusterdns:
@@ -17,8 +17,9 @@ const USAGE = `Usage of clusterdns:
         Quiet mode (no initialization output)
   -version
         Show version
-  -workers int
-        Worker processes sharing the sockets (default: the CPUs this process may use)
+  -workers auto|int
+        Worker processes sharing the sockets (also CLUSTERDNS_WORKERS; default auto:
+        the CPUs this process may use, capped by its cgroup CPU quota)
 
 Other roles: clusterdns nodecache|connect|disconnect|autoscale|diagnose ... (see README)
 `;
@@ -37,6 +38,11 @@ interface Flags {
   pidfile?: string;
   help: boolean;
   workers: number;
+}
+
+/** CLUSTERDNS_CGROUP_ROOT: where the cgroup file system is mounted, when not /sys/fs/cgroup. */
+function cgroupPaths() {
+  return { root: process.env['CLUSTERDNS_CGROUP_ROOT'] || '/sys/fs/cgroup', self: '/proc/self/cgroup' };
 }
 
 function parseFlags(argv: string[]): Flags {
@@ -59,7 +65,7 @@ function parseFlags(argv: string[]): Flags {
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`invalid -dns.port "${values['dns.port']}"`);
   const envWorkers = process.env['CLUSTERDNS_WORKERS'];
   const w = values.workers ?? envWorkers;
-  const workers = w === undefined ? availableParallelism() : Number(w);
+  const workers = w === undefined || w === 'auto' || w === '' ? autoWorkers(cgroupPaths()) : Number(w);
   if (!Number.isInteger(workers) || workers < 1 || workers > 64) throw new Error(`invalid -workers "${w}"`);
   return {
     conf: values.conf,
