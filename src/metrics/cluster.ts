@@ -122,6 +122,7 @@ function wholeServerMemory(): MetricJson | null {
 export function servePrimaryMetrics(): void {
   const lastSeen = new Map<number, MetricJson[]>();
   let dead: MetricJson[] = [];
+  let deadUpdate: Promise<void> = Promise.resolve();
   const waiting = new Map<number, { left: Set<number>; got: Map<number, MetricJson[]>; done: () => void }>();
   let nextRequest = 0;
 
@@ -129,14 +130,15 @@ export function servePrimaryMetrics(): void {
     lists.map((l) => l.map((m) => ({ ...m, aggregator: COMBINE[m.name] ?? (isCounting(m) ? 'sum' : (m as { aggregator?: Aggregator }).aggregator ?? 'sum') }) as MetricJson));
 
   cluster.on('exit', (w) => {
+    // A scrape waiting for this worker goes on without it (its last numbers count below).
+    for (const entry of waiting.values()) if (entry.left.delete(w.id) && entry.left.size === 0) entry.done();
     const last = lastSeen.get(w.id);
-    lastSeen.delete(w.id);
     if (!last) return;
-    const counting = last.filter(isCounting);
-    if (counting.length === 0) return;
-    const summed = promClient().AggregatorRegistry.aggregate(combine([dead, counting]));
-    void summed.getMetricsAsJSON().then((json) => {
-      dead = json;
+    // One step at a time, and awaited by a scrape: its numbers are in `dead` or in lastSeen, never in neither.
+    deadUpdate = deadUpdate.then(async () => {
+      const counting = last.filter(isCounting);
+      if (counting.length > 0) dead = await promClient().AggregatorRegistry.aggregate(combine([dead, counting])).getMetricsAsJSON();
+      lastSeen.delete(w.id);
     });
   });
 
@@ -145,7 +147,8 @@ export function servePrimaryMetrics(): void {
     const workers = Object.values(cluster.workers ?? {}).filter((w) => w?.isConnected());
     return new Promise((resolve) => {
       const entry = { left: new Set(workers.map((w) => w!.id)), got: new Map<number, MetricJson[]>(), done: () => {} };
-      const t = setTimeout(() => entry.done(), 5000);
+      // Well within the 5 s a worker waits for the primary's answer (metricsText).
+      const t = setTimeout(() => entry.done(), 2000);
       entry.done = () => {
         clearTimeout(t);
         waiting.delete(id);
@@ -165,6 +168,7 @@ export function servePrimaryMetrics(): void {
       prom.collectDefaultMetrics({ register: own });
     }
     const got = await gather();
+    await deadUpdate;
     const lists: MetricJson[][] = [dead];
     for (const [id, metrics] of got) lastSeen.set(id, metrics);
     // A worker that did not answer in time still counts with what it said last.

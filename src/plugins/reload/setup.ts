@@ -1,3 +1,4 @@
+import cluster from 'node:cluster';
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { directiveError } from '../../corefile/errors.js';
@@ -42,6 +43,8 @@ export const setup: PluginSetup = (ds, ctx) => {
     name: 'reload',
     async startup() {
       if (files.length === 0) return; // the built-in configuration has no file to watch
+      // With workers the primary polls and reloads them all together (serve.ts).
+      if (cluster.isWorker) return;
       lastHash = await digest();
       const period = interval + Math.floor(Math.random() * jitter);
       timer = setInterval(() => {
