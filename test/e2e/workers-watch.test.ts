@@ -56,14 +56,15 @@ test('one watch: api_up is 1 (not one per worker) and each programming latency i
   });
   try {
     await until('both workers synced', 10000, () => allAnswer(s.port, 'web.default.svc.cluster.local.', '10.96.0.50'));
-    const before = await scrape(metricsPort);
-    assert.match(before, /^coredns_kubernetes_api_up 1$/m);
     api.apply(service('default', 'db', 'None', [['mysql', 'TCP', 3306]]));
     const sl = slice('default', 'db-1', 'db', 'IPv4', [{ ip: '10.244.1.1', hostname: 'db-0' }], [['mysql', 'TCP', 3306]]);
     (sl.metadata as Record<string, unknown>).annotations = { 'endpoints.kubernetes.io/last-change-trigger-time': new Date(Date.now() - 1500).toISOString() };
     api.apply(sl);
     await until('db resolves in every worker', 10000, () => allAnswer(s.port, 'db.default.svc.cluster.local.', '10.244.1.1'));
     const after = await scrape(metricsPort);
+    const apiUp = total(after, 'coredns_kubernetes_api_up');
+    const observed = total(after, 'coredns_kubernetes_dns_programming_duration_seconds_count');
+    assert.deepEqual({ apiUp, observed }, { apiUp: 1, observed: 1 });
     assert.match(after, /^coredns_kubernetes_dns_programming_duration_seconds_count\{service_kind="headless_with_selector"\} 1$/m);
     assert.ok(total(after, 'coredns_kubernetes_rest_client_requests_total') > 0, 'the primary\'s API requests are counted');
   } finally {
