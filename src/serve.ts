@@ -297,20 +297,23 @@ function runPrimary(flags: ServerFlags, first: LoadedConfig): void {
   const fork = (): Promise<void> =>
     new Promise((resolve) => {
       const w = cluster.fork({ CLUSTERDNS_WORKER: '1', CLUSTERDNS_WORKERS: String(flags.workers) });
+      const done = () => {
+        clearTimeout(t);
+        waiting.delete(onState);
+        resolve();
+      };
       const onState = (from: Worker, m: WorkerMessage) => {
         if (from !== w || m.type !== 'clusterdns:worker') return;
         if (m.state === 'fatal') {
           stopping = true;
           fail(`clusterdns: ${m.message ?? 'worker failed to start'}`);
         }
-        waiting.delete(onState);
-        resolve();
+        done();
       };
+      // A worker that hangs while starting must not hold up reloads and replacements for ever.
+      const t = setTimeout(done, 120_000);
       waiting.add(onState);
-      w.once('exit', () => {
-        waiting.delete(onState);
-        resolve();
-      });
+      w.once('exit', done);
     });
 
   void enqueue(async () => {
