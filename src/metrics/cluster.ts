@@ -91,6 +91,22 @@ function isCounting(m: MetricJson): boolean {
   return t === 'counter' || t === 'histogram';
 }
 
+/** The status page's gauges whose window="total" samples count since start, as counters do. */
+const STATUS_TOTALS = new Set(['clusterdns_status_responses', 'clusterdns_status_request_duration_seconds', 'clusterdns_status_cache']);
+
+/** What of a worker's samples outlives it: counters, histograms and the status page's totals. */
+function lasting(metrics: MetricJson[]): MetricJson[] {
+  const out: MetricJson[] = [];
+  for (const m of metrics) {
+    if (isCounting(m)) out.push(m);
+    else if (STATUS_TOTALS.has(m.name)) {
+      const values = m.values.filter((v) => v.labels['window'] === 'total');
+      if (values.length > 0) out.push({ ...m, values } as MetricJson);
+    }
+  }
+  return out;
+}
+
 /** Proportional set size of `pid` in bytes (shared pages divided among their users), from /proc. */
 function pssBytes(pid: number): number | undefined {
   try {
@@ -136,7 +152,7 @@ export function servePrimaryMetrics(): void {
     if (!last) return;
     // One step at a time, and awaited by a scrape: its numbers are in `dead` or in lastSeen, never in neither.
     deadUpdate = deadUpdate.then(async () => {
-      const counting = last.filter(isCounting);
+      const counting = lasting(last);
       if (counting.length > 0) dead = await promClient().AggregatorRegistry.aggregate(combine([dead, counting])).getMetricsAsJSON();
       lastSeen.delete(w.id);
     });
@@ -172,7 +188,7 @@ export function servePrimaryMetrics(): void {
     const lists: MetricJson[][] = [dead];
     for (const [id, metrics] of got) lastSeen.set(id, metrics);
     // A worker that did not answer in time still counts with what it said last.
-    for (const [id, metrics] of lastSeen) if (!got.has(id)) lists.push(metrics.filter(isCounting));
+    for (const [id, metrics] of lastSeen) if (!got.has(id)) lists.push(lasting(metrics));
     lists.push(...got.values());
     lists.push((await own.getMetricsAsJSON()).filter((m) => primaryOwned(m.name)));
     const memory = wholeServerMemory();
