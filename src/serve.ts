@@ -8,7 +8,7 @@ import { CorefileError } from './corefile/errors.js';
 import { pluginOrder, primaryServices } from './plugins/order.js';
 import { DnsServer, type PreparedConfig } from './server/server.js';
 import { parseConfig, readConfigSource, Runtime, type ConfigSource, type LoadedConfig } from './server/runtime.js';
-import { sendTo, type ConfigAck, type ConfigMessage, type ConfigRequest, type ReloadRequest, type WorkerMessage, type WorkerState } from './server/ipc.js';
+import { sendTo, type ConfigAck, type ConfigMessage, type ConfigRequest, type ReloadRequest, type WorkerFatal, type WorkerMessage, type WorkerState } from './server/ipc.js';
 import type { PluginInstance } from './plugins/plugin.js';
 import { HttpServices } from './server/http.js';
 import { VERSION } from './version.js';
@@ -78,7 +78,7 @@ export async function runServer(flags: ServerFlags): Promise<void> {
       await Runtime.create(cfg, { http: new HttpServices(), requestReload: () => {}, shuttingDown: () => false });
     }
   } catch (e) {
-    if (cluster.isWorker) process.send?.({ type: 'clusterdns:worker', state: 'fatal', message: (e as Error).message } satisfies WorkerState);
+    if (cluster.isWorker) process.send?.({ type: 'fatal', message: (e as Error).message } satisfies WorkerFatal);
     if (e instanceof CorefileError) fail(e.message);
     fail(`clusterdns: ${(e as Error).message}`);
   }
@@ -94,7 +94,7 @@ export async function runServer(flags: ServerFlags): Promise<void> {
   try {
     await server.start(cfg);
   } catch (e) {
-    if (cluster.isWorker) process.send?.({ type: 'clusterdns:worker', state: 'fatal', message: (e as Error).message } satisfies WorkerState);
+    if (cluster.isWorker) process.send?.({ type: 'fatal', message: (e as Error).message } satisfies WorkerFatal);
     fail(`clusterdns: ${(e as Error).message}`);
   }
   servingStarted();
@@ -235,6 +235,11 @@ function runPrimary(flags: ServerFlags, first: LoadedConfig): void {
   const waiting = new Set<(w: Worker, m: WorkerMessage) => void>();
   cluster.on('message', (w: Worker, m: WorkerMessage) => {
     if (!m || typeof m.type !== 'string') return;
+    if (m.type === 'fatal') {
+      // A worker that cannot start, or a plugin that must end the server (loop): all stop.
+      stopping = true;
+      fail(`clusterdns: ${m.message ?? 'worker failed to start'}`);
+    }
     if (m.type === 'clusterdns:config-request') sendTo(w, { type: 'clusterdns:config', op: 'start', gen, source: running.source });
     else if (m.type === 'clusterdns:reload-request') reload(m.reason);
     else for (const f of waiting) f(w, m);
@@ -303,12 +308,7 @@ function runPrimary(flags: ServerFlags, first: LoadedConfig): void {
         resolve();
       };
       const onState = (from: Worker, m: WorkerMessage) => {
-        if (from !== w || m.type !== 'clusterdns:worker') return;
-        if (m.state === 'fatal') {
-          stopping = true;
-          fail(`clusterdns: ${m.message ?? 'worker failed to start'}`);
-        }
-        done();
+        if (from === w && m.type === 'clusterdns:worker') done();
       };
       // A worker that hangs while starting must not hold up reloads and replacements for ever.
       const t = setTimeout(done, 120_000);

@@ -34,15 +34,20 @@ export interface ReloadRequest {
   reason: string;
 }
 
-/** Worker -> primary: the worker serves (`gen`: the configuration it runs), or could not start. */
+/** Worker -> primary: the worker serves (`gen`: the configuration it runs). */
 export interface WorkerState {
   type: 'clusterdns:worker';
-  state: 'ready' | 'fatal';
-  gen?: number;
+  state: 'ready';
+  gen: number;
+}
+
+/** Worker -> primary: the server must stop (a worker that cannot start, the loop plugin). */
+export interface WorkerFatal {
+  type: 'fatal';
   message?: string;
 }
 
-export type WorkerMessage = ConfigAck | ConfigRequest | ReloadRequest | WorkerState;
+export type WorkerMessage = ConfigAck | ConfigRequest | ReloadRequest | WorkerState | WorkerFatal;
 
 /** Sends to a worker unless it is gone (a send to a dead worker throws). */
 export function sendTo(w: Worker, m: ConfigMessage): void {
