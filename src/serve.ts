@@ -169,7 +169,7 @@ function workerConfigSteps(server: DnsServer, defaultPort: number): (m: ConfigMe
       case 'commit': {
         const p = prepared.get(m.gen);
         if (!p) return ack('commit', m.gen, 'nothing prepared');
-        server.commit(p);
+        await server.commit(p);
         // Queries the replaced configuration took are answered before this worker says so.
         const end = Date.now() + 5000;
         while (p.gate && server.inflightOutside(p.gate) > 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 2));

@@ -106,7 +106,7 @@ export class DnsServer {
   }
 
   private async switchTo(rt: Runtime): Promise<void> {
-    this.commit(await this.prepareRuntime(rt));
+    await this.commit(await this.prepareRuntime(rt));
     await this.retire();
   }
 
@@ -185,15 +185,17 @@ export class DnsServer {
    * Second half: queries from now on go to the prepared configuration. The one it replaces
    * finishes the queries it has and is stopped by retire().
    */
-  commit(p: PreparedConfig): void {
+  async commit(p: PreparedConfig): Promise<void> {
     this.retiring = this.runtime;
     this.runtime = p.rt;
     this.dispatcher.routers = p.routers;
+    const closing: Promise<void>[] = [];
     for (const [k, ls] of this.listeners) {
       if (p.wanted.has(k)) continue;
       this.listeners.delete(k);
-      for (const l of ls) void l.close();
+      for (const l of ls) closing.push(l.close());
     }
+    await Promise.all(closing);
   }
 
   /** Stops the configuration commit() replaced once its queries are answered. */
