@@ -45,7 +45,7 @@ async function allAnswer(port: number, name: string, ip: string, n = 30): Promis
   return true;
 }
 
-test('one watch: api_up is 1 (not one per worker) and each programming latency is observed once', { timeout: 60000 }, async () => {
+test('one watch: api_up is 1 (not one per worker), each programming latency is observed once, an outage is logged once', { timeout: 60000 }, async () => {
   const api = await KubeApiServer.create();
   api.apply(namespace('default'));
   api.apply(service('default', 'web', ['10.96.0.50'], [['http', 'TCP', 80]]));
@@ -67,6 +67,15 @@ test('one watch: api_up is 1 (not one per worker) and each programming latency i
     assert.deepEqual({ apiUp, observed }, { apiUp: 1, observed: 1 });
     assert.match(after, /^coredns_kubernetes_dns_programming_duration_seconds_count\{service_kind="headless_with_selector"\} 1$/m);
     assert.ok(total(after, 'coredns_kubernetes_rest_client_requests_total') > 0, 'the primary\'s API requests are counted');
+    // An outage: said once (by the primary, not by each worker), and api_up is 0, then 1 again.
+    await api.stop();
+    await s.waitFor(/unreachable; serving the last known state/, 10000);
+    await until('api_up 0', 5000, async () => /^coredns_kubernetes_api_up 0$/m.test(await scrape(metricsPort)));
+    await sleep(1000);
+    assert.equal(s.output().match(/unreachable; serving the last known state/g)?.length, 1, 'the outage is logged once');
+    await api.start();
+    await until('api_up 1 again', 30000, async () => /^coredns_kubernetes_api_up 1$/m.test(await scrape(metricsPort)));
+    assert.equal(s.output().match(/reachable again/g)?.length, 1, 'the recovery is logged once');
   } finally {
     await s.stop();
     await api.close();

@@ -269,7 +269,9 @@ class SharedSource {
     } else if (ev.op === 'delete') this.state.delete(ev.kind + '/' + ev.key);
     else if (ev.op === 'synced') this.synced = true;
     else {
-      if (this.connection?.op === 'connection' && this.connection.up !== ev.up && this.failure === null) {
+      // Up until told otherwise, as a worker's index starts.
+      const wasUp = this.connection?.op === 'connection' ? this.connection.up : true;
+      if (wasUp !== ev.up && this.failure === null) {
         // Said once here for every worker (the workers do not log relayed connection changes).
         if (ev.up) this.log.info(`${ev.detail}: reachable again`);
         else this.log.warn(`${ev.detail}: unreachable; serving the last known state`);
