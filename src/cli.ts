@@ -1,7 +1,7 @@
 // `clusterdns`: CoreDNS's flags for the server role (src/serve.ts), and subcommands for the
 // other roles (src/subcommands.ts). Kept small: each role loads only what it needs.
 
-import { availableParallelism } from 'node:os';
+import { autoWorkers } from './server/workercount.js';
 import { parseArgs } from 'node:util';
 
 const USAGE = `Usage of clusterdns:
@@ -19,8 +19,9 @@ const USAGE = `Usage of clusterdns:
         Check the Corefile (every plugin's setup, no socket, no API call), print each problem, exit 0 only if it would load
   -version
         Show version
-  -workers int
-        Worker processes sharing the sockets (default: the CPUs this process may use)
+  -workers auto|int
+        Worker processes sharing the sockets (also CLUSTERDNS_WORKERS; default auto:
+        the CPUs this process may use, capped by its cgroup CPU quota)
 
 Other roles: clusterdns nodecache|connect|disconnect|autoscale|diagnose ... (see README)
 `;
@@ -40,6 +41,11 @@ interface Flags {
   help: boolean;
   validate: boolean;
   workers: number;
+}
+
+/** CLUSTERDNS_CGROUP_ROOT: where the cgroup file system is mounted, when not /sys/fs/cgroup. */
+function cgroupPaths() {
+  return { root: process.env['CLUSTERDNS_CGROUP_ROOT'] || '/sys/fs/cgroup', self: '/proc/self/cgroup' };
 }
 
 function parseFlags(argv: string[]): Flags {
@@ -63,7 +69,7 @@ function parseFlags(argv: string[]): Flags {
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`invalid -dns.port "${values['dns.port']}"`);
   const envWorkers = process.env['CLUSTERDNS_WORKERS'];
   const w = values.workers ?? envWorkers;
-  const workers = w === undefined ? availableParallelism() : Number(w);
+  const workers = w === undefined || w === 'auto' || w === '' ? autoWorkers(cgroupPaths()) : Number(w);
   if (!Number.isInteger(workers) || workers < 1 || workers > 64) throw new Error(`invalid -workers "${w}"`);
   return {
     conf: values.conf,

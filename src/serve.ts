@@ -2,15 +2,17 @@
 // worker processes that share the sockets. Loaded only when the server role runs, so the
 // other subcommands start without loading every plugin.
 
-import cluster from 'node:cluster';
+import cluster, { type Worker } from 'node:cluster';
 import { writeFileSync, rmSync } from 'node:fs';
 import { CorefileError } from './corefile/errors.js';
 import { pluginOrder, primaryServices } from './plugins/order.js';
-import { DnsServer } from './server/server.js';
-import { parseConfig, readConfigSource, Runtime, type ConfigSource } from './server/runtime.js';
+import { DnsServer, type PreparedConfig } from './server/server.js';
+import { parseConfig, readConfigSource, Runtime, type ConfigSource, type LoadedConfig } from './server/runtime.js';
+import { sendTo, type ConfigAck, type ConfigMessage, type ConfigRequest, type ReloadRequest, type WorkerFatal, type WorkerMessage, type WorkerState } from './server/ipc.js';
+import type { PluginInstance } from './plugins/plugin.js';
 import { HttpServices } from './server/http.js';
 import { VERSION } from './version.js';
-import { coreLog } from './log.js';
+import { coreLog, logger } from './log.js';
 import { servingStarted } from './heap.js';
 import { servePrimaryMetrics, setupWorkerMetrics } from './metrics/cluster.js';
 
@@ -52,37 +54,69 @@ function blockKeys(rt: Runtime): string[] {
   return out;
 }
 
+/** A worker's fatal message as the primary prints it once: FILE:LINE errors as they are, others after `clusterdns:`. */
+function fatalText(message: string | undefined): string {
+  if (message === undefined) return 'clusterdns: worker failed to start';
+  return /^\S+:\d+ - /.test(message) || message.startsWith('clusterdns:') ? message : `clusterdns: ${message}`;
+}
+
+/** The configuration a worker starts with: asked of the primary, which alone reads the Corefile. */
+function configFromPrimary(): Promise<{ source: ConfigSource; gen: number }> {
+  return new Promise((resolve) => {
+    const onMessage = (m: ConfigMessage) => {
+      if (m?.type !== 'clusterdns:config' || m.op !== 'start' || !m.source) return;
+      process.off('message', onMessage);
+      resolve({ source: m.source, gen: m.gen });
+    };
+    process.on('message', onMessage);
+    process.send!({ type: 'clusterdns:config-request' } satisfies ConfigRequest);
+  });
+}
+
 export async function runServer(flags: ServerFlags): Promise<void> {
   // Validate everything before binding anything: a config error exits 1 with FILE:LINE.
   let cfg;
-  let validated: Runtime;
+  let gen = 0;
+  let keys: string[] = [];
   try {
-    // A replacement worker starts with what the others run, not with a Corefile that may have broken since.
-    const running = cluster.isWorker ? process.env.CLUSTERDNS_RUNNING_CONFIG : undefined;
-    // The primary (or the only process) has said what is wrong with the file; workers need not repeat it.
-    const warn = cluster.isWorker ? undefined : (m: string) => coreLog.warn(m);
-    cfg = parseConfig(running ? (JSON.parse(running) as ConfigSource) : readConfigSource(flags.conf), flags.port, warn);
-    validated = await Runtime.create(cfg, { http: new HttpServices(), requestReload: () => {}, shuttingDown: () => false });
+    if (cluster.isWorker) {
+      // The primary read and validated it; a replacement worker gets what the others run.
+      const given = await configFromPrimary();
+      gen = given.gen;
+      cfg = parseConfig(given.source, flags.port);
+    } else {
+      // The primary (or the only process) says what is wrong with the files; workers never read them.
+      cfg = parseConfig(readConfigSource(flags.conf), flags.port, (m: string) => coreLog.warn(m));
+      keys = blockKeys(await Runtime.create(cfg, { http: new HttpServices(), requestReload: () => {}, shuttingDown: () => false }));
+    }
   } catch (e) {
-    if (e instanceof CorefileError) fail(e.message);
-    fail(`clusterdns: ${(e as Error).message}`);
+    const message = e instanceof CorefileError ? e.message : `clusterdns: ${(e as Error).message}`;
+    // Every worker fails the same way: the primary prints it once.
+    if (cluster.isWorker && process.send) {
+      process.send({ type: 'fatal', message } satisfies WorkerFatal, () => process.exit(1));
+      return;
+    }
+    fail(message);
   }
 
   if (flags.workers > 1 && cluster.isPrimary) {
-    runPrimary(flags, blockKeys(validated));
+    runPrimary(flags, cfg, keys);
     return;
   }
 
   if (cluster.isWorker) setupWorkerMetrics();
-  const server = new DnsServer({ conf: flags.conf, defaultPort: flags.port });
+  const toPrimary = (reason: string) => process.send?.({ type: 'clusterdns:reload-request', reason } satisfies ReloadRequest);
+  const server = new DnsServer({ conf: flags.conf, defaultPort: flags.port, requestReload: cluster.isWorker ? toPrimary : undefined });
   try {
     await server.start(cfg);
   } catch (e) {
     const message = e instanceof CorefileError ? e.message : `clusterdns: ${(e as Error).message}`;
     // Every worker fails the same way: the primary prints it once.
-    if (cluster.isWorker && process.send) process.send({ type: 'fatal', message }, () => process.exit(1));
-    else fail(message);
-    return;
+    if (cluster.isWorker && process.send) {
+      process.send({ type: 'fatal', message } satisfies WorkerFatal, () => process.exit(1));
+      return;
+    }
+    fail(message);
   }
   servingStarted();
   let stopping: Promise<void> | null = null;
@@ -96,46 +130,223 @@ export async function runServer(flags: ServerFlags): Promise<void> {
   };
   process.on('SIGTERM', () => void stop());
   process.on('SIGINT', () => void stop());
-  process.on('SIGUSR1', () => void server.reload('SIGUSR1'));
+  process.on('SIGUSR1', () => (cluster.isWorker ? toPrimary('SIGUSR1') : void server.reload('SIGUSR1')));
   if (cluster.isWorker) {
+    const steps = workerConfigSteps(server, flags.port);
     process.on('message', (m: { type?: string }) => {
       if (m?.type === 'shutdown') void stop();
-      else if (m?.type === 'reload') void server.reload('SIGUSR1');
-      else if (m?.type === 'running-config?') process.send?.({ type: 'running-config', source: server.runtime?.config.source });
+      else if (m?.type === 'clusterdns:config') void steps(m as ConfigMessage);
     });
-    process.send?.({ type: 'ready' });
+    process.send?.({ type: 'clusterdns:worker', state: 'ready', gen } satisfies WorkerState);
     return;
   }
   if (flags.pidfile) writeFileSync(flags.pidfile, `${process.pid}\n`);
   banner(server, blockKeys(server.runtime!), flags.quiet);
 }
 
-function runPrimary(flags: ServerFlags, keys: string[]): void {
+/**
+ * CLUSTERDNS_TEST_FAIL_PREPARE=ID:TEXT, for tests only: the worker with cluster id ID fails
+ * to prepare any configuration containing TEXT, as a worker that cannot start it would.
+ */
+function testPrepareFailure(source: ConfigSource): void {
+  const hook = process.env['CLUSTERDNS_TEST_FAIL_PREPARE'];
+  if (!hook) return;
+  const colon = hook.indexOf(':');
+  if (String(cluster.worker?.id) === hook.slice(0, colon) && source.text.includes(hook.slice(colon + 1))) {
+    throw new Error(`test hook: worker ${cluster.worker?.id} refuses this configuration`);
+  }
+}
+
+/** In a worker: carries out the primary's configuration steps on `server`. */
+function workerConfigSteps(server: DnsServer, defaultPort: number): (m: ConfigMessage) => Promise<void> {
+  const prepared = new Map<number, PreparedConfig>();
+  const ack = (op: ConfigAck['op'], gen: number, error?: string) => {
+    if (process.connected) process.send!({ type: 'clusterdns:config-ack', op, gen, error } satisfies ConfigAck);
+  };
+  const open = async (gen: number) => {
+    const p = prepared.get(gen);
+    if (!p) return;
+    prepared.delete(gen);
+    p.gate?.open();
+    await server.retire();
+  };
+  return async (m) => {
+    switch (m.op) {
+      case 'prepare':
+        try {
+          testPrepareFailure(m.source!);
+          prepared.set(m.gen, await server.prepare(parseConfig(m.source!, defaultPort), true));
+          ack('prepare', m.gen);
+        } catch (e) {
+          ack('prepare', m.gen, e instanceof Error ? e.message : String(e));
+        }
+        return;
+      case 'abort': {
+        const p = prepared.get(m.gen);
+        prepared.delete(m.gen);
+        if (p) await server.abort(p);
+        return;
+      }
+      case 'commit': {
+        const p = prepared.get(m.gen);
+        if (!p) return ack('commit', m.gen, 'nothing prepared');
+        await server.commit(p);
+        // Queries the replaced configuration took are answered before this worker says so.
+        const end = Date.now() + 5000;
+        while (p.gate && server.inflightOutside(p.gate) > 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 2));
+        ack('commit', m.gen);
+        // Should the primary be gone before it says open, do not hold queries for ever.
+        setTimeout(() => void open(m.gen), 10_000).unref();
+        return;
+      }
+      case 'open':
+        await open(m.gen);
+        return;
+    }
+  };
+}
+
+const reloadLog = logger('reload');
+
+/**
+ * The primary with several workers: it alone reads and validates the Corefile (at start, on
+ * SIGUSR1, when the `reload` plugin, which runs only here, sees a change) and changes every
+ * worker's configuration in one transaction:
+ *   prepare: each worker builds and starts the new configuration beside the running one;
+ *            if any cannot, all drop it and the error is logged once, here;
+ *   commit:  each worker routes new queries to it but holds them (ConfigGate) and, once the
+ *            queries the old configuration took are answered, acknowledges;
+ *   open:    only after every worker acknowledged the commit are the held queries answered.
+ * So every answer from the old configuration is sent before the first from the new one.
+ * Workers are started, replaced and reconfigured one step at a time (one queue), and a
+ * replacement starts with the configuration the others run.
+ */
+function runPrimary(flags: ServerFlags, first: LoadedConfig, keys: string[]): void {
   cluster.schedulingPolicy = cluster.SCHED_NONE;
   servePrimaryMetrics();
   for (const start of primaryServices) start();
+  let running = first;
+  let gen = 1;
   let stopping = false;
-  let started = 0;
-  const fork = (running?: ConfigSource) => {
-    const w = cluster.fork({ CLUSTERDNS_WORKER: '1', CLUSTERDNS_WORKERS: String(flags.workers), ...(running ? { CLUSTERDNS_RUNNING_CONFIG: JSON.stringify(running) } : {}) });
-    w.on('message', (m: { type?: string; message?: string }) => {
-      if (m?.type === 'fatal') {
-        stopping = true;
-        // The others are failing the same way (or would serve alone): end them before they see the primary go.
-        for (const other of Object.values(cluster.workers ?? {})) other?.process.kill('SIGKILL');
-        fail(m.message ?? 'clusterdns: worker failed to start');
-      }
-      if (m?.type === 'ready') {
-        started++;
-        if (started === flags.workers) {
-          servingStarted();
-          if (flags.pidfile) writeFileSync(flags.pidfile, `${process.pid}\n`);
-          banner(null, keys, flags.quiet);
-        }
-      }
+  let queue: Promise<void> = Promise.resolve();
+  const enqueue = (task: () => Promise<void>) => {
+    queue = queue.then(task).catch((e: Error) => coreLog.error(`workers: ${e.message}`));
+    return queue;
+  };
+
+  // The reload plugin polls here only; its requests (and SIGUSR1, and workers') reload all.
+  let reloadQueued = false;
+  const reload = (reason: string) => {
+    if (stopping || reloadQueued) return;
+    reloadQueued = true;
+    void enqueue(() => {
+      reloadQueued = false;
+      return transact(reason);
     });
   };
-  for (let i = 0; i < flags.workers; i++) fork();
+  const env = { http: new HttpServices(), requestReload: reload, shuttingDown: () => stopping };
+  let watcher: PluginInstance[] = [];
+  const watch = async (cfg: LoadedConfig) => {
+    const rt = await Runtime.create(cfg, env);
+    for (const i of watcher) await i.shutdown?.();
+    watcher = rt.instances.filter((i) => i.name === 'reload');
+    for (const i of watcher) await i.startup?.();
+  };
+
+  const waiting = new Set<(w: Worker, m: WorkerMessage) => void>();
+  cluster.on('message', (w: Worker, m: WorkerMessage) => {
+    if (!m || typeof m.type !== 'string') return;
+    if (m.type === 'fatal') {
+      // A worker that cannot start, or a plugin that must end the server (loop): all stop. The
+      // others are failing the same way (or would serve alone): end them before they see the primary go.
+      stopping = true;
+      for (const other of Object.values(cluster.workers ?? {})) other?.process.kill('SIGKILL');
+      fail(fatalText(m.message));
+    }
+    if (m.type === 'clusterdns:config-request') sendTo(w, { type: 'clusterdns:config', op: 'start', gen, source: running.source });
+    else if (m.type === 'clusterdns:reload-request') reload(m.reason);
+    else for (const f of waiting) f(w, m);
+  });
+
+  /** Sends `m` to `w`; resolves with the worker's ack (error text on failure, exit or timeout). */
+  const ask = (w: Worker, m: ConfigMessage, op: ConfigAck['op'], timeoutMs: number): Promise<string | undefined> =>
+    new Promise((resolve) => {
+      const done = (error: string | undefined) => {
+        clearTimeout(t);
+        waiting.delete(onAck);
+        w.off('exit', onExit);
+        resolve(error);
+      };
+      const onAck = (from: Worker, a: WorkerMessage) => {
+        if (from === w && a.type === 'clusterdns:config-ack' && a.op === op && a.gen === m.gen) done(a.error);
+      };
+      const onExit = () => done(`worker ${w.process.pid} exited`);
+      const t = setTimeout(() => done(`worker ${w.process.pid} did not answer within ${timeoutMs / 1000}s`), timeoutMs);
+      waiting.add(onAck);
+      w.on('exit', onExit);
+      sendTo(w, m);
+    });
+
+  const transact = async (reason: string): Promise<void> => {
+    let cfg: LoadedConfig;
+    try {
+      cfg = parseConfig(readConfigSource(running.source.builtin ? undefined : flags.conf ?? running.source.file), flags.port);
+    } catch (e) {
+      reloadLog.error(`Corefile changed but reload failed: ${(e as Error).message}; keeping the running configuration`);
+      return;
+    }
+    if (cfg.hash === running.hash && reason !== 'SIGUSR1') return;
+    try {
+      // Validated here first: a Corefile that cannot be set up never reaches a worker.
+      await Runtime.create(cfg, env);
+    } catch (e) {
+      reloadLog.error(`reload failed: ${(e as Error).message}; keeping the running configuration`);
+      return;
+    }
+    const workers = Object.values(cluster.workers ?? {}).filter((w): w is Worker => !!w && w.isConnected());
+    const next = gen + 1;
+    const prepared = await Promise.all(workers.map((w) => ask(w, { type: 'clusterdns:config', op: 'prepare', gen: next, source: cfg.source }, 'prepare', 60_000)));
+    const failure = prepared.find((e) => e !== undefined);
+    if (failure !== undefined) {
+      for (const w of workers) sendTo(w, { type: 'clusterdns:config', op: 'abort', gen: next });
+      reloadLog.error(`reload failed: ${failure}; keeping the running configuration`);
+      return;
+    }
+    // Decided: a worker replaced from now on starts with this configuration.
+    running = cfg;
+    gen = next;
+    await Promise.all(workers.map((w) => ask(w, { type: 'clusterdns:config', op: 'commit', gen: next }, 'commit', 10_000)));
+    for (const w of workers) sendTo(w, { type: 'clusterdns:config', op: 'open', gen: next });
+    reloadLog.info(`Running configuration SHA512 = ${cfg.hash}`);
+    await watch(cfg).catch((e: Error) => reloadLog.error(`reload: ${e.message}`));
+  };
+
+  /** Starts one worker; resolves once it serves (or is gone). */
+  const fork = (): Promise<void> =>
+    new Promise((resolve) => {
+      const w = cluster.fork({ CLUSTERDNS_WORKER: '1', CLUSTERDNS_WORKERS: String(flags.workers) });
+      const done = () => {
+        clearTimeout(t);
+        waiting.delete(onState);
+        resolve();
+      };
+      const onState = (from: Worker, m: WorkerMessage) => {
+        if (from === w && m.type === 'clusterdns:worker') done();
+      };
+      // A worker that hangs while starting must not hold up reloads and replacements for ever.
+      const t = setTimeout(done, 120_000);
+      waiting.add(onState);
+      w.once('exit', done);
+    });
+
+  void enqueue(async () => {
+    await Promise.all(Array.from({ length: flags.workers }, fork));
+    if (stopping) return;
+    servingStarted();
+    if (flags.pidfile) writeFileSync(flags.pidfile, `${process.pid}\n`);
+    banner(null, keys, flags.quiet);
+    await watch(first).catch((e: Error) => reloadLog.error(`reload: ${e.message}`));
+  });
   cluster.on('exit', (w, code, signal) => {
     if (stopping) {
       if (Object.keys(cluster.workers ?? {}).length === 0) {
@@ -145,37 +356,17 @@ function runPrimary(flags: ServerFlags, keys: string[]): void {
       return;
     }
     coreLog.error(`worker ${w.process.pid} exited (${signal ?? code}); starting another`);
-    setTimeout(() => void runningConfig().then(fork), 500);
+    setTimeout(() => void enqueue(fork), 500);
   });
   const stopAll = () => {
     if (stopping) return;
     stopping = true;
+    for (const i of watcher) void i.shutdown?.();
     // A signal, not a message: a worker still starting has no message handler yet.
     for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGTERM');
     if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(0);
   };
   process.on('SIGTERM', stopAll);
   process.on('SIGINT', stopAll);
-  process.on('SIGUSR1', () => {
-    for (const w of Object.values(cluster.workers ?? {})) w?.send({ type: 'reload' });
-  });
-}
-
-/** The configuration a live worker runs (undefined when none answers within a second). */
-function runningConfig(): Promise<ConfigSource | undefined> {
-  const w = Object.values(cluster.workers ?? {}).find((x) => x?.isConnected());
-  if (!w) return Promise.resolve(undefined);
-  return new Promise((resolve) => {
-    const done = (source: ConfigSource | undefined) => {
-      clearTimeout(t);
-      w.off('message', onMessage);
-      resolve(source);
-    };
-    const onMessage = (m: { type?: string; source?: ConfigSource }) => {
-      if (m?.type === 'running-config') done(m.source);
-    };
-    const t = setTimeout(() => done(undefined), 1000);
-    w.on('message', onMessage);
-    w.send({ type: 'running-config?' });
-  });
+  process.on('SIGUSR1', () => reload('SIGUSR1'));
 }

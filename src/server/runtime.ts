@@ -25,6 +25,11 @@ export interface ConfigSource {
   file: string;
   text: string;
   builtin: boolean;
+  /**
+   * The imported files' texts by absolute path, as the primary read them: a worker parses
+   * these instead of reading the files (with several workers only the primary reads).
+   */
+  imports?: Record<string, string>;
 }
 
 /** `-conf FILE`, else ./Corefile, else the built-in `. { whoami; log }`. */
@@ -56,19 +61,28 @@ export function parseConfig(source: ConfigSource, defaultPort: number, warn?: (m
   const files: string[] = source.builtin ? [] : [source.file];
   const hash = createHash('sha512');
   hash.update(source.text);
+  const given = source.imports;
+  const imports: Record<string, string> = {};
+  const readFile = (f: string): string => {
+    if (given === undefined) return (imports[f] = readFileSync(f, 'utf8'));
+    const text = given[f];
+    if (text !== undefined) return text;
+    // Not among what the primary read (a glob the primary matched differently): as if missing.
+    throw Object.assign(new Error(`ENOENT: ${f}`), { code: 'ENOENT' });
+  };
   const blocks = parseCorefile(source.text, source.file, {
     defaultPort,
     onWarning: warn,
+    readFile: (f: string) => {
+      const text = readFile(f);
+      if (f !== source.file) hash.update(text);
+      return text;
+    },
     onFile: (f: string) => {
       if (!files.includes(f)) files.push(f);
-      try {
-        hash.update(readFileSync(f));
-      } catch {
-        // The parser reports unreadable imports itself.
-      }
     },
   });
-  return { source, blocks, files, hash: hash.digest('hex') };
+  return { source: given === undefined ? { ...source, imports } : source, blocks, files, hash: hash.digest('hex') };
 }
 
 export interface RuntimeEnv {

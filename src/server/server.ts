@@ -1,7 +1,9 @@
 // The process-level server: listeners that outlive configurations, the switch from one
 // Runtime to the next on reload (queries in flight finish on the old chain), and shutdown.
 
-import { Dispatcher, DnsListener, listenerKey } from './listeners.js';
+import { Dispatcher, DnsListener, listenerKey, type Router } from './listeners.js';
+import { Rcode } from '../dns/constants.js';
+import { Response, type HandlerResult, type Next, type Request } from './request.js';
 import { HttpServices } from './http.js';
 import { parseConfig, readConfigSource, Runtime, type LoadedConfig } from './runtime.js';
 import { leadProcess, logger } from '../log.js';
@@ -13,6 +15,65 @@ const reloadLog = logger('reload');
 export interface ServerOptions {
   conf: string | undefined;
   defaultPort: number;
+  /** In a worker: reloads are the primary's to do (serve.ts), so a plugin's request goes there. */
+  requestReload?: (reason: string) => void;
+}
+
+/** A configuration started beside the running one, not yet answering. */
+export interface PreparedConfig {
+  rt: Runtime;
+  routers: Map<string, Router>;
+  opened: string[];
+  wanted: Set<string>;
+  gate?: ConfigGate;
+}
+
+/** Queries held past this many while a gate is closed get SERVFAIL (the client retries). */
+const MAX_HELD = 50_000;
+
+/**
+ * Holds the queries that reach a committed configuration until every worker has committed
+ * it (serve.ts): no client gets an answer from it while another worker may still answer from
+ * the configuration before. Installed on the blocks' chains, and taken off when it opens,
+ * so it costs nothing afterwards.
+ */
+export class ConfigGate {
+  held = 0;
+  private opened = false;
+  private waiters: Array<() => void> = [];
+  private readonly restore: Array<() => void> = [];
+
+  constructor(rt: Runtime) {
+    for (const b of rt.blocks) {
+      const chain = b.chain;
+      b.chain = (req: Request): HandlerResult => (this.opened ? chain(req) : this.hold(chain, req));
+      this.restore.push(() => {
+        b.chain = chain;
+      });
+    }
+  }
+
+  private hold(chain: Next, req: Request): HandlerResult {
+    if (this.held >= MAX_HELD) return Response.rcode(Rcode.SERVFAIL, '');
+    this.held++;
+    return new Promise<Response>((resolve, reject) => {
+      this.waiters.push(() => {
+        this.held--;
+        try {
+          resolve(chain(req));
+        } catch (e) {
+          reject(e);
+        }
+      });
+    });
+  }
+
+  open(): void {
+    if (this.opened) return;
+    this.opened = true;
+    for (const f of this.restore.splice(0)) f();
+    for (const w of this.waiters.splice(0)) w();
+  }
 }
 
 /** Starts a DNS listener; a bind failure says which address and, for a low port, what to grant. */
@@ -31,6 +92,7 @@ export class DnsServer {
   private readonly listeners = new Map<string, DnsListener[]>();
   runtime: Runtime | null = null;
   private stopping = false;
+  private retiring: Runtime | null = null;
   private reloading: Promise<void> | null = null;
   private reloadAgain = false;
 
@@ -40,7 +102,8 @@ export class DnsServer {
     return {
       http: this.http,
       requestReload: (reason: string) => {
-        void this.reload(reason);
+        if (this.opts.requestReload) this.opts.requestReload(reason);
+        else void this.reload(reason);
       },
       shuttingDown: () => this.stopping,
     };
@@ -54,6 +117,25 @@ export class DnsServer {
   }
 
   private async switchTo(rt: Runtime): Promise<void> {
+    await this.commit(await this.prepareRuntime(rt));
+    await this.retire();
+  }
+
+  /**
+   * First half of a switch: starts the plugins of `cfg` and opens the listeners it adds,
+   * while the running configuration keeps answering. Throws (having undone everything)
+   * when the configuration cannot run here.
+   */
+  async prepare(cfg: LoadedConfig, gated = false): Promise<PreparedConfig> {
+    const rt = await Runtime.create(cfg, this.env());
+    // Closed before any listener can route to it: nothing answers from it until open().
+    const gate = gated ? new ConfigGate(rt) : undefined;
+    const p = await this.prepareRuntime(rt);
+    p.gate = gate;
+    return p;
+  }
+
+  private async prepareRuntime(rt: Runtime): Promise<PreparedConfig> {
     const wanted = rt.listenAddresses();
     const routers = rt.routers();
     const opened: string[] = [];
@@ -90,27 +172,56 @@ export class DnsServer {
         this.listeners.set(key, ls);
       }
     } catch (e) {
-      for (const k of opened) {
-        for (const l of this.listeners.get(k) ?? []) await l.close();
-        this.listeners.delete(k);
-        this.dispatcher.routers.delete(k);
-      }
-      await rt.shutdown();
+      await this.undo(rt, opened);
       throw e;
     }
-    const old = this.runtime;
-    this.runtime = rt;
-    this.dispatcher.routers = routers;
-    const keep = new Set(wanted.map((w) => listenerKey(w.host, w.port)));
-    for (const [k, ls] of this.listeners) {
-      if (keep.has(k)) continue;
+    return { rt, routers, opened, wanted: new Set(wanted.map((w) => listenerKey(w.host, w.port))) };
+  }
+
+  private async undo(rt: Runtime, opened: string[]): Promise<void> {
+    for (const k of opened) {
+      for (const l of this.listeners.get(k) ?? []) await l.close();
       this.listeners.delete(k);
-      for (const l of ls) await l.close();
+      this.dispatcher.routers.delete(k);
     }
+    await rt.shutdown();
+  }
+
+  /** Gives up a prepared configuration that will not run (another worker could not prepare it). */
+  abort(p: PreparedConfig): Promise<void> {
+    return this.undo(p.rt, p.opened);
+  }
+
+  /**
+   * Second half: queries from now on go to the prepared configuration. The one it replaces
+   * finishes the queries it has and is stopped by retire().
+   */
+  async commit(p: PreparedConfig): Promise<void> {
+    this.retiring = this.runtime;
+    this.runtime = p.rt;
+    this.dispatcher.routers = p.routers;
+    const closing: Promise<void>[] = [];
+    for (const [k, ls] of this.listeners) {
+      if (p.wanted.has(k)) continue;
+      this.listeners.delete(k);
+      for (const l of ls) closing.push(l.close());
+    }
+    await Promise.all(closing);
+  }
+
+  /** Stops the configuration commit() replaced once its queries are answered. */
+  async retire(): Promise<void> {
+    const old = this.retiring;
+    this.retiring = null;
     if (old) {
       await this.dispatcher.drained(5000);
       await old.shutdown();
     }
+  }
+
+  /** Queries in flight (answered or not yet) that `gate` does not hold. */
+  inflightOutside(gate: ConfigGate): number {
+    return this.dispatcher.inflight - gate.held;
   }
 
   /** Re-reads the Corefile; an invalid one is logged and the running one kept. */

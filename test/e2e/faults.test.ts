@@ -227,11 +227,13 @@ describe('the Corefile goes wrong under a running server', () => {
       const load = keepAsking(s.port, ['a.example.'], () => '10.0.0.1');
       rmSync(s.corefile);
       s.proc.kill('SIGUSR1');
-      await s.waitFor(/reload failed: .*no such file or directory[\s\S]*reload failed: .*no such file or directory/, 5000);
+      await s.waitFor(/reload failed: .*no such file or directory/, 5000);
       await sleep(1000);
+      // The primary alone reads the Corefile: the error is logged once, not once per worker.
+      assert.equal(s.output().match(/reload failed: .*no such file or directory/g)?.length, 1);
       writeFileSync(s.corefile, `.:${s.port} {\n    bind 127.0.0.1\n    hosts {\n        ttl nope\n    }\n}\n`);
       s.proc.kill('SIGUSR1');
-      await s.waitFor(/Error during parsing: ttl[\s\S]*Error during parsing: ttl/, 5000);
+      await s.waitFor(/Error during parsing: ttl/, 5000);
       // A worker dies while the Corefile on disk is broken: its replacement must not need it.
       const workers = childrenOf(s.proc.pid!);
       assert.equal(workers.length, 2);

@@ -138,3 +138,32 @@ test('an answer still in flight when SIGTERM arrives goes out before the socket 
     upstream.close();
   }
 });
+
+test('-workers auto starts as many workers as the cgroup CPU quota and affinity allow', { timeout: 40000 }, async () => {
+  const { mkdtempSync, mkdirSync } = await import('node:fs');
+  const { tmpdir, availableParallelism } = await import('node:os');
+  const { join } = await import('node:path');
+  const { autoWorkers } = await import('../../src/server/workercount.js');
+  const probe = 'a.example';
+  // A fixture cgroup root limiting the process to one CPU (v2 cpu.max and v1 cfs files).
+  const root = mkdtempSync(join(tmpdir(), 'cgroup-'));
+  writeFileSync(join(root, 'cpu.max'), '100000 100000\n');
+  mkdirSync(join(root, 'cpu'));
+  writeFileSync(join(root, 'cpu', 'cpu.cfs_quota_us'), '100000\n');
+  writeFileSync(join(root, 'cpu', 'cpu.cfs_period_us'), '100000\n');
+  const limited = await startServer({ corefile: conf(`10.0.0.1 ${probe}`), args: ['-workers', 'auto'], env: { CLUSTERDNS_CGROUP_ROOT: root } });
+  try {
+    assert.equal((await query(limited.port, `${probe}.`, QType.A)).rcode, Rcode.NOERROR);
+    assert.equal(childrenOf(limited.proc.pid!).length, 0, 'a 1-CPU quota serves in one process, whatever the host has');
+  } finally {
+    await limited.stop();
+  }
+  const expected = autoWorkers();
+  const s = await startServer({ corefile: conf(`10.0.0.1 ${probe}`), args: ['-workers', 'auto'] });
+  try {
+    assert.equal((await query(s.port, `${probe}.`, QType.A)).rcode, Rcode.NOERROR);
+    assert.equal(childrenOf(s.proc.pid!).length, expected > 1 ? expected : 0, `auto: ${expected} of ${availableParallelism()} CPUs`);
+  } finally {
+    await s.stop();
+  }
+});

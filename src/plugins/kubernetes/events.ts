@@ -34,3 +34,4 @@ export interface KubeSource {
 /** IPC message types between a worker's RelayedSource and the primary's relay (relay.ts). */
 export const RELAY_SUBSCRIBE = 'clusterdns:kube-subscribe';
 export const RELAY_UNSUBSCRIBE = 'clusterdns:kube-unsubscribe';
+export const RELAY_ACK = 'clusterdns:kube-ack';

@@ -3,6 +3,7 @@
 
 import { defineCollected, histogramSamples, type Sample } from '../../metrics/collected.js';
 import { labelKey, PlainCounter, splitLabelKey, withRegistry } from '../../metrics/registry.js';
+import type { EndpointSliceRecord, ServiceRecord } from './objects.js';
 
 /** What the api_up gauge reads from each running plugin instance. */
 export interface ApiState {
@@ -83,6 +84,18 @@ export const programmingDuration = {
     o.sum += seconds;
   },
 };
+
+/**
+ * Observes one slice change's programming latency, labelled as CoreDNS labels it: a headless
+ * Service's slice is `headless_with_selector` (the trigger time is set by the endpoints
+ * controller, which only manages Services with a selector), any other `cluster_ip`. As in
+ * CoreDNS, `headless_without_selector` is declared but never observed; ExternalName has no slices.
+ */
+export function observeProgramming(slice: EndpointSliceRecord, service: ServiceRecord | undefined, now = Date.now()): void {
+  if (slice.triggerTime <= 0 || service === undefined || service.kind === 'ExternalName') return;
+  const kind = service.kind === 'Headless' ? 'headless_with_selector' : 'cluster_ip';
+  programmingDuration.observe({ service_kind: kind }, Math.max(0, now - slice.triggerTime) / 1000);
+}
 
 defineCollected('coredns_kubernetes_dns_programming_duration_seconds', 'Histogram of the time (in seconds) it took to program a dns instance.', 'histogram', () => {
   const out: Sample[] = [];

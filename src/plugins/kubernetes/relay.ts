@@ -2,16 +2,20 @@
 // worker subscribes to the primary, which runs the only list/watch (or manifest reader) per
 // distinct source and sends every worker the same compact events over IPC: the API server
 // sees one client per clusterdns Pod, not one per core, and only one process relists.
+// The stream is numbered and acknowledged: a worker that stops reading gets, once it reads
+// again, the current state of what changed meanwhile instead of an unbounded backlog; a
+// source that fails to start is reported to the workers and retried with backoff.
 
 import cluster, { type Worker } from 'node:cluster';
 import { createHash } from 'node:crypto';
 import { collectAfterBurst, listBegins, listEnds } from '../../heap.js';
 import { logger, type Logger } from '../../log.js';
-import { RELAY_SUBSCRIBE, RELAY_UNSUBSCRIBE, type ClusterEvent, type ClusterSink, type KubeSource } from './events.js';
+import { RELAY_ACK, RELAY_SUBSCRIBE, RELAY_UNSUBSCRIBE, type ClusterEvent, type ClusterSink, type KubeSource } from './events.js';
 import { ApiSource } from './apisource.js';
 import { ManifestSource } from './manifests.js';
 import { parseLabelSelector } from './selector.js';
 import { compactRecord, type ProjectionOptions } from './objects.js';
+import { observeProgramming } from './metrics.js';
 import type { SourceConfig } from './options.js';
 
 /** Everything that decides what a source emits; equal specs share one watcher. */
@@ -28,10 +32,23 @@ export interface SourceSpec {
 const SUBSCRIBE = RELAY_SUBSCRIBE;
 const UNSUBSCRIBE = RELAY_UNSUBSCRIBE;
 const EVENTS = 'clusterdns:kube-events';
+const ACK = RELAY_ACK;
 
 interface SubscribeMessage { type: typeof SUBSCRIBE; id: string; spec: SourceSpec }
 interface UnsubscribeMessage { type: typeof UNSUBSCRIBE; id: string }
-interface EventsMessage { type: typeof EVENTS; id: string; events: ClusterEvent[]; error?: string }
+/** `seq` numbers a source's messages (increasing); the worker acknowledges each it applied. */
+interface EventsMessage { type: typeof EVENTS; id: string; seq: number; events: ClusterEvent[] }
+interface AckMessage { type: typeof ACK; id: string; seq: number }
+
+/**
+ * Incremental events a worker may have unacknowledged before the primary stops sending it
+ * more (CLUSTERDNS_RELAY_MAX_UNACKED; snapshots do not count against it).
+ */
+const MAX_UNACKED_EVENTS = Math.max(1, Number(process.env['CLUSTERDNS_RELAY_MAX_UNACKED']) || 20_000);
+/** Events per IPC message. */
+const CHUNK = 5000;
+const RETRY_FIRST_MS = 1000;
+const RETRY_MAX_MS = 30_000;
 
 export function specKey(spec: SourceSpec): string {
   return createHash('sha256').update(JSON.stringify(spec)).digest('hex').slice(0, 16);
@@ -86,6 +103,7 @@ function listenInWorker(): void {
       if (ev.op === 'upsert') compactRecord(ev.kind, ev.value);
     }
     for (const sink of set) for (const ev of m.events) sink(ev);
+    if (process.connected) process.send!({ type: ACK, id: m.id, seq: m.seq } satisfies AckMessage);
     // The end of a snapshot: the messages it came in are garbage (heap.ts).
     if (synced) collectAfterBurst();
   });
@@ -141,24 +159,46 @@ export class RelayedSource implements KubeSource {
 
 // ---------------------------------------------------------------- primary side
 
+/** What the primary knows of one subscribing worker's stream. */
+class Subscriber {
+  seq = 0;
+  acked = 0;
+  /** Incremental events sent and not yet acknowledged, by message seq. */
+  readonly unacked = new Map<number, number>();
+  unackedEvents = 0;
+  /** Set while the worker is behind: the state keys that changed since (sent as they are then). */
+  behind: Set<string> | null = null;
+  behindSynced = false;
+  behindConnection = false;
+
+  constructor(readonly worker: Worker) {}
+}
+
 /** The current state of one shared source, kept to bring new subscribers up to date. */
 class SharedSource {
   readonly state = new Map<string, ClusterEvent>();
   synced = false;
   connection: ClusterEvent | null = null;
-  readonly subscribers = new Set<Worker>();
+  readonly subscribers = new Map<Worker, Subscriber>();
   private pending: ClusterEvent[] = [];
   private flushScheduled = false;
   stopTimer: NodeJS.Timeout | null = null;
-  readonly source: KubeSource;
+  source: KubeSource;
+  private retryTimer: NodeJS.Timeout | null = null;
+  private retryMs = RETRY_FIRST_MS;
+  /** The last start failure (logged once until the source starts). */
+  private failure: string | null = null;
+  private stopped = false;
+  private readonly projection: ProjectionOptions;
+  private lastSeq = 0;
 
   constructor(
     readonly id: string,
-    spec: SourceSpec,
+    private readonly spec: SourceSpec,
     private readonly log: Logger,
   ) {
     const seen = new Set<string>();
-    const projection: ProjectionOptions = {
+    this.projection = {
       endpointPodNames: spec.endpointPodNames,
       warn: (what, why) => {
         const line = `${what}: ${why}`;
@@ -168,14 +208,77 @@ class SharedSource {
         log.warn(line);
       },
     };
-    this.source = sourceFromSpec(spec, projection, log);
+    this.source = sourceFromSpec(spec, this.projection, log);
+  }
+
+  /** Starts the source; a failure is told to the workers and retried with backoff, never kept. */
+  start(): void {
+    if (this.retryTimer) {
+      clearTimeout(this.retryTimer);
+      this.retryTimer = null;
+    }
+    const source = this.source;
+    source.start(this.sink).then(
+      () => {
+        if (this.stopped || source !== this.source) return;
+        this.retryMs = RETRY_FIRST_MS;
+        if (this.failure !== null) {
+          this.failure = null;
+          this.sink({ op: 'connection', up: true, detail: source.description });
+        }
+        this.log.info(`${source.description}: one watcher for all workers`);
+      },
+      (e: Error) => {
+        if (this.stopped || source !== this.source) return;
+        // Connection errors already start with where they come from ("in-cluster: ...").
+        const why = e.message.startsWith(source.description.split(' (')[0]!) ? e.message : `${source.description}: ${e.message}`;
+        if (this.failure !== why) this.log.error(`${why}; retrying with backoff`);
+        this.failure = why;
+        this.sink({ op: 'connection', up: false, detail: why });
+        void source.stop().catch(() => {});
+        this.source = sourceFromSpec(this.spec, this.projection, this.log);
+        this.retryTimer = setTimeout(() => this.start(), this.retryMs);
+        this.retryTimer.unref();
+        this.retryMs = Math.min(this.retryMs * 2, RETRY_MAX_MS);
+      },
+    );
+  }
+
+  /** A new subscriber of a source that failed (e.g. after a reload): try again now. */
+  retryNowIfFailed(): void {
+    if (this.failure !== null && this.retryTimer) {
+      this.retryMs = RETRY_FIRST_MS;
+      this.start();
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    await this.source.stop();
   }
 
   readonly sink = (ev: ClusterEvent): void => {
-    if (ev.op === 'upsert') this.state.set([ev.kind, ev.key].join('/'), ev);
-    else if (ev.op === 'delete') this.state.delete([ev.kind, ev.key].join('/'));
+    if (ev.op === 'upsert') {
+      const key = ev.kind + '/' + ev.key;
+      if (ev.kind === 'EndpointSlice' && this.synced) {
+        // Observed here, once, for every worker (they do not observe relayed events).
+        const svc = this.state.get('Service/' + ev.key.slice(0, ev.key.indexOf('/') + 1) + ev.value.service);
+        observeProgramming(ev.value, svc?.op === 'upsert' && svc.kind === 'Service' ? svc.value : undefined);
+      }
+      this.state.set(key, ev);
+    } else if (ev.op === 'delete') this.state.delete(ev.kind + '/' + ev.key);
     else if (ev.op === 'synced') this.synced = true;
-    else this.connection = ev;
+    else {
+      // Up until told otherwise, as a worker's index starts.
+      const wasUp = this.connection?.op === 'connection' ? this.connection.up : true;
+      if (wasUp !== ev.up && this.failure === null) {
+        // Said once here for every worker (the workers do not log relayed connection changes).
+        if (ev.up) this.log.info(`${ev.detail}: reachable again`);
+        else this.log.warn(`${ev.detail}: unreachable; serving the last known state`);
+      }
+      this.connection = ev;
+    }
     this.pending.push(ev);
     if (!this.flushScheduled) {
       this.flushScheduled = true;
@@ -188,32 +291,88 @@ class SharedSource {
     const events = this.pending;
     this.pending = [];
     if (events.length === 0) return;
-    for (const w of this.subscribers) send(w, { type: EVENTS, id: this.id, events });
+    for (const sub of this.subscribers.values()) {
+      if (sub.behind === null && sub.unackedEvents + events.length > MAX_UNACKED_EVENTS) {
+        sub.behind = new Set();
+        this.log.warn(`worker ${sub.worker.process.pid} fell behind the watch (${sub.unackedEvents} events unacknowledged); it gets the current state once it catches up`);
+      }
+      if (sub.behind !== null) {
+        for (const ev of events) {
+          if (ev.op === 'upsert' || ev.op === 'delete') sub.behind.add(ev.kind + '/' + ev.key);
+          else if (ev.op === 'synced') sub.behindSynced = true;
+          else sub.behindConnection = true;
+        }
+        continue;
+      }
+      this.sendTo(sub, events, true);
+    }
+  }
+
+  private sendTo(sub: Subscriber, events: ClusterEvent[], counted: boolean): void {
+    if (!sub.worker.isConnected()) return;
+    // One numbering for all subscribers: a late ack from an earlier subscription cannot pass for a new one.
+    const seq = ++this.lastSeq;
+    sub.seq = seq;
+    if (counted) {
+      sub.unacked.set(seq, events.length);
+      sub.unackedEvents += events.length;
+    }
+    sub.worker.send({ type: EVENTS, id: this.id, seq, events } satisfies EventsMessage);
+  }
+
+  /** A worker applied every message up to `seq`. */
+  acked(w: Worker, seq: number): void {
+    const sub = this.subscribers.get(w);
+    if (!sub || seq <= sub.acked) return;
+    sub.acked = seq;
+    for (const [s, n] of sub.unacked) {
+      if (s > seq) break;
+      sub.unacked.delete(s);
+      sub.unackedEvents -= n;
+    }
+    if (sub.behind !== null && sub.acked === sub.seq) this.catchUp(sub);
+  }
+
+  /** Sends a worker that caught up the current value of every key that changed while it was behind. */
+  private catchUp(sub: Subscriber): void {
+    const keys = sub.behind!;
+    sub.behind = null;
+    const events: ClusterEvent[] = [];
+    for (const k of keys) {
+      const cur = this.state.get(k);
+      if (cur) events.push(cur);
+      else {
+        const slash = k.indexOf('/');
+        events.push({ op: 'delete', kind: k.slice(0, slash) as 'Service', key: k.slice(slash + 1) });
+      }
+      if (events.length >= CHUNK) this.sendTo(sub, events.splice(0), false);
+    }
+    if (sub.behindSynced && this.synced) events.push({ op: 'synced' });
+    if (sub.behindConnection && this.connection) events.push(this.connection);
+    sub.behindSynced = sub.behindConnection = false;
+    if (events.length) this.sendTo(sub, events, false);
+    this.log.info(`worker ${sub.worker.process.pid} caught up: sent the current state of ${keys.size} changed objects instead of the backlog`);
   }
 
   /** Sends everything known so far to one new subscriber. */
   snapshot(w: Worker): void {
     this.flush();
+    const sub = new Subscriber(w);
+    this.subscribers.set(w, sub);
     const events: ClusterEvent[] = [];
     for (const ev of this.state.values()) {
       events.push(ev);
-      if (events.length >= 5000) {
-        send(w, { type: EVENTS, id: this.id, events: events.splice(0) });
-      }
+      if (events.length >= CHUNK) this.sendTo(sub, events.splice(0), false);
     }
     if (this.synced) events.push({ op: 'synced' });
     if (this.connection) events.push(this.connection);
-    if (events.length) send(w, { type: EVENTS, id: this.id, events });
+    if (events.length) this.sendTo(sub, events, false);
   }
-}
-
-function send(w: Worker, m: EventsMessage): void {
-  if (w.isConnected()) w.send(m);
 }
 
 /**
  * In the primary: runs shared sources for the workers' kubernetes instances. Returns the
- * handler for the workers' subscribe/unsubscribe messages (order.ts feeds it).
+ * handler for the workers' subscribe/unsubscribe/ack messages (order.ts feeds it).
  */
 export function serveKubeRelay(): (w: Worker, message: unknown) => void {
   const log = logger('kubernetes');
@@ -225,7 +384,7 @@ export function serveKubeRelay(): (w: Worker, message: unknown) => void {
     s.stopTimer = setTimeout(() => {
       if (s.subscribers.size > 0) return;
       shared.delete(s.id);
-      void s.source.stop();
+      void s.stop();
     }, 30_000);
     s.stopTimer.unref();
   };
@@ -233,10 +392,14 @@ export function serveKubeRelay(): (w: Worker, message: unknown) => void {
     for (const s of shared.values()) if (s.subscribers.has(w)) drop(s, w);
   });
   return (w: Worker, message: unknown) => {
-    const m = message as SubscribeMessage | UnsubscribeMessage | null;
-    if (!m || (m.type !== SUBSCRIBE && m.type !== UNSUBSCRIBE)) return;
+    const m = message as SubscribeMessage | UnsubscribeMessage | AckMessage | null;
+    if (!m || (m.type !== SUBSCRIBE && m.type !== UNSUBSCRIBE && m.type !== ACK)) return;
     // The message may have waited for this code to load; a worker gone meanwhile gets nothing.
     if (w.isDead()) return;
+    if (m.type === ACK) {
+      shared.get(m.id)?.acked(w, m.seq);
+      return;
+    }
     if (m.type === UNSUBSCRIBE) {
       const s = shared.get(m.id);
       if (s) drop(s, w);
@@ -244,24 +407,14 @@ export function serveKubeRelay(): (w: Worker, message: unknown) => void {
     }
     let s = shared.get(m.id);
     if (!s) {
-      const created = new SharedSource(m.id, m.spec, log);
-      s = created;
-      shared.set(m.id, created);
-      created.source.start(created.sink).then(
-        () => log.info(`${created.source.description}: one watcher for all workers`),
-        (e: Error) => {
-          // Connection errors already start with where they come from ("in-cluster: ...").
-          const what = created.source.description;
-          log.error(e.message.startsWith(what.split(' (')[0]!) ? e.message : `${what}: ${e.message}`);
-          for (const sub of created.subscribers) send(sub, { type: EVENTS, id: created.id, events: [], error: e.message });
-        },
-      );
-    }
+      s = new SharedSource(m.id, m.spec, log);
+      shared.set(m.id, s);
+      s.start();
+    } else s.retryNowIfFailed();
     if (s.stopTimer) {
       clearTimeout(s.stopTimer);
       s.stopTimer = null;
     }
-    s.subscribers.add(w);
     s.snapshot(w);
   };
 }

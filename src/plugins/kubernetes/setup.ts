@@ -18,7 +18,7 @@ import { KubernetesHandler } from './handler.js';
 import type { KubernetesInstance } from './instance.js';
 import { invalidateCaches, invalidateZones } from './invalidate.js';
 import { RelayedSource, relayed, sourceFromSpec, type SourceSpec } from './relay.js';
-import { programmingDuration, trackApiState } from './metrics.js';
+import { observeProgramming, trackApiState } from './metrics.js';
 import type { ProjectionOptions } from './objects.js';
 import { DEFAULT_STARTUP_TIMEOUT_MS, DEFAULT_TTL, MANIFEST_POLL_MS, type KubernetesOptions, type PodMode, type SourceConfig } from './options.js';
 import { parseLabelSelector, SelectorError } from './selector.js';
@@ -307,17 +307,16 @@ export function createInstance(o: KubernetesOptions, ctx: SetupContext, at: Dire
       // Before the first sync caches hold nothing worth saving; the sync drops the zones at once.
       if (!index.synced) return;
       invalidateCaches(c, forwardZones, o.zones);
-      const s = c.slice;
-      if (s !== null && s.record.triggerTime > 0 && s.service !== undefined && s.service.kind !== 'ExternalName') {
-        const kind = s.service.kind === 'ClusterIP' ? 'cluster_ip' : s.service.selector ? 'headless_with_selector' : 'headless_without_selector';
-        programmingDuration.observe({ service_kind: kind }, Math.max(0, Date.now() - s.record.triggerTime) / 1000);
-      }
+      // With workers the primary observes each event once (relay.ts), not every worker again.
+      if (c.slice !== null && !(source instanceof RelayedSource)) observeProgramming(c.slice.record, c.slice.service);
     },
     onSynced: () => {
       invalidateZones(o.zones);
       log.info(`${source.description}: synced (${index.services.size} services, ${index.namespaces.size} namespaces)`);
     },
     onConnection: (up, detail) => {
+      // With workers the primary says it once for all of them (relay.ts).
+      if (source instanceof RelayedSource) return;
       if (up) log.info(`${detail}: reachable again`);
       else log.warn(`${detail}: unreachable; serving the last known state`);
     },

@@ -1,3 +1,4 @@
+import cluster from 'node:cluster';
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { directiveError } from '../../corefile/errors.js';
@@ -43,6 +44,8 @@ export const setup: PluginSetup = (ds, ctx) => {
     name: 'reload',
     async startup() {
       if (files.length === 0) return; // the built-in configuration has no file to watch
+      // With workers the primary polls and reloads them all together (serve.ts).
+      if (cluster.isWorker) return;
       lastHash = await digest();
       // CoreDNS logs this at every start and reload: operators compare it with `sha512sum Corefile`.
       if (leadProcess()) ctx.logger.info(`Running configuration SHA512 = ${lastHash}`);
