@@ -292,10 +292,13 @@ function runPrimary(flags: ServerFlags, first: LoadedConfig, keys: string[]): vo
     try {
       cfg = parseConfig(readConfigSource(running.source.builtin ? undefined : flags.conf ?? running.source.file), flags.port);
     } catch (e) {
+      coreLog.info('Reloading');
       reloadLog.error(`Corefile changed but reload failed: ${(e as Error).message}; keeping the running configuration`);
       return;
     }
     if (cfg.hash === running.hash && reason !== 'SIGUSR1') return;
+    // CoreDNS's lines, which operators grep for; the new SHA512 comes from the reload plugin as it starts.
+    coreLog.info('Reloading');
     try {
       // Validated here first: a Corefile that cannot be set up never reaches a worker.
       await Runtime.create(cfg, env);
@@ -317,8 +320,8 @@ function runPrimary(flags: ServerFlags, first: LoadedConfig, keys: string[]): vo
     gen = next;
     await Promise.all(workers.map((w) => ask(w, { type: 'clusterdns:config', op: 'commit', gen: next }, 'commit', 10_000)));
     for (const w of workers) sendTo(w, { type: 'clusterdns:config', op: 'open', gen: next });
-    reloadLog.info(`Running configuration SHA512 = ${cfg.hash}`);
     await watch(cfg).catch((e: Error) => reloadLog.error(`reload: ${e.message}`));
+    coreLog.info('Reloading complete');
   };
 
   /** Starts one worker; resolves once it serves (or is gone). */
