@@ -4,7 +4,7 @@
 
 import { endpointConnection, inClusterConnection, kubeconfigConnection, type ApiConnection } from '../../kube/connection.js';
 import { KubeApiError, KubeClient, type Query, type StreamOptions } from '../../kube/http.js';
-import { Reflector } from '../../kube/reflector.js';
+import { ForbiddenError, Reflector } from '../../kube/reflector.js';
 import type { Logger } from '../../log.js';
 import { collectAfterBurst, listBegins, listEnds } from '../../heap.js';
 import { objectKey } from '../../kube/types.js';
@@ -94,6 +94,14 @@ export class ApiSource implements KubeSource {
     const labels = this.o.labels || undefined;
     let unsynced = 2 + (this.o.watchSlices ? 1 : 0) + (this.o.watchPods ? 1 : 0);
     const up = new Map<string, boolean>();
+    /** RBAC denials by collection, until that collection answers again. */
+    const denied = new Map<string, string>();
+    const report = () => {
+      let all = true;
+      for (const v of up.values()) all &&= v;
+      const problem = denied.size ? [...denied.values()].join('; ') : undefined;
+      sink({ op: 'connection', up: all, detail: this.description, ...(problem ? { problem } : {}) });
+    };
     const common = {
       onDelete: (kind: ClusterKind, key: string) => sink({ op: 'delete', kind, key }),
       onSynced: () => {
@@ -101,9 +109,13 @@ export class ApiSource implements KubeSource {
       },
       onConnection: (path: string, connected: boolean) => {
         up.set(path, connected);
-        let all = true;
-        for (const v of up.values()) all &&= v;
-        sink({ op: 'connection', up: all, detail: this.description });
+        if (connected) denied.delete(path);
+        report();
+      },
+      onForbidden: (path: string, message: string) => {
+        if (denied.get(path) === message) return;
+        denied.set(path, message);
+        report();
       },
     };
     this.watch(client, common, 'Namespace', '/api/v1/namespaces', this.o.namespaceLabels || undefined, undefined, (obj) => projectNamespace(obj, p), (key, value) =>
@@ -132,6 +144,7 @@ export class ApiSource implements KubeSource {
       onDelete(kind: ClusterKind, key: string): void;
       onSynced(): void;
       onConnection(path: string, connected: boolean): void;
+      onForbidden(path: string, message: string): void;
     },
     kind: ClusterKind,
     path: string,
@@ -165,6 +178,7 @@ export class ApiSource implements KubeSource {
       },
       onConnectionChange: (connected) => common.onConnection(path, connected),
       onError: (err) => {
+        if (err instanceof ForbiddenError) common.onForbidden(path, err.message.slice(err.message.indexOf('forbidden:')));
         const now = Date.now();
         if (err.message === lastError && now - lastErrorAt < ERROR_LOG_INTERVAL_MS) return;
         lastError = err.message;
