@@ -103,7 +103,7 @@ export interface KubeApiServerOptions {
    * "etcd" and paged (`--watch-cache=false`). Default true.
    */
   watchCache?: boolean;
-  /** Serve `sendInitialEvents=true` watches (the WatchList feature gate, beta and on from 1.32). Default false, as 1.27–1.31. */
+  /** Serve `sendInitialEvents=true` watches (the WatchList feature gate: on by default in 1.32 and from 1.34). Default false, as 1.27–1.31 and 1.33. */
   watchList?: boolean;
   /** How long a request for a resourceVersion the server does not have yet waits before 504 (the real cache waits 3 s). Default 3000. */
   tooLargeWaitMs?: number;
