@@ -682,8 +682,11 @@ export class KubeApiServer {
       // "Get state and start at most recent" (or a WatchList): synthetic ADDED for everything that exists now.
       const items = this.#current(route, matches).sort((a, b) => Number(a.metadata.resourceVersion) - Number(b.metadata.resourceVersion));
       const cutAfter = initial ? this.cutInitialEventsAfter : undefined;
+      // kube-apiserver flushes a watch only when no more events are queued: one write for the burst.
+      res.cork();
       for (const [i, o] of items.entries()) {
         if (cutAfter !== undefined && i === cutAfter) {
+          res.uncork();
           res.socket?.destroy();
           return;
         }
@@ -696,6 +699,7 @@ export class KubeApiServer {
           metadata: { resourceVersion: String(this.#rv), annotations: { 'k8s.io/initial-events-end': 'true' } },
         });
       }
+      res.uncork();
     } else {
       for (const ev of this.#log) if (ev.rv > fromRv) this.#deliver(w, ev);
     }

@@ -291,6 +291,26 @@ describe('Reflector relists atomically', () => {
   });
 });
 
+describe('Reflector announces its lists to its owner (the heap policy lives there)', () => {
+  it('onListBegin/onListEnd frame each list: completed, or not when it failed', async () => {
+    const server = await KubeApiServer.create({ bookmarkIntervalMs: 0 });
+    server.apply(service('web', '10.0.0.1'));
+    const calls: string[] = [];
+    const t = await serviceReflector(server, { onListBegin: () => calls.push('begin'), onListEnd: (done) => calls.push(done ? 'end' : 'failed') });
+    try {
+      await t.reflector.waitForSync();
+      assert.deepEqual(calls, ['begin', 'end']);
+      server.failNext(1, 500, undefined, (r) => r.verb === 'list');
+      await whileAway(server, () => server.compact());
+      await waitFor(() => calls.length === 6, 'a failed relist, then a good one', 5000);
+      assert.deepEqual(calls, ['begin', 'end', 'begin', 'failed', 'begin', 'end']);
+    } finally {
+      await t.close();
+      await server.close();
+    }
+  });
+});
+
 // RBAC: API Concepts › (status codes) and "Using RBAC Authorization": a 403 Forbidden Status names user, verb and resource.
 describe('Reflector under RBAC denials', () => {
   it('names the verb and the resource it may not use', async () => {

@@ -149,6 +149,7 @@ describe('Reflector watch', () => {
     }
   });
 
+  // API Concepts › Efficient detection of changes: a watch from a compacted resourceVersion gets 410 Gone.
   for (const mode of ['event', 'status'] as const) {
     it(`relists after 410 Gone (${mode === 'event' ? 'in-stream ERROR event' : 'HTTP status'}), dropping objects deleted meanwhile`, async () => {
       server.expiredWatch = mode;
