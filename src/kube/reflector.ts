@@ -4,7 +4,7 @@
 // list is built aside and swapped in at once; it never stops on errors.
 import { isDeepStrictEqual } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { KubeApiError, type KubeClient, type Query } from './http.js';
+import { KubeApiError, ResponseTooLargeError, type KubeClient, type Query } from './http.js';
 import { describeObject, isList, isStatus, isWatchEvent, listMeta, objectKey, objectMeta, type Status } from './types.js';
 
 export interface Projected<T> {
@@ -191,6 +191,8 @@ export class Reflector<T> {
   #watchListRefused = false;
   /** A LIST came back in pages (no watch cache in front): relists page too. */
   #paginated = false;
+  /** The watch cache's whole-list answer was over the body limit: page from etcd from then on. */
+  #pagedOnly = false;
   /** The list announced by onListBegin that has not ended yet. */
   #listOpen = false;
 
@@ -373,7 +375,7 @@ export class Reflector<T> {
   async #list(): Promise<void> {
     const signal = this.#abort.signal;
     this.#beginList();
-    let consistent = this.#rvUnavailable;
+    let consistent = this.#rvUnavailable || this.#pagedOnly;
     let next = new Map<string, T>();
     let cont = '';
     let restarts = 0;
@@ -392,6 +394,13 @@ export class Reflector<T> {
         }
         const tooLarge = err instanceof KubeApiError ? tooLargeError(this.path, err.body, err.retryAfterMs) : undefined;
         if (tooLarge) throw tooLarge;
+        if (!cont && !consistent && err instanceof ResponseTooLargeError) {
+          // The cache ignores limit; a collection this big can only be read in pages.
+          this.#pagedOnly = true;
+          consistent = true;
+          this.#warn(`${this.name}: ${err.message}; listing in pages from etcd from now on`);
+          continue;
+        }
         if (!cont && !consistent && err instanceof KubeApiError && (err.status === 410 || err.status === 400 || err.status === 422)) {
           // Our version is compacted away, or the server refuses the version parameters: read from etcd (client-go does the same at once).
           consistent = true;

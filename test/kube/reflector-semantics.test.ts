@@ -3,7 +3,10 @@
 // ("API Concepts", https://kubernetes.io/docs/reference/using-api/api-concepts/) it follows.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { ForbiddenError } from '../../src/kube/reflector.js';
+import { ForbiddenError, Reflector } from '../../src/kube/reflector.js';
+import { KubeClient } from '../../src/kube/http.js';
+import { endpointConnection } from '../../src/kube/connection.js';
+import { projectService } from '../helpers/kubeapi-fixtures.js';
 import { KubeApiServer, forbiddenBody, RESOURCE_TYPES } from '../helpers/kubeapi.js';
 import { delay, nthIp, recordingReflector, service, serviceReflector, waitFor, type ServiceRecord } from '../helpers/kubeapi-fixtures.js';
 
@@ -39,6 +42,26 @@ describe('Reflector lists from the watch cache (API Concepts › Resource versio
       assert.equal(t.reflector.store.size, 1201);
     } finally {
       await t.close();
+    }
+  });
+
+  it('a whole-list answer over the body limit falls back to pages from etcd, and stays there', async () => {
+    const client = new KubeClient(await endpointConnection(server.url), { maxBodyBytes: 64 * 1024 });
+    const warnings: string[] = [];
+    const r = new Reflector({ client, path: '/api/v1/services', project: projectService, pageSize: 200, watchList: false, warn: (m) => warnings.push(m), onError: () => {} }).start();
+    const before = server.requestLog.length;
+    try {
+      await r.waitForSync(AbortSignal.timeout(10_000));
+      assert.equal(r.store.size, 1201);
+      const lists = server.requestLog.slice(before).filter((x) => x.verb === 'list');
+      assert.equal(lists[0].query.resourceVersion, '0');
+      assert.equal(lists[1].query.resourceVersion, undefined);
+      assert.equal(lists[1].query.limit, '200');
+      assert.equal(lists.length, 1 + 7, 'the failed whole list, then 7 pages');
+      assert.ok(warnings.some((w) => /exceeds 65536 bytes; listing in pages/.test(w)), warnings.join('\n'));
+    } finally {
+      await r.stop();
+      client.close();
     }
   });
 
