@@ -42,6 +42,8 @@ export interface ReflectorOptions<T> {
   onConnectionChange?(connected: boolean): void;
   /** Non-fatal problems, e.g. a malformed object; defaults to stderr. */
   warn?(msg: string): void;
+  /** How it lists, when that changes (e.g. the server has no WatchList); defaults to nowhere. */
+  info?(msg: string): void;
   /** A full list (LIST pages or a WatchList's initial events) starts: a burst of allocation. */
   onListBegin?(): void;
   /** The list `onListBegin` announced ended: `completed` when its state was swapped in. */
@@ -273,7 +275,7 @@ export class Reflector<T> {
           end = await this.#watch(true);
           if (end.kind === 'watchListRefused') {
             this.#watchListRefused = true;
-            this.#warn(`${this.name}: the server refused a streaming list (${end.error.message}); using LIST`);
+            this.#o.info?.(`${this.name}: the server refused a streaming list (${end.error.message}); using LIST`);
             end = undefined;
           }
         }
@@ -382,8 +384,13 @@ export class Reflector<T> {
     for (;;) {
       const query: Query = cont ? { limit: this.#o.pageSize ?? 500, continue: cont, ...this.#selectors() } : this.#firstPageQuery(consistent);
       let body: unknown;
+      const into = next;
       try {
-        body = await this.#o.client.getJSON(this.path, query, { signal });
+        // Items are projected as the body arrives; a list that fails drops `next` whole.
+        body = await this.#o.client.listItems(this.path, query, (item) => {
+          const p = this.#project(item);
+          if (p) into.set(p.key, p.value);
+        }, { signal });
       } catch (err) {
         if (cont && err instanceof KubeApiError && err.status === 410) {
           // The continue token outlived its snapshot: start over from a fresh map.
@@ -398,6 +405,7 @@ export class Reflector<T> {
           // The cache ignores limit; a collection this big can only be read in pages.
           this.#pagedOnly = true;
           consistent = true;
+          next = new Map();
           this.#warn(`${this.name}: ${err.message}; listing in pages from etcd from now on`);
           continue;
         }
@@ -405,6 +413,7 @@ export class Reflector<T> {
           // Our version is compacted away, or the server refuses the version parameters: read from etcd (client-go does the same at once).
           consistent = true;
           this.#rvUnavailable = true;
+          next = new Map();
           continue;
         }
         throw this.#forbidden(err, 'list');
@@ -412,10 +421,7 @@ export class Reflector<T> {
       this.#setConnected(true);
       if (!isList(body)) throw new Error(`${this.path}: LIST answer has no items array`);
       const meta = listMeta(body);
-      for (const item of body.items) {
-        const p = this.#project(item);
-        if (p) next.set(p.key, p.value);
-      }
+
       if (meta.continue) {
         this.#paginated = true;
         cont = meta.continue;

@@ -79,6 +79,7 @@ export async function recordingReflector<T>(
     onError: (e) => rec.errors.push(e),
     onConnectionChange: (c) => rec.connection.push(c),
     warn: (m) => rec.warnings.push(m),
+    info: (m) => rec.warnings.push(m),
     ...opts,
     client,
   });

@@ -39,6 +39,17 @@ class CountingKubeClient extends KubeClient {
     }
   }
 
+  override async listItems(path: string, query: Query, onItem: (item: unknown) => void, opts: { signal?: AbortSignal } = {}): Promise<unknown> {
+    try {
+      const body = await super.listItems(path, query, onItem, opts);
+      countRequest('200', 'GET', this.host);
+      return body;
+    } catch (err) {
+      if (!opts.signal?.aborted) countRequest(err instanceof KubeApiError ? String(err.status) : '<error>', 'GET', this.host);
+      throw err;
+    }
+  }
+
   override async streamLines(path: string, query: Query, opts: StreamOptions): Promise<void> {
     let opened = false;
     const onOpen = () => {
@@ -185,6 +196,7 @@ export class ApiSource implements KubeSource {
         lastErrorAt = now;
         log.warn(`${this.description}: ${err.message}`);
       },
+      info: (msg) => log.info(`${this.description}: ${msg}`),
       // The projection has already said why it skipped an object; the reflector's generic line would repeat it.
       warn: (msg) => {
         if (!msg.includes('skipping malformed object')) log.warn(msg);
