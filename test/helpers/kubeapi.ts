@@ -530,7 +530,8 @@ export class KubeApiServer {
   /**
    * LIST as kube-apiserver answers it (API Concepts › Resource versions › Semantics for get and
    * list; › Retrieving large results sets in chunks): RV unset is a paged read from storage;
-   * RV=0 is served whole from the watch cache, limit ignored; RV=N NotOlderThan without a limit
+   * RV=0 is served whole from the watch cache, limit ignored (as most versions do: the cache
+   * cannot page; the client follows `continue` should a server page it); RV=N NotOlderThan without a limit
    * is served whole from the cache once it has N (504 "Too large resource version" after a
    * short wait if it never gets there); with a limit it goes to storage, which pages.
    */
