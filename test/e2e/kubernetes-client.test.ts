@@ -80,6 +80,37 @@ describe('kubernetes client through the binary', () => {
     }
   });
 
+  // API Concepts › Streaming lists.
+  test('with a WatchList server nothing is LISTed; without one, one 422 per resource and an [INFO] line, then LISTs', { timeout: 60000 }, async () => {
+    for (const watchList of [true, false]) {
+      const api = await KubeApiServer.create({ watchList, bookmarkIntervalMs: 0 });
+      api.apply(namespace('default'));
+      api.apply(service('default', 'web', ['10.96.0.50'], [['http', 'TCP', 80]]));
+      const s = await startServer({ corefile: `cluster.local:PORT {\n    bind 127.0.0.1\n    kubernetes {\n        endpoint ${api.url}\n    }\n}\n` });
+      try {
+        const r = await dig(s.port, ['web.default.svc.cluster.local', 'A']);
+        assert.deepEqual(r.answer.map((l) => l.split(' ').pop()), ['10.96.0.50']);
+        const paths = ['/api/v1/services', '/api/v1/namespaces', '/apis/discovery.k8s.io/v1/endpointslices'];
+        for (const p of paths) {
+          const reqs = api.requestLog.filter((x) => x.path === p);
+          if (watchList) {
+            assert.deepEqual(reqs.map((x) => [x.verb, x.status, x.query.sendInitialEvents]), [['watch', 200, 'true']], p);
+          } else {
+            assert.deepEqual(reqs.map((x) => [x.verb, x.status]).slice(0, 3), [['watch', 422], ['list', 200], ['watch', 200]], p);
+            assert.equal(reqs[1]!.query.resourceVersion, '0');
+          }
+        }
+        if (!watchList) assert.match(s.output(), /\[INFO\] plugin\/kubernetes: .*\/api\/v1\/services: the server refused a streaming list .*; using LIST/);
+        assert.doesNotMatch(s.output(), /\[WARNING\]/);
+        api.apply(service('default', 'web', ['10.96.0.51'], [['http', 'TCP', 80]]));
+        await waitUntil(async () => (await digShort(s.port, ['web.default.svc.cluster.local.']))[0] === '10.96.0.51', 'a change after the list', 5000);
+      } finally {
+        await s.stop();
+        await api.close();
+      }
+    }
+  });
+
   // A 403 carries Kubernetes' Status body (the authorizer's "forbidden" message).
   test('a missing RBAC permission is named, verb and resource, in the log and on /ready', { timeout: 60000 }, async () => {
     const api = await KubeApiServer.create({ bookmarkIntervalMs: 0 });
