@@ -77,7 +77,7 @@ describe('Reflector lists from the watch cache (API Concepts › Resource versio
       server.compact();
       server.apply(service('after-compaction', '10.0.9.9'));
       await server.start();
-      await waitFor(() => t.reflector.store.has('default/after-compaction'), 'relist after 410');
+      await waitFor(() => t.reflector.store.has('default/after-compaction'), 'relist after 410', 10_000);
       const relist = server.requestLog.filter((r) => r.verb === 'list').slice(before);
       assert.equal(relist.length, 1);
       assert.equal(relist[0].query.resourceVersion, rv);
@@ -110,7 +110,7 @@ describe('Reflector after an etcd restore: "Too large resource version" relists 
           server.rewindResourceVersion(held - 1);
           const before = server.requestLog.length;
           await server.start();
-          await waitFor(() => !t.reflector.store.has('default/db'), 'relist after too-large', 5000);
+          await waitFor(() => !t.reflector.store.has('default/db'), 'relist after too-large', 10_000);
           const after = server.requestLog.slice(before);
           const refused = after.find((r) => r.verb === 'watch');
           assert.equal(refused?.query.resourceVersion, String(held));
@@ -146,7 +146,7 @@ describe('Reflector after an etcd restore: "Too large resource version" relists 
       const before = server.requestLog.length;
       // A 410 ends the watch; the relist asks NotOlderThan `held`, which the store no longer has.
       server.writeRawToWatches(JSON.stringify({ type: 'ERROR', object: { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: 'too old resource version: 1 (2)', reason: 'Expired', code: 410 } }));
-      await waitFor(() => t.reflector.resourceVersion === String(server.resourceVersion), 'quorum relist', 5000);
+      await waitFor(() => t.reflector.resourceVersion === String(server.resourceVersion), 'quorum relist', 10_000);
       const lists = server.requestLog.slice(before).filter((r) => r.verb === 'list');
       assert.deepEqual(lists.map((r) => [r.query.resourceVersion, r.status]), [[held, 504], [undefined, 200]]);
       assert.equal(t.reflector.counters.relists, 2, 'two attempts: from the cache, then from etcd');
@@ -184,7 +184,7 @@ describe('Reflector with the streaming WatchList', () => {
         server.compact();
         server.remove('Service', 'default', 'svc-0');
       });
-      await waitFor(() => !t.reflector.store.has('default/svc-0'), 'relist by WatchList');
+      await waitFor(() => !t.reflector.store.has('default/svc-0'), 'relist by WatchList', 10_000);
       const again = server.requestLog.filter((r) => r.verb === 'watch').at(-1);
       assert.equal(again?.query.sendInitialEvents, 'true');
       assert.ok(Number(again?.query.resourceVersion) >= Number(rv));
@@ -253,7 +253,7 @@ describe('Reflector with the streaming WatchList', () => {
         server.compact();
         for (let i = 0; i < 20; i++) server.apply(service(`svc-${i}`, `10.2.0.${i}`));
       });
-      await waitFor(() => server.watchRequests >= watches + 3, 'three cut WatchLists', 5000);
+      await waitFor(() => server.watchRequests >= watches + 3, 'three cut WatchLists', 15_000);
       assert.deepEqual([...generations(t.reflector.store)], ['10.1'], 'the old state, whole');
       assert.equal(t.reflector.store.size, 20);
       assert.equal(t.rec.updates.length, 0);
@@ -292,13 +292,14 @@ describe('Reflector relists atomically', () => {
       });
       const seen = new Set<string>();
       const sizes = new Set<number>();
-      const until = Date.now() + 2000;
-      while (Date.now() < until) {
+      // Look throughout two relists that each fail at their third page.
+      const until = Date.now() + 20_000;
+      while (pages < 4 && Date.now() < until) {
         for (const g of generations(t.reflector.store)) seen.add(g);
         sizes.add(t.reflector.store.size);
         await delay(5);
       }
-      assert.ok(server.listRequests - lists >= 4, `the relist was tried: ${server.listRequests - lists} pages`);
+      assert.ok(pages >= 4 && server.listRequests - lists >= 6, `two relists were tried: ${server.listRequests - lists} pages`);
       assert.deepEqual([...seen], ['10.1'], 'only the old state was ever visible');
       assert.deepEqual([...sizes], [30]);
       assert.equal(t.rec.deletes.length, 0);
@@ -325,7 +326,7 @@ describe('Reflector announces its lists to its owner (the heap policy lives ther
       assert.deepEqual(calls, ['begin', 'end']);
       server.failNext(1, 500, undefined, (r) => r.verb === 'list');
       await whileAway(server, () => server.compact());
-      await waitFor(() => calls.length === 6, 'a failed relist, then a good one', 5000);
+      await waitFor(() => calls.length === 6, 'a failed relist, then a good one', 10_000);
       assert.deepEqual(calls, ['begin', 'end', 'begin', 'failed', 'begin', 'end']);
     } finally {
       await t.close();
