@@ -117,13 +117,3 @@ export function listEnds(): void {
 export function smallHeapOn(): boolean {
   return smallHeap;
 }
-
-/**
- * One collection now, without the compaction: for the middle of a long burst (a LIST of
- * tens of thousands of objects), so that the garbage of the pages already applied does not
- * pile up until V8 decides to collect, which with a heap growing that fast is at two to
- * four times what is live (the peak RSS of a start with 100,000 objects).
- */
-export function collectNow(): void {
-  gcFunction()?.();
-}

@@ -5,6 +5,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { StringDecoder } from 'node:string_decoder';
 import type { ApiConnection } from './connection.js';
+import { ListItemScanner } from './list-stream.js';
 import { isStatus, type Status } from './types.js';
 
 /** A non-2xx answer from the API server; `status` is the HTTP status, `body` its Status object if any. */
@@ -145,6 +146,59 @@ export class KubeClient {
       return JSON.parse(text) as unknown;
     } catch (err) {
       throw new Error(`${path}: response is not JSON: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    }
+  }
+
+  /**
+   * GET a LIST, handing each element of `items` to `onItem` parsed, as the body arrives; resolves
+   * with the rest of the list (`items` empty). Non-2xx throws KubeApiError.
+   */
+  async listItems(path: string, query: Query, onItem: (item: unknown) => void, opts: { signal?: AbortSignal } = {}): Promise<unknown> {
+    const ex = await this.#open('GET', path, query, undefined, undefined, opts.signal, this.#requestTimeoutMs);
+    try {
+      const status = ex.res.statusCode ?? 0;
+      if (status < 200 || status > 299) throw await this.#apiError(ex.res, path);
+      const scanner = new ListItemScanner((json) => onItem(JSON.parse(json) as unknown), this.#maxLineBytes);
+      await new Promise<void>((ok, fail) => {
+        const res = ex.res;
+        const decoder = new StringDecoder('utf8');
+        let size = 0;
+        let failed = false;
+        const stop = (err: unknown) => {
+          if (failed) return;
+          failed = true;
+          res.destroy();
+          fail(err);
+        };
+        res.on('data', (chunk: Buffer) => {
+          if (failed) return;
+          size += chunk.length;
+          if (size > this.#maxBodyBytes) return stop(new ResponseTooLargeError(path, this.#maxBodyBytes));
+          try {
+            scanner.write(decoder.write(chunk));
+          } catch (err) {
+            stop(err instanceof SyntaxError ? new Error(`${path}: a list item is not JSON: ${err.message}`, { cause: err }) : err);
+          }
+        });
+        res.on('end', () => {
+          if (failed) return;
+          try {
+            scanner.write(decoder.end());
+            ok();
+          } catch (err) {
+            stop(err);
+          }
+        });
+        res.on('error', stop);
+        res.on('close', () => {
+          if (!res.complete) stop(new Error(`${path}: connection closed before the response was complete`));
+        });
+      });
+      return scanner.end();
+    } catch (err) {
+      throw ex.failure() ?? err;
+    } finally {
+      ex.release();
     }
   }
 

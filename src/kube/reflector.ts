@@ -1,11 +1,11 @@
-// List + watch of one resource into a Map, the way client-go's reflector does it, minus its
-// failure modes: it never stops on errors, requests bookmarks, detects silent streams, pages
-// large lists, and relists with a diff (deletes included) after 410 Gone.
+// List + watch of one resource into a Map with client-go's reflector semantics: the streaming
+// WatchList where the server has it, else a LIST from the watch cache (resourceVersion=0 or
+// NotOlderThan the last version seen), a quorum LIST when that version is unavailable; every
+// list is built aside and swapped in at once; it never stops on errors.
 import { isDeepStrictEqual } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { KubeApiError, type KubeClient, type Query } from './http.js';
+import { KubeApiError, ResponseTooLargeError, type KubeClient, type Query } from './http.js';
 import { describeObject, isList, isStatus, isWatchEvent, listMeta, objectKey, objectMeta, type Status } from './types.js';
-import { collectAfterBurst, collectNow, listBegins, listEnds } from '../heap.js';
 
 export interface Projected<T> {
   key: string;
@@ -42,11 +42,23 @@ export interface ReflectorOptions<T> {
   onConnectionChange?(connected: boolean): void;
   /** Non-fatal problems, e.g. a malformed object; defaults to stderr. */
   warn?(msg: string): void;
-  /** LIST page size. Default 500. */
+  /** How it lists, when that changes (e.g. the server has no WatchList); defaults to nowhere. */
+  info?(msg: string): void;
+  /** A full list (LIST pages or a WatchList's initial events) starts: a burst of allocation. */
+  onListBegin?(): void;
+  /** The list `onListBegin` announced ended: `completed` when its state was swapped in. */
+  onListEnd?(completed: boolean): void;
+  /** Try the streaming WatchList (`sendInitialEvents`) first; a server that refuses it gets LISTs. Default true. */
+  watchList?: boolean;
+  /** LIST page size (a paged quorum list; the watch cache ignores it). Default 500. */
   pageSize?: number;
   /** Server-side watch timeout is drawn from this range (s). Default [300, 600]. */
   watchTimeoutSeconds?: readonly [number, number];
-  /** Reconnect a watch that has sent no bytes for this long (ms). Default 90 000 (1.5× the bookmark interval). */
+  /**
+   * Reconnect a watch that has sent no bytes for this long (ms). Default: the watch's
+   * timeoutSeconds + 30 s, since the server ends every watch by then and bookmarks are not
+   * guaranteed in between (client-go relies on the same).
+   */
   idleTimeoutMs?: number;
   backoff?: BackoffOptions;
   /** A clean watch end sooner than this with no events counts as a failure, so a flapping server is not hammered. Default 1000 ms. */
@@ -68,6 +80,36 @@ export class ResourceExpiredError extends Error {
   constructor(message: string) {
     super(message);
     this.name = 'ResourceExpiredError';
+  }
+}
+
+/**
+ * The server does not have the resourceVersion asked for yet (an etcd restore, a lagging watch
+ * cache): HTTP 504 or an in-stream ERROR with the `ResourceVersionTooLarge` cause. Only a list
+ * that does not name a version helps.
+ */
+export class ResourceVersionTooLargeError extends Error {
+  readonly code = 'KUBE_ERR_RV_TOO_LARGE';
+  constructor(
+    message: string,
+    readonly retryAfterMs: number | undefined,
+  ) {
+    super(message);
+    this.name = 'ResourceVersionTooLargeError';
+  }
+}
+
+/** RBAC refused a verb on the collection; the message names both, as `kubectl auth can-i` would ask. */
+export class ForbiddenError extends Error {
+  readonly code = 'KUBE_ERR_FORBIDDEN';
+  constructor(
+    readonly verb: 'list' | 'watch',
+    readonly resource: string,
+    path: string,
+    serverMessage: string | undefined,
+  ) {
+    super(`${path}: forbidden: cannot ${verb} ${resource}${serverMessage ? ` (${serverMessage})` : ''}`);
+    this.name = 'ForbiddenError';
   }
 }
 
@@ -106,14 +148,23 @@ export class Backoff {
   }
 }
 
-/**
- * Pages between two collections in a long list: with 500 objects a page, every 5,000 objects
- * (5–20 MB of JSON). With 100,000 objects (three lists at once) this took the peak RSS of a
- * start from 286 MB to 197 MB, at the cost of a few tens of milliseconds each.
- */
-const GC_EVERY_PAGES = 10;
+/** How long past its timeoutSeconds a watch may stay silent before the connection is presumed dead. */
+const WATCH_END_GRACE_MS = 30_000;
+/** The annotation on the BOOKMARK that ends a WatchList's initial events (API Concepts › Streaming lists). */
+const INITIAL_EVENTS_END = 'k8s.io/initial-events-end';
 
-type WatchEnd = { kind: 'closed'; events: number; durationMs: number } | { kind: 'expired'; events: number };
+type WatchEnd =
+  | { kind: 'closed'; events: number; durationMs: number }
+  | { kind: 'expired'; events: number }
+  | { kind: 'tooLarge'; error: ResourceVersionTooLargeError }
+  /** The server refused `sendInitialEvents` (older than 1.27, or its WatchList gate is off). */
+  | { kind: 'watchListRefused'; error: Error };
+
+/** The initial events of a WatchList, collected aside until the bookmark that ends them. */
+interface InitialEvents<T> {
+  items: Map<string, T>;
+  done: boolean;
+}
 
 export class Reflector<T> {
   readonly path: string;
@@ -136,6 +187,16 @@ export class Reflector<T> {
   #syncWaiters: Array<() => void> = [];
   /** One immediate relist is allowed per healthy period; repeated 410s go through the backoff. */
   #quickRelist = true;
+  /** client-go's isLastSyncResourceVersionUnavailable: the next list is a quorum read naming no version. */
+  #rvUnavailable = false;
+  /** The server refused a WatchList once; this reflector LISTs from then on. */
+  #watchListRefused = false;
+  /** A LIST came back in pages (no watch cache in front): relists page too. */
+  #paginated = false;
+  /** The watch cache's whole-list answer was over the body limit: page from etcd from then on. */
+  #pagedOnly = false;
+  /** The list announced by onListBegin that has not ended yet. */
+  #listOpen = false;
 
   constructor(opts: ReflectorOptions<T>) {
     this.#o = opts;
@@ -209,29 +270,39 @@ export class Reflector<T> {
     while (!signal.aborted) {
       let delay = 0;
       try {
-        if (this.#needList) {
-          listBegins();
-          try {
-            await this.#list();
-          } finally {
-            listEnds();
+        let end: WatchEnd | undefined;
+        if (this.#needList && this.#o.watchList !== false && !this.#watchListRefused) {
+          end = await this.#watch(true);
+          if (end.kind === 'watchListRefused') {
+            this.#watchListRefused = true;
+            this.#o.info?.(`${this.name}: the server refused a streaming list (${end.error.message}); using LIST`);
+            end = undefined;
           }
-          // A complete list means the API is back: later failures start from a short delay.
-          this.#backoff.reset();
         }
-        const end = await this.#watch();
+        if (!end) {
+          if (this.#needList) {
+            await this.#list();
+            // A complete list means the API is back: later failures start from a short delay.
+            this.#backoff.reset();
+          }
+          end = await this.#watch(false);
+        }
         if (end.kind === 'expired') {
           this.#needList = true;
           delay = this.#relistDelay();
-        } else if (end.events === 0 && end.durationMs < (this.#o.minWatchMs ?? 1000)) {
+        } else if (end.kind === 'tooLarge') {
+          delay = this.#tooLarge(end.error);
+        } else if (end.kind === 'closed' && end.events === 0 && end.durationMs < (this.#o.minWatchMs ?? 1000)) {
           delay = this.#backoff.next();
-        } else if (end.events === 0) {
+        } else if (end.kind === 'closed' && end.events === 0) {
           this.#backoff.reset(); // a long quiet watch that ended on time is healthy
         }
       } catch (err) {
         if (signal.aborted) break;
         const error = err instanceof Error ? err : new Error(String(err));
-        if (isExpired(error)) {
+        if (error instanceof ResourceVersionTooLargeError) {
+          delay = this.#tooLarge(error);
+        } else if (isExpired(error)) {
           this.#needList = true;
           delay = this.#relistDelay();
         } else {
@@ -242,6 +313,8 @@ export class Reflector<T> {
           const retryAfter = error instanceof KubeApiError ? error.retryAfterMs : undefined;
           delay = this.#backoff.next(retryAfter);
         }
+      } finally {
+        this.#endList(false);
       }
       if (delay > 0) {
         try {
@@ -261,99 +334,183 @@ export class Reflector<T> {
     return this.#backoff.next();
   }
 
-  /** Page through the collection, applying each item as it comes; then delete what was not seen. */
+  /** Our version is ahead of the server's: relist from a quorum read, after the backoff (and at least Retry-After). */
+  #tooLarge(err: ResourceVersionTooLargeError): number {
+    this.#needList = true;
+    this.#rvUnavailable = true;
+    this.#warn(`${this.name}: ${err.message}; relisting`);
+    return this.#backoff.next(err.retryAfterMs);
+  }
+
+  #beginList(): void {
+    if (this.#listOpen) return;
+    this.#listOpen = true;
+    if (this.#synced) this.counters.relists++;
+    this.#safe(() => this.#o.onListBegin?.(), 'onListBegin');
+  }
+
+  #endList(completed: boolean): void {
+    if (!this.#listOpen) return;
+    this.#listOpen = false;
+    this.#safe(() => this.#o.onListEnd?.(completed), 'onListEnd');
+  }
+
+  /**
+   * The first page's query, as client-go's reflector asks it (API Concepts › Resource versions):
+   * `resourceVersion=0` (any version, from the watch cache) at first, then NotOlderThan the last
+   * version seen without a limit (the cache serves only unpaged lists for a version other than
+   * 0), and a paged quorum read with no version once ours is unavailable.
+   */
+  #firstPageQuery(consistent: boolean): Query {
+    const limit = this.#o.pageSize ?? 500;
+    if (consistent) return { limit, ...this.#selectors() };
+    if (!this.#rv) return { resourceVersion: '0', resourceVersionMatch: 'NotOlderThan', limit, ...this.#selectors() };
+    return {
+      resourceVersion: this.#rv,
+      resourceVersionMatch: 'NotOlderThan',
+      limit: this.#paginated ? limit : undefined,
+      ...this.#selectors(),
+    };
+  }
+
+  /** Page through the collection into a new map; swap it in only once the last page arrived. */
   async #list(): Promise<void> {
     const signal = this.#abort.signal;
-    const seen = new Set<string>();
+    this.#beginList();
+    let consistent = this.#rvUnavailable || this.#pagedOnly;
+    let next = new Map<string, T>();
     let cont = '';
     let restarts = 0;
-    let pages = 0;
-    if (this.#synced) this.counters.relists++;
     for (;;) {
-      const query: Query = { limit: this.#o.pageSize ?? 500, continue: cont, ...this.#selectors() };
+      const query: Query = cont ? { limit: this.#o.pageSize ?? 500, continue: cont, ...this.#selectors() } : this.#firstPageQuery(consistent);
       let body: unknown;
+      const into = next;
       try {
-        body = await this.#o.client.getJSON(this.path, query, { signal });
+        // Items are projected as the body arrives; a list that fails drops `next` whole.
+        body = await this.#o.client.listItems(this.path, query, (item) => {
+          const p = this.#project(item);
+          if (p) into.set(p.key, p.value);
+        }, { signal });
       } catch (err) {
         if (cont && err instanceof KubeApiError && err.status === 410) {
-          // The continue token outlived its snapshot: start over; items already applied stay.
-          seen.clear();
+          // The continue token outlived its snapshot: start over from a fresh map.
+          next = new Map();
           cont = '';
           if (restarts++ > 0) await sleep(this.#backoff.next(), undefined, { signal });
           continue;
         }
-        throw err;
+        const tooLarge = err instanceof KubeApiError ? tooLargeError(this.path, err.body, err.retryAfterMs) : undefined;
+        if (tooLarge) throw tooLarge;
+        if (!cont && !consistent && err instanceof ResponseTooLargeError) {
+          // The cache ignores limit; a collection this big can only be read in pages.
+          this.#pagedOnly = true;
+          consistent = true;
+          next = new Map();
+          this.#warn(`${this.name}: ${err.message}; listing in pages from etcd from now on`);
+          continue;
+        }
+        if (!cont && !consistent && err instanceof KubeApiError && (err.status === 410 || err.status === 400 || err.status === 422)) {
+          // Our version is compacted away, or the server refuses the version parameters: read from etcd (client-go does the same at once).
+          consistent = true;
+          this.#rvUnavailable = true;
+          next = new Map();
+          continue;
+        }
+        throw this.#forbidden(err, 'list');
       }
       this.#setConnected(true);
-      pages++;
       if (!isList(body)) throw new Error(`${this.path}: LIST answer has no items array`);
       const meta = listMeta(body);
-      for (const item of body.items) this.#applyListItem(item, seen);
+
       if (meta.continue) {
+        this.#paginated = true;
         cont = meta.continue;
-        // Collect what the pages so far left (see collectNow).
-        if (pages % GC_EVERY_PAGES === 0) collectNow();
         continue;
       }
       this.counters.lists++;
-      for (const [key, old] of this.#store) {
-        if (!seen.has(key)) {
-          this.#store.delete(key);
-          this.#safe(() => this.#o.onDelete?.(key, old), 'onDelete');
-        }
-      }
-      this.#rv = meta.resourceVersion ?? '';
-      this.#needList = false;
-      this.#markCurrent();
-      // The pages are garbage now; an idle process would keep the heap they grew.
-      collectAfterBurst();
-      if (!this.#synced) {
-        this.#synced = true;
-        this.#safe(() => this.#o.onSynced?.(), 'onSynced');
-        for (const w of this.#syncWaiters.splice(0)) w();
-      }
+      this.#rvUnavailable = false;
+      this.#replace(next, meta.resourceVersion ?? '');
       return;
     }
   }
 
-  #applyListItem(item: unknown, seen: Set<string>): void {
-    const p = this.#project(item);
-    if (!p) return;
-    seen.add(p.key);
-    this.#upsert(p.key, p.value);
+  /** Swap a complete list in: one synchronous pass of deletes, adds and updates, so readers see the old state or the new. */
+  #replace(next: Map<string, T>, rv: string): void {
+    for (const [key, old] of this.#store) {
+      if (!next.has(key)) {
+        this.#store.delete(key);
+        this.#safe(() => this.#o.onDelete?.(key, old), 'onDelete');
+      }
+    }
+    for (const [key, value] of next) this.#upsert(key, value);
+    this.#rv = rv;
+    this.#needList = false;
+    this.#markCurrent();
+    this.#endList(true);
+    if (!this.#synced) {
+      this.#synced = true;
+      this.#safe(() => this.#o.onSynced?.(), 'onSynced');
+      for (const w of this.#syncWaiters.splice(0)) w();
+    }
   }
 
-  async #watch(): Promise<WatchEnd> {
+  /** A 403 names the verb and the resource RBAC must grant; anything else passes through. */
+  #forbidden(err: unknown, verb: 'list' | 'watch'): unknown {
+    if (!(err instanceof KubeApiError) || err.status !== 403) return err;
+    const parts = this.path.split('/');
+    const group = parts[1] === 'apis' ? parts[2] : '';
+    const resource = `${parts.at(-1) ?? this.path}${group ? `.${group}` : ''}`;
+    return new ForbiddenError(verb, resource, this.path, err.body?.message);
+  }
+
+  /** A watch; with `initial`, a WatchList whose first events are the state, swapped in at their closing bookmark. */
+  async #watch(initial: boolean): Promise<WatchEnd> {
     const [lo, hi] = this.#o.watchTimeoutSeconds ?? [300, 600];
-    const query: Query = {
-      watch: 1,
-      resourceVersion: this.#rv,
-      allowWatchBookmarks: true,
-      timeoutSeconds: Math.round(lo + Math.random() * (hi - lo)),
-      ...this.#selectors(),
-    };
+    const timeoutSeconds = Math.round(lo + Math.random() * (hi - lo));
+    const query: Query = initial
+      ? {
+          watch: 1,
+          sendInitialEvents: true,
+          allowWatchBookmarks: true,
+          resourceVersionMatch: 'NotOlderThan',
+          resourceVersion: this.#rvUnavailable ? undefined : this.#rv,
+          timeoutSeconds,
+          ...this.#selectors(),
+        }
+      : { watch: 1, resourceVersion: this.#rv, allowWatchBookmarks: true, timeoutSeconds, ...this.#selectors() };
     const started = Date.now();
     let events = 0;
+    const pending: InitialEvents<T> | undefined = initial ? { items: new Map(), done: false } : undefined;
+    if (initial) this.#beginList();
     this.counters.watches++;
     try {
       await this.#o.client.streamLines(this.path, query, {
         signal: this.#abort.signal,
-        idleTimeoutMs: this.#o.idleTimeoutMs ?? 90_000,
+        idleTimeoutMs: this.#o.idleTimeoutMs ?? timeoutSeconds * 1000 + WATCH_END_GRACE_MS,
         onOpen: () => this.#setConnected(true),
         onLine: (line) => {
-          this.#handleLine(line);
+          this.#handleLine(line, pending);
           events++;
         },
       });
     } catch (err) {
       if (err instanceof ResourceExpiredError) return { kind: 'expired', events };
-      throw err;
+      if (err instanceof ResourceVersionTooLargeError) return { kind: 'tooLarge', error: err };
+      const tooLarge = err instanceof KubeApiError ? tooLargeError(this.path, err.body, err.retryAfterMs) : undefined;
+      if (tooLarge) return { kind: 'tooLarge', error: tooLarge };
+      if (err instanceof KubeApiError && err.status === 410) return { kind: 'expired', events };
+      if (pending && !pending.done && refusesWatchList(err)) return { kind: 'watchListRefused', error: err as Error };
+      throw this.#forbidden(err, 'watch');
+    }
+    if (pending && !pending.done) {
+      // A server that ignores sendInitialEvents never sends the closing bookmark: list instead.
+      return { kind: 'watchListRefused', error: new Error('the stream ended before its initial-events-end bookmark') };
     }
     return { kind: 'closed', events, durationMs: Date.now() - started };
   }
 
   /** Apply one watch line. Throws to end the stream: 410 → relist, other ERROR/garbage → re-watch from the last RV. */
-  #handleLine(line: string): void {
+  #handleLine(line: string, initial: InitialEvents<T> | undefined): void {
     let event: unknown;
     try {
       event = JSON.parse(line);
@@ -369,12 +526,20 @@ export class Reflector<T> {
     const obj = event.object;
     if (event.type === 'ERROR') {
       const status: Status | undefined = isStatus(obj) ? obj : undefined;
+      const tooLarge = tooLargeError(this.path, status, undefined);
+      if (tooLarge) throw tooLarge;
       if (status?.code === 410 || status?.reason === 'Expired' || status?.reason === 'Gone') {
         throw new ResourceExpiredError(`${this.path}: ${status.message ?? 'resourceVersion expired'}`);
       }
-      throw new Error(`${this.path}: watch ERROR event: ${status?.message ?? JSON.stringify(obj).slice(0, 200)} (code ${status?.code ?? '?'})`);
+      const error = new Error(`${this.path}: watch ERROR event: ${status?.message ?? JSON.stringify(obj).slice(0, 200)} (code ${status?.code ?? '?'})`);
+      if (initial && !initial.done && (status?.code === 400 || status?.code === 422)) throw new KubeApiError(status.code, this.path, status, undefined);
+      throw error;
     }
     this.counters.events++;
+    if (initial && !initial.done) {
+      this.#collectInitial(event.type, obj, initial);
+      return;
+    }
     if (event.type !== 'BOOKMARK') {
       if (event.type === 'DELETED') this.#applyDelete(obj);
       else {
@@ -388,6 +553,32 @@ export class Reflector<T> {
     this.#markCurrent();
     this.#backoff.reset();
     this.#quickRelist = true;
+  }
+
+  /** A WatchList's initial events go aside; the bookmark annotated initial-events-end swaps them in. */
+  #collectInitial(type: string, obj: unknown, initial: InitialEvents<T>): void {
+    if (type === 'BOOKMARK') {
+      const meta = objectMeta(obj);
+      if (meta?.annotations?.[INITIAL_EVENTS_END] !== 'true') return;
+      initial.done = true;
+      this.counters.lists++;
+      this.#rvUnavailable = false;
+      this.#replace(initial.items, meta.resourceVersion ?? this.#rv);
+      this.#backoff.reset();
+      this.#quickRelist = true;
+      return;
+    }
+    if (type === 'DELETED') {
+      const key = this.#safeProject(obj)?.key ?? this.#keyOf(obj);
+      if (key !== null) initial.items.delete(key);
+      return;
+    }
+    const p = this.#project(obj);
+    if (p) initial.items.set(p.key, p.value);
+    else {
+      const key = this.#keyOf(obj);
+      if (key !== null) initial.items.delete(key);
+    }
   }
 
   #applyDelete(obj: unknown): void {
@@ -467,4 +658,26 @@ export class Reflector<T> {
 
 function isExpired(err: Error): boolean {
   return err instanceof ResourceExpiredError || (err instanceof KubeApiError && err.status === 410);
+}
+
+/**
+ * The forms of "too large resource version" (API Concepts › Resource versions › Unavailable
+ * resource versions), as client-go tells them: the `ResourceVersionTooLarge` cause (1.18.6+),
+ * a Timeout whose cause says "Too large resource version" (1.17.0–1.18.5), or only the message (older).
+ */
+function tooLargeError(path: string, status: Status | undefined, retryAfterMs: number | undefined): ResourceVersionTooLargeError | undefined {
+  if (!status) return undefined;
+  const causes = Array.isArray(status.details?.causes) ? status.details.causes : [];
+  const match =
+    causes.some((c) => c?.reason === 'ResourceVersionTooLarge' || c?.message === 'Too large resource version') ||
+    (typeof status.message === 'string' && status.message.includes('Too large resource version'));
+  if (!match) return undefined;
+  const fromBody = status.details?.retryAfterSeconds;
+  const retry = retryAfterMs ?? (typeof fromBody === 'number' && fromBody >= 0 ? fromBody * 1000 : undefined);
+  return new ResourceVersionTooLargeError(`${path}: ${status.message ?? 'Too large resource version'} (HTTP ${status.code ?? '?'})`, retry);
+}
+
+/** How a server without WatchList answers `sendInitialEvents`: 422 Invalid (1.27+, gate off) or 400 (older). */
+function refusesWatchList(err: unknown): boolean {
+  return err instanceof KubeApiError && (err.status === 400 || err.status === 422);
 }

@@ -32,7 +32,13 @@ export interface Status extends TypeMeta {
   message?: string;
   reason?: string;
   code?: number;
-  details?: { name?: string; kind?: string; retryAfterSeconds?: number };
+  details?: { name?: string; group?: string; kind?: string; retryAfterSeconds?: number; causes?: StatusCause[] };
+}
+
+export interface StatusCause {
+  reason?: string;
+  message?: string;
+  field?: string;
 }
 
 export type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';

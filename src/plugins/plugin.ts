@@ -92,6 +92,8 @@ export interface PluginInstance {
   shutdown?(): Promise<void> | void;
   /** For `ready`: false until the plugin can answer correctly. */
   ready?(): boolean;
+  /** For `ready`: why the plugin is not ready, when the user must act (e.g. a missing RBAC permission). */
+  readyDetail?(): string | undefined;
   /** For `health`: how long to keep serving after SIGTERM before closing listeners. */
   lameduckMs?(): number;
   /** True when the plugin answers classes other than IN (`chaos`): the server then lets them through to the block. */

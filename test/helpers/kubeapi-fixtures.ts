@@ -70,6 +70,8 @@ export async function recordingReflector<T>(
   const reflector = new Reflector<T>({
     backoff: { initialMs: 20, maxMs: 200 },
     idleTimeoutMs: 5_000,
+    // The LIST + WATCH path; the WatchList tests turn it on.
+    watchList: false,
     onAdd: (k, v) => rec.adds.push([k, v]),
     onUpdate: (k, o, v) => rec.updates.push([k, o, v]),
     onDelete: (k, o) => rec.deletes.push([k, o]),
@@ -77,6 +79,7 @@ export async function recordingReflector<T>(
     onError: (e) => rec.errors.push(e),
     onConnectionChange: (c) => rec.connection.push(c),
     warn: (m) => rec.warnings.push(m),
+    info: (m) => rec.warnings.push(m),
     ...opts,
     client,
   });

@@ -1,7 +1,10 @@
 // A test Kubernetes API server that speaks the real list/watch protocol over HTTP(S) on
-// 127.0.0.1: paginated LIST with expiring continue tokens, WATCH with replay from an event
-// log, bookmarks, 410 Gone (HTTP or in-stream), timeouts, writes, auth, and fault knobs.
-// It stores plain JSON objects; it validates only what the real server would reject.
+// 127.0.0.1: paginated LIST with expiring continue tokens, a watch cache's resourceVersion
+// semantics (RV=0 ignores limit, NotOlderThan, "Too large resource version"), WATCH with replay
+// from an event log, the streaming WatchList, bookmarks, 410 Gone (HTTP or in-stream), timeouts,
+// writes, auth, RBAC denials with Kubernetes' Status bodies, and fault knobs. It stores plain
+// JSON objects; it validates only what the real server would reject. Each behaviour follows the
+// Kubernetes documentation, "API Concepts" (https://kubernetes.io/docs/reference/using-api/api-concepts/).
 import { randomBytes, randomUUID } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
@@ -91,9 +94,26 @@ export interface KubeApiServerOptions {
   bookmarkIntervalMs?: number;
   /** Events kept for watch replay; older resourceVersions get 410. Default 10 000. */
   eventWindow?: number;
-  /** How an expired watch resourceVersion is reported: in-stream ERROR event (default) or HTTP 410. */
+  /** How an expired (or too large) watch resourceVersion is reported: in-stream ERROR event (default) or HTTP status. */
   expiredWatch?: 'event' | 'status';
   port?: number;
+  /**
+   * A watch cache in front of storage, as kube-apiserver has by default: RV=0 lists and unpaged
+   * NotOlderThan lists come from it, whole (limit ignored). false: every list is read from
+   * "etcd" and paged (`--watch-cache=false`). Default true.
+   */
+  watchCache?: boolean;
+  /** Serve `sendInitialEvents=true` watches (the WatchList feature gate: on by default in 1.32 and from 1.34). Default false, as 1.27–1.31 and 1.33. */
+  watchList?: boolean;
+  /** How long a request for a resourceVersion the server does not have yet waits before 504 (the real cache waits 3 s). Default 3000. */
+  tooLargeWaitMs?: number;
+  /**
+   * The body of a "too large resource version" answer, by server version: `cause` (1.18.6+, the
+   * ResourceVersionTooLarge cause), `legacy-cause` (1.17.0–1.18.5), `message` (before 1.17). Default `cause`.
+   */
+  tooLargeForm?: 'cause' | 'legacy-cause' | 'message';
+  /** The user RBAC denials name. Default the CoreDNS ServiceAccount. */
+  user?: string;
 }
 
 const GONE_MESSAGE = 'too old resource version';
@@ -105,6 +125,12 @@ export class KubeApiServer {
   token: string | undefined;
   expiredWatch: 'event' | 'status';
   bookmarkIntervalMs: number;
+  watchList: boolean;
+  tooLargeForm: 'cause' | 'legacy-cause' | 'message';
+  /** Delay before each LIST answer with a `continue` token or after one (ms): a slow, paged list. */
+  pageDelayMs = 0;
+  /** A WatchList's connection is cut after this many initial events (undefined: never). */
+  cutInitialEventsAfter: number | undefined;
   readonly requestLog: RequestInfo[] = [];
   /** Called for every request before it is served (after logging): a hook to act between two requests. */
   onRequest?: (r: RequestInfo) => void;
@@ -123,6 +149,8 @@ export class KubeApiServer {
   #sockets = new Set<Socket>();
   #bookmarkTimer?: NodeJS.Timeout;
   #listening = false;
+  /** `verb resource` pairs RBAC denies, e.g. `list services`. */
+  #denied = new Set<string>();
 
   private constructor(opts: KubeApiServerOptions, pki: TestPki | undefined) {
     this.#opts = opts;
@@ -130,6 +158,8 @@ export class KubeApiServer {
     this.token = opts.token;
     this.expiredWatch = opts.expiredWatch ?? 'event';
     this.bookmarkIntervalMs = opts.bookmarkIntervalMs ?? 60_000;
+    this.watchList = opts.watchList ?? false;
+    this.tooLargeForm = opts.tooLargeForm ?? 'cause';
     const handler = (req: http.IncomingMessage, res: http.ServerResponse) => this.#handle(req, res);
     this.#server = pki
       ? https.createServer({ key: pki.serverKey, cert: pki.serverCert, ca: pki.ca, requestCert: !!opts.clientCertAuth, rejectUnauthorized: false }, handler)
@@ -188,8 +218,10 @@ export class KubeApiServer {
     });
     this.port = (this.#server.address() as AddressInfo).port;
     this.#listening = true;
-    this.#bookmarkTimer = setInterval(() => this.sendBookmarks(), this.bookmarkIntervalMs);
-    this.#bookmarkTimer.unref();
+    if (this.bookmarkIntervalMs > 0) {
+      this.#bookmarkTimer = setInterval(() => this.sendBookmarks(), this.bookmarkIntervalMs);
+      this.#bookmarkTimer.unref();
+    }
   }
 
   /** An outage: stop listening and cut every connection (watches included). State is kept. */
@@ -255,7 +287,26 @@ export class KubeApiServer {
     this.#snapshots.clear();
   }
 
+  /**
+   * An etcd restore from a backup: the store's revision goes back to `rv` (events after it are
+   * forgotten), so a client holding a later resourceVersion asks for one the server does not have.
+   */
+  rewindResourceVersion(rv: number): void {
+    this.#rv = rv;
+    this.#log = this.#log.filter((e) => e.rv <= rv);
+    this.#snapshots.clear();
+  }
+
   // ---- fault knobs ----
+
+  /** RBAC: deny `verb` (list, watch, get) on `resource` (the plural, e.g. services) until allow(). */
+  deny(verb: string, resource: string): void {
+    this.#denied.add(`${verb} ${resource}`);
+  }
+
+  allow(verb: string, resource: string): void {
+    this.#denied.delete(`${verb} ${resource}`);
+  }
 
   /** The next `n` requests (matching `match`, if given) fail with `status` (+ Retry-After seconds). */
   failNext(n: number, status: number, retryAfter?: number, match?: string | ((r: RequestInfo) => boolean)): void {
@@ -308,8 +359,12 @@ export class KubeApiServer {
   sendBookmarks(): void {
     for (const w of this.#watches) {
       if (w.dead || !w.bookmarks) continue;
-      this.#writeEvent(w, 'BOOKMARK', { kind: w.rt.kind, apiVersion: apiVersion(w.rt), metadata: { resourceVersion: String(this.#rv) } });
+      this.#bookmark(w);
     }
+  }
+
+  #bookmark(w: Watch): void {
+    this.#writeEvent(w, 'BOOKMARK', { kind: w.rt.kind, apiVersion: apiVersion(w.rt), metadata: { resourceVersion: String(this.#rv) } });
   }
 
   // ---- storage and events ----
@@ -419,6 +474,11 @@ export class KubeApiServer {
       send(status, statusBody(status, message, retryAfter), retryAfter !== undefined ? { 'Retry-After': String(retryAfter) } : {});
 
     if (!this.#authorized(req)) return fail(401, 'Unauthorized');
+    if (route && route.kind !== 'meta' && this.#denied.has(`${verb} ${route.rt.plural}`)) {
+      info.status = 403;
+      res.writeHead(403, { 'Content-Type': 'application/json', 'Cache-Control': 'no-cache, private' });
+      return void res.end(JSON.stringify(forbiddenBody(this.#opts.user ?? 'system:serviceaccount:kube-system:coredns', verb, route.rt, route.namespace)));
+    }
     const rule = this.#failRules.find((r) => r.remaining > 0 && (!r.match || r.match(info)));
     if (rule) {
       rule.remaining--;
@@ -467,9 +527,45 @@ export class KubeApiServer {
     return false;
   }
 
+  /**
+   * LIST as kube-apiserver answers it (API Concepts › Resource versions › Semantics for get and
+   * list; › Retrieving large results sets in chunks): RV unset is a paged read from storage;
+   * RV=0 is served whole from the watch cache, limit ignored (as most versions do: the cache
+   * cannot page; the client follows `continue` should a server page it); RV=N NotOlderThan without a limit
+   * is served whole from the cache once it has N (504 "Too large resource version" after a
+   * short wait if it never gets there); with a limit it goes to storage, which pages.
+   */
   #list(route: CollectionRoute, query: Record<string, string>, send: Send, fail: Fail): void {
     const limit = query.limit ? Number(query.limit) : 0;
     if (!Number.isInteger(limit) || limit < 0) return fail(400, `invalid limit "${query.limit}"`);
+    const rvParam = query.resourceVersion ?? '';
+    const match = query.resourceVersionMatch ?? '';
+    const invalid = listOptionsInvalid(query, false, this.watchList);
+    if (invalid) return send(422, invalid);
+    if (query.continue && rvParam !== '' && rvParam !== '0') return fail(400, 'specifying resource version is not allowed when using continue');
+    const wanted = rvParam === '' || rvParam === '0' ? undefined : Number(rvParam);
+    if (wanted !== undefined && !Number.isInteger(wanted)) return fail(400, `invalid resourceVersion "${rvParam}"`);
+    const cached = this.#opts.watchCache !== false && !query.continue && (rvParam === '0' || (wanted !== undefined && !limit && match !== 'Exact'));
+    if (wanted !== undefined && match === 'Exact' && wanted < this.#minValidRv) {
+      return fail(410, 'The resourceVersion for the provided list is too old.');
+    }
+    const serve = () => {
+      if (wanted !== undefined && wanted > this.#rv) return send(504, tooLargeBody(wanted, this.#rv, this.tooLargeForm), { 'Retry-After': '1' });
+      this.#serveList(route, query, cached ? 0 : limit, send, fail);
+    };
+    // The cache waits for a version it does not have yet; storage (etcd) answers at once.
+    if (wanted !== undefined && wanted > this.#rv && cached) this.#waitForRv(wanted, serve);
+    else serve();
+  }
+
+  /** Calls `then` once the store reaches `rv`, or after tooLargeWaitMs. */
+  #waitForRv(rv: number, then: () => void): void {
+    const deadline = Date.now() + (this.#opts.tooLargeWaitMs ?? 3000);
+    const poll = () => (this.#rv >= rv || Date.now() >= deadline ? then() : setTimeout(poll, 20));
+    poll();
+  }
+
+  #serveList(route: CollectionRoute, query: Record<string, string>, limit: number, send: Send, fail: Fail): void {
     let snap: Snapshot;
     let offset = 0;
     let snapId: string;
@@ -484,11 +580,7 @@ export class KubeApiServer {
       snapId = tok.id;
       offset = tok.offset;
     } else {
-      const matches = this.#matcher(route, query);
-      const items = [...(this.#objects.get(route.rt.plural)?.values() ?? [])]
-        .filter((o) => (route.namespace === undefined || o.metadata.namespace === route.namespace) && matches(o))
-        .sort((a, b) => keyOf(a).localeCompare(keyOf(b)));
-      snap = { rv: this.#rv, items };
+      snap = { rv: this.#rv, items: this.#current(route, this.#matcher(route, query)).sort((a, b) => keyOf(a).localeCompare(keyOf(b))) };
       snapId = randomBytes(6).toString('hex');
     }
     const end = limit > 0 ? Math.min(offset + limit, snap.items.length) : snap.items.length;
@@ -506,16 +598,71 @@ export class KubeApiServer {
     } else {
       this.#snapshots.delete(snapId);
     }
-    send(200, { kind: `${route.rt.kind}List`, apiVersion: apiVersion(route.rt), metadata, items: page });
+    const respond = () => send(200, { kind: `${route.rt.kind}List`, apiVersion: apiVersion(route.rt), metadata, items: page });
+    if (this.pageDelayMs > 0 && (query.continue || metadata.continue)) setTimeout(respond, this.pageDelayMs);
+    else respond();
   }
 
+  /** The objects of the collection (and namespace) that match, unsorted. */
+  #current(route: CollectionRoute, matches: Matcher): KubeObject[] {
+    return [...(this.#objects.get(route.rt.plural)?.values() ?? [])].filter(
+      (o) => (route.namespace === undefined || o.metadata.namespace === route.namespace) && matches(o),
+    );
+  }
+
+  /**
+   * WATCH (API Concepts › Efficient detection of changes; › Watch bookmarks; › Streaming lists):
+   * replay from the event log, 410 for a compacted version, "Too large resource version" for one
+   * the store does not have yet, and with sendInitialEvents the current state as ADDED events
+   * closed by a BOOKMARK annotated `k8s.io/initial-events-end: "true"`.
+   */
   #watch(route: CollectionRoute, query: Record<string, string>, res: http.ServerResponse, info: RequestInfo, fail: Fail): void {
+    const invalid = listOptionsInvalid(query, true, this.watchList);
+    if (invalid) {
+      info.status = 422;
+      res.writeHead(422, { 'Content-Type': 'application/json', 'Cache-Control': 'no-cache, private' });
+      return void res.end(JSON.stringify(invalid));
+    }
     const matches = this.#matcher(route, query);
     const rvParam = query.resourceVersion ?? '';
     const fromRv = rvParam === '' || rvParam === '0' ? undefined : Number(rvParam);
     if (fromRv !== undefined && !Number.isInteger(fromRv)) return fail(400, `invalid resourceVersion "${rvParam}"`);
-    const expired = fromRv !== undefined && fromRv < this.#minValidRv;
-    if (expired && this.expiredWatch === 'status') return fail(410, `${GONE_MESSAGE}: ${fromRv} (${this.#minValidRv})`);
+    const initial = query.sendInitialEvents === 'true' || query.sendInitialEvents === '1';
+    if (fromRv !== undefined && fromRv > this.#rv) {
+      this.#waitForRv(fromRv, () => {
+        if (res.destroyed) return;
+        if (fromRv <= this.#rv) return this.#openWatch(route, query, res, info, matches, fromRv, initial);
+        const body = tooLargeBody(fromRv, this.#rv, this.tooLargeForm);
+        if (this.expiredWatch === 'status') {
+          info.status = 504;
+          res.writeHead(504, { 'Content-Type': 'application/json', 'Cache-Control': 'no-cache, private', 'Retry-After': '1' });
+          return void res.end(JSON.stringify(body));
+        }
+        info.status = 200;
+        res.writeHead(200, { 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked', 'Cache-Control': 'no-cache, private' });
+        res.end(`${JSON.stringify({ type: 'ERROR', object: body })}\n`);
+      });
+      return;
+    }
+    // NotOlderThan a version the server has: the current state qualifies.
+    this.#openWatch(route, query, res, info, matches, initial ? undefined : fromRv, initial);
+  }
+
+  #openWatch(
+    route: CollectionRoute,
+    query: Record<string, string>,
+    res: http.ServerResponse,
+    info: RequestInfo,
+    matches: Matcher,
+    fromRv: number | undefined,
+    initial: boolean,
+  ): void {
+    const expired = !initial && fromRv !== undefined && fromRv < this.#minValidRv;
+    if (expired && this.expiredWatch === 'status') {
+      info.status = 410;
+      res.writeHead(410, { 'Content-Type': 'application/json', 'Cache-Control': 'no-cache, private' });
+      return void res.end(JSON.stringify(statusBody(410, `${GONE_MESSAGE}: ${fromRv} (${this.#minValidRv})`)));
+    }
     info.status = 200;
     res.writeHead(200, { 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked', 'Cache-Control': 'no-cache, private' });
     const w: Watch = { rt: route.rt, namespace: route.namespace, matches, bookmarks: query.allowWatchBookmarks === 'true' || query.allowWatchBookmarks === '1', res, dead: this.#stalled };
@@ -533,17 +680,40 @@ export class KubeApiServer {
       return;
     }
     if (fromRv === undefined) {
-      // "Get state and start at most recent": synthetic ADDED for everything that exists now.
-      const items = [...(this.#objects.get(route.rt.plural)?.values() ?? [])]
-        .filter((o) => (route.namespace === undefined || o.metadata.namespace === route.namespace) && matches(o))
-        .sort((a, b) => Number(a.metadata.resourceVersion) - Number(b.metadata.resourceVersion));
-      for (const o of items) this.#writeEvent(w, 'ADDED', o);
+      // "Get state and start at most recent" (or a WatchList): synthetic ADDED for everything that exists now.
+      const items = this.#current(route, matches).sort((a, b) => Number(a.metadata.resourceVersion) - Number(b.metadata.resourceVersion));
+      const cutAfter = initial ? this.cutInitialEventsAfter : undefined;
+      // kube-apiserver flushes a watch only when no more events are queued: one write for the burst.
+      res.cork();
+      for (const [i, o] of items.entries()) {
+        if (cutAfter !== undefined && i === cutAfter) {
+          res.uncork();
+          res.socket?.destroy();
+          return;
+        }
+        this.#writeEvent(w, 'ADDED', o);
+      }
+      if (initial) {
+        this.#writeEvent(w, 'BOOKMARK', {
+          kind: w.rt.kind,
+          apiVersion: apiVersion(w.rt),
+          metadata: { resourceVersion: String(this.#rv), annotations: { 'k8s.io/initial-events-end': 'true' } },
+        });
+      }
+      res.uncork();
     } else {
       for (const ev of this.#log) if (ev.rv > fromRv) this.#deliver(w, ev);
     }
     this.#watches.add(w);
     const timeoutSeconds = Number(query.timeoutSeconds ?? 0);
-    if (timeoutSeconds > 0) w.timeout = setTimeout(() => !w.dead && this.#endWatch(w), timeoutSeconds * 1000);
+    if (timeoutSeconds > 0) {
+      w.timeout = setTimeout(() => !w.dead && this.#endWatch(w), timeoutSeconds * 1000);
+      // The watch cache also sends a bookmark 2 s before a watch's deadline.
+      if (w.bookmarks && timeoutSeconds > 2) {
+        const pre = setTimeout(() => !w.dead && this.#watches.has(w) && this.#bookmark(w), (timeoutSeconds - 2) * 1000);
+        res.on('close', () => clearTimeout(pre));
+      }
+    }
     res.on('close', () => {
       clearTimeout(w.timeout);
       this.#watches.delete(w);
@@ -790,6 +960,76 @@ export function statusBody(code: number, message: string, retryAfter?: number): 
   };
   if (retryAfter !== undefined) body.details = { retryAfterSeconds: retryAfter };
   return body;
+}
+
+/**
+ * A 504 for a resourceVersion the server does not have yet, in the body each server generation
+ * sends (apimachinery's NewTooLargeResourceVersionError and its predecessors).
+ */
+export function tooLargeBody(requested: number, current: number, form: 'cause' | 'legacy-cause' | 'message'): Record<string, unknown> {
+  const body = statusBody(504, `Too large resource version: ${requested}, current: ${current}`, 1);
+  if (form === 'cause') body.details = { causes: [{ reason: 'ResourceVersionTooLarge', message: 'Too large resource version' }], retryAfterSeconds: 1 };
+  else if (form === 'legacy-cause') body.details = { causes: [{ message: 'Too large resource version' }], retryAfterSeconds: 1 };
+  return body;
+}
+
+/** Kubernetes' 403 for a verb RBAC does not grant (the authorizer's "forbidden" Status). */
+export function forbiddenBody(user: string, verb: string, rt: ResourceType, namespace: string | undefined): Record<string, unknown> {
+  const qualified = rt.group ? `${rt.plural}.${rt.group}` : rt.plural;
+  const scope = namespace === undefined ? 'at the cluster scope' : `in the namespace "${namespace}"`;
+  return {
+    kind: 'Status',
+    apiVersion: 'v1',
+    metadata: {},
+    status: 'Failure',
+    message: `${qualified} is forbidden: User "${user}" cannot ${verb} resource "${rt.plural}" in API group "${rt.group}" ${scope}`,
+    reason: 'Forbidden',
+    details: rt.group ? { group: rt.group, kind: rt.plural } : { kind: rt.plural },
+    code: 403,
+  };
+}
+
+/**
+ * apimachinery's ValidateListOptions for the parameters this server knows, as the 422 Invalid
+ * Status it answers with; undefined when the options are valid.
+ */
+function listOptionsInvalid(query: Record<string, string>, watch: boolean, watchListEnabled: boolean): Record<string, unknown> | undefined {
+  const errors: Array<{ field: string; message: string }> = [];
+  const rv = query.resourceVersion ?? '';
+  const match = query.resourceVersionMatch ?? '';
+  const sendInitial = query.sendInitialEvents !== undefined;
+  const bookmarks = query.allowWatchBookmarks === 'true' || query.allowWatchBookmarks === '1';
+  if (match !== '' && !watch) {
+    if (rv === '') errors.push({ field: 'resourceVersionMatch', message: 'resourceVersionMatch is forbidden unless resourceVersion is provided' });
+    if (query.continue) errors.push({ field: 'resourceVersionMatch', message: 'resourceVersionMatch is forbidden when continue is provided' });
+    if (match !== 'NotOlderThan' && match !== 'Exact') errors.push({ field: 'resourceVersionMatch', message: `Unsupported value: "${match}"` });
+    if (match === 'Exact' && rv === '0') errors.push({ field: 'resourceVersionMatch', message: 'resourceVersionMatch "exact" is forbidden for resourceVersion "0"' });
+  }
+  if (sendInitial && !watchListEnabled) {
+    errors.push({ field: 'sendInitialEvents', message: 'sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled' });
+  } else if (sendInitial) {
+    if (!watch) errors.push({ field: 'sendInitialEvents', message: 'sendInitialEvents is forbidden for list' });
+    if (match !== 'NotOlderThan') errors.push({ field: 'resourceVersionMatch', message: 'sendInitialEvents requires setting resourceVersionMatch to NotOlderThan' });
+    if (!bookmarks) errors.push({ field: 'allowWatchBookmarks', message: 'sendInitialEvents requires setting allowWatchBookmarks to true' });
+  } else if (watch && match !== '') {
+    errors.push({ field: 'resourceVersionMatch', message: 'resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided' });
+  }
+  if (errors.length === 0) return undefined;
+  const text = errors.map((e) => `${e.field}: Forbidden: ${e.message}`);
+  return {
+    kind: 'Status',
+    apiVersion: 'v1',
+    metadata: {},
+    status: 'Failure',
+    message: `ListOptions.meta.k8s.io "" is invalid: ${text.length === 1 ? text[0] : `[${text.join(', ')}]`}`,
+    reason: 'Invalid',
+    details: {
+      group: 'meta.k8s.io',
+      kind: 'ListOptions',
+      causes: errors.map((e) => ({ reason: 'FieldValueForbidden', message: `Forbidden: ${e.message}`, field: e.field })),
+    },
+    code: 422,
+  };
 }
 
 function decodeContinue(token: string): { id: string; rv: number; offset: number } | undefined {

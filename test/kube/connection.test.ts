@@ -24,6 +24,8 @@ describe('connections over HTTPS', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
+  // Kubernetes docs, Managing Service Accounts › Bound service account token volume: the kubelet
+  // rotates the projected token file, and clients must re-read it (client-go: at most once a minute).
   it('in-cluster: uses the service-account CA and token, and picks up a rotated token', async () => {
     const tokenFile = join(dir, 'token');
     await writeFile(tokenFile, 'token-1\n');
@@ -113,6 +115,8 @@ describe('connections over HTTPS', () => {
     }
   });
 
+  // Kubernetes docs, Authenticating › X509 client certificates; Organizing Cluster Access Using
+  // kubeconfig Files › File references (relative to the kubeconfig's directory).
   it('kubeconfig: client certificate and CA files relative to the kubeconfig, chosen context', async () => {
     const pki = server.pki;
     assert.ok(pki);

@@ -7,10 +7,12 @@ import { delay, nthIp, service, serviceReflector, waitFor } from '../helpers/kub
 describe('Reflector list', () => {
   let server: KubeApiServer;
   before(async () => {
-    server = await KubeApiServer.create();
+    // No watch cache (kube-apiserver --watch-cache=false): lists are read from storage and paged.
+    server = await KubeApiServer.create({ watchCache: false });
   });
   after(() => server.close());
 
+  // API Concepts › Retrieving large results sets in chunks.
   it('pages through 1,201 services with limit 500 and continue tokens', async () => {
     for (let i = 0; i < 1201; i++) server.apply(service(`svc-${i}`, nthIp(i), `ns-${i % 7}`));
     const t = await serviceReflector(server);
@@ -24,6 +26,10 @@ describe('Reflector list', () => {
       assert.equal(lists.length, 3);
       assert.deepEqual(lists.map((r) => r.query.limit), ['500', '500', '500']);
       assert.equal(lists[0].query.continue, undefined);
+      // The first page asks for any version (API Concepts › Resource versions): the cache would serve it.
+      assert.equal(lists[0].query.resourceVersion, '0');
+      assert.equal(lists[0].query.resourceVersionMatch, 'NotOlderThan');
+      assert.equal(lists[1].query.resourceVersion, undefined, 'a continue page names no version (the server answers 400)');
       assert.ok(lists[1].query.continue && lists[2].query.continue);
       assert.equal(t.reflector.resourceVersion, String(server.resourceVersion));
     } finally {
@@ -143,6 +149,7 @@ describe('Reflector watch', () => {
     }
   });
 
+  // API Concepts › Efficient detection of changes: a watch from a compacted resourceVersion gets 410 Gone.
   for (const mode of ['event', 'status'] as const) {
     it(`relists after 410 Gone (${mode === 'event' ? 'in-stream ERROR event' : 'HTTP status'}), dropping objects deleted meanwhile`, async () => {
       server.expiredWatch = mode;

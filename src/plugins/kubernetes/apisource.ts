@@ -4,8 +4,9 @@
 
 import { endpointConnection, inClusterConnection, kubeconfigConnection, type ApiConnection } from '../../kube/connection.js';
 import { KubeApiError, KubeClient, type Query, type StreamOptions } from '../../kube/http.js';
-import { Reflector } from '../../kube/reflector.js';
+import { ForbiddenError, Reflector } from '../../kube/reflector.js';
 import type { Logger } from '../../log.js';
+import { collectAfterBurst, listBegins, listEnds } from '../../heap.js';
 import { objectKey } from '../../kube/types.js';
 import type { ClusterKind, ClusterSink, KubeSource } from './events.js';
 import { countRequest } from './metrics.js';
@@ -30,6 +31,17 @@ class CountingKubeClient extends KubeClient {
   override async getJSON(path: string, query?: Query, opts: { signal?: AbortSignal } = {}): Promise<unknown> {
     try {
       const body = await super.getJSON(path, query, opts);
+      countRequest('200', 'GET', this.host);
+      return body;
+    } catch (err) {
+      if (!opts.signal?.aborted) countRequest(err instanceof KubeApiError ? String(err.status) : '<error>', 'GET', this.host);
+      throw err;
+    }
+  }
+
+  override async listItems(path: string, query: Query, onItem: (item: unknown) => void, opts: { signal?: AbortSignal } = {}): Promise<unknown> {
+    try {
+      const body = await super.listItems(path, query, onItem, opts);
       countRequest('200', 'GET', this.host);
       return body;
     } catch (err) {
@@ -93,6 +105,14 @@ export class ApiSource implements KubeSource {
     const labels = this.o.labels || undefined;
     let unsynced = 2 + (this.o.watchSlices ? 1 : 0) + (this.o.watchPods ? 1 : 0);
     const up = new Map<string, boolean>();
+    /** RBAC denials by collection, until that collection answers again. */
+    const denied = new Map<string, string>();
+    const report = () => {
+      let all = true;
+      for (const v of up.values()) all &&= v;
+      const problem = denied.size ? [...denied.values()].join('; ') : undefined;
+      sink({ op: 'connection', up: all, detail: this.description, ...(problem ? { problem } : {}) });
+    };
     const common = {
       onDelete: (kind: ClusterKind, key: string) => sink({ op: 'delete', kind, key }),
       onSynced: () => {
@@ -100,9 +120,13 @@ export class ApiSource implements KubeSource {
       },
       onConnection: (path: string, connected: boolean) => {
         up.set(path, connected);
-        let all = true;
-        for (const v of up.values()) all &&= v;
-        sink({ op: 'connection', up: all, detail: this.description });
+        if (connected) denied.delete(path);
+        report();
+      },
+      onForbidden: (path: string, message: string) => {
+        if (denied.get(path) === message) return;
+        denied.set(path, message);
+        report();
       },
     };
     this.watch(client, common, 'Namespace', '/api/v1/namespaces', this.o.namespaceLabels || undefined, undefined, (obj) => projectNamespace(obj, p), (key, value) =>
@@ -131,6 +155,7 @@ export class ApiSource implements KubeSource {
       onDelete(kind: ClusterKind, key: string): void;
       onSynced(): void;
       onConnection(path: string, connected: boolean): void;
+      onForbidden(path: string, message: string): void;
     },
     kind: ClusterKind,
     path: string,
@@ -156,14 +181,22 @@ export class ApiSource implements KubeSource {
       onUpdate: (key, _old, value) => upsert(key, value),
       onDelete: (key) => common.onDelete(kind, key),
       onSynced: common.onSynced,
+      // The server's heap policy (heap.ts): full-speed sizing during a list, one collection after it.
+      onListBegin: listBegins,
+      onListEnd: (completed) => {
+        listEnds();
+        if (completed) collectAfterBurst();
+      },
       onConnectionChange: (connected) => common.onConnection(path, connected),
       onError: (err) => {
+        if (err instanceof ForbiddenError) common.onForbidden(path, err.message.slice(err.message.indexOf('forbidden:')));
         const now = Date.now();
         if (err.message === lastError && now - lastErrorAt < ERROR_LOG_INTERVAL_MS) return;
         lastError = err.message;
         lastErrorAt = now;
         log.warn(`${this.description}: ${err.message}`);
       },
+      info: (msg) => log.info(`${this.description}: ${msg}`),
       // The projection has already said why it skipped an object; the reflector's generic line would repeat it.
       warn: (msg) => {
         if (!msg.includes('skipping malformed object')) log.warn(msg);

@@ -74,6 +74,8 @@ export class ClusterIndex {
 
   synced = false;
   connected = true;
+  /** What keeps the source from its data that the user must fix (an RBAC denial), if anything. */
+  problem: string | undefined;
   /** Unix seconds of the last change to what DNS answers: the SOA serial. */
   serial = Math.floor(Date.now() / 1000);
   private readonly listeners: IndexListener[] = [];
@@ -97,6 +99,7 @@ export class ClusterIndex {
         for (const l of this.listeners) l.onSynced?.();
         return;
       case 'connection':
+        this.problem = ev.problem;
         if (this.connected === ev.up) return;
         this.connected = ev.up;
         for (const l of this.listeners) l.onConnection?.(ev.up, ev.detail);

@@ -15,8 +15,8 @@ export type ClusterEvent =
   | { op: 'delete'; kind: ClusterKind; key: string }
   /** Every watched collection has been listed once (sent once). */
   | { op: 'synced' }
-  /** The source can (not) reach its data; what is known keeps being served either way. */
-  | { op: 'connection'; up: boolean; detail: string };
+  /** The source can (not) reach its data; what is known keeps being served either way. `problem`: what the user must fix (e.g. RBAC). */
+  | { op: 'connection'; up: boolean; detail: string; problem?: string };
 
 export type ClusterSink = (event: ClusterEvent) => void;
 

@@ -362,6 +362,7 @@ export function createInstance(o: KubernetesOptions, ctx: SetupContext, at: Dire
       hold = null;
     },
     ready: () => index.synced,
+    readyDetail: () => (index.synced ? undefined : index.problem),
     // For the status page: where this instance's view of the cluster stands.
     apiSync: () => ({
       zones: o.zones,

@@ -30,14 +30,13 @@ export const setup: PluginSetup = (ds, ctx) => {
           return;
         }
         if (!wasReady || continuously) {
-          const notReady = ctx
-            .instances()
-            .filter((i) => i.ready !== undefined && !i.ready())
-            .map((i) => i.name);
-          const names = [...new Set(notReady)].sort();
+          const waiting = ctx.instances().filter((i) => i.ready !== undefined && !i.ready());
+          const names = [...new Set(waiting.map((i) => i.name))].sort();
           if (names.length) {
+            // CoreDNS's line of names first; then, one a line, what the user must fix.
+            const details = [...new Set(waiting.map((i) => (i.readyDetail?.() ? `${i.name}: ${i.readyDetail()}` : '')).filter(Boolean))];
             res.writeHead(503, { 'content-type': 'text/plain; charset=utf-8' });
-            res.end(names.join(','));
+            res.end([names.join(','), ...details].join('\n'));
             return;
           }
           wasReady = true;
