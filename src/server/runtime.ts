@@ -6,7 +6,7 @@ import { dirname, resolve } from 'node:path';
 import { createHash } from 'node:crypto';
 import { Rcode } from '../dns/constants.js';
 import { parseCorefile } from '../corefile/parser.js';
-import { CorefileError } from '../corefile/errors.js';
+import { directiveError } from '../corefile/errors.js';
 import type { Directive, ServerBlock } from '../corefile/types.js';
 import { coreDnsOnly, knownDirectives, loadedSetup, loadPlugins, pluginOrder } from '../plugins/order.js';
 import type { BlockInfo, PluginInstance, SetupContext } from '../plugins/plugin.js';
@@ -94,7 +94,7 @@ function groupDirectives(block: ServerBlock): Map<string, Directive[]> {
       const what = coreDnsOnly.has(d.name)
         ? `Unknown directive '${d.name}' (a CoreDNS plugin that clusterdns does not include)`
         : `Unknown directive '${d.name}'`;
-      throw new CorefileError(d.file, d.line, what);
+      throw directiveError(d, what);
     }
     const list = m.get(d.name);
     if (list) list.push(d);
