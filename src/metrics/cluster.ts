@@ -4,7 +4,7 @@
 // registry is created, in the primary when a worker first asks.
 
 import cluster from 'node:cluster';
-import { metricsRegistry, metricsLoaded, promClient, registry, whenRegistryCreated } from './registry.js';
+import { metricsRegistry, metricsLoaded, promClient, registry, whenRegistryCreated, withoutInternalFamilies } from './registry.js';
 
 const REQ = 'clusterdns:metrics-req';
 const RES = 'clusterdns:metrics-res';
@@ -65,6 +65,11 @@ export async function metricsText(): Promise<string> {
     });
     process.send!({ type: REQ, id } satisfies MetricsRequest);
   });
+}
+
+/** What /metrics serves: metricsText() without the families kept for the status page only. */
+export async function exportedMetricsText(): Promise<string> {
+  return withoutInternalFamilies(await metricsText());
 }
 
 /** In the primary: answer workers' metrics requests (prom-client is loaded at the first). */
