@@ -57,6 +57,18 @@ export function labelToString(buf: Buffer, start: number, len: number): string {
   return s;
 }
 
+/** A TXT character-string (octets as a latin1 string) quoted as miekg/dns writes it: `"` and `\` escaped, octets outside 0x20-0x7e as \DDD. */
+export function quotedCharacterString(s: string): string {
+  let out = '"';
+  for (let i = 0; i < s.length; i++) {
+    const b = s.charCodeAt(i) & 0xff;
+    if (b === 0x22 || b === 0x5c) out += '\\' + String.fromCharCode(b);
+    else if (b < 0x20 || b > 0x7e) out += DECIMAL[b];
+    else out += String.fromCharCode(b);
+  }
+  return out + '"';
+}
+
 /**
  * Reads a possibly compressed name at `offset`. Pointers must point strictly backwards
  * (so loops are impossible) and the expanded name may not exceed 255 octets.

@@ -3,7 +3,7 @@
 // everything else (`$`, `~`, `-`, `*`...) stays as it is.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { decodeName, nameToLabels } from '../../src/dns/name.js';
+import { decodeName, nameToLabels, quotedCharacterString } from '../../src/dns/name.js';
 import { parseQuery } from '../../src/dns/query.js';
 
 /** A query for one name given as wire labels. */
@@ -50,4 +50,10 @@ test('every octet is either itself, backslash-escaped or \\DDD, by miekg\'s rule
     assert.equal(decodeName(wire, 12).name, `a${want}.`, `octet ${b}`);
     assert.equal((parseQuery(wire) as { qname: string }).qname, `a${want}.`, `octet ${b} (hot path)`);
   }
+});
+
+test('TXT strings are quoted as miekg/dns quotes them: " and \\ escaped, the unprintable as \\DDD', () => {
+  assert.equal(quotedCharacterString('plain text; with (parens) @ \'s'), '"plain text; with (parens) @ \'s"');
+  assert.equal(quotedCharacterString('say "hi" \\ bye'), '"say \\"hi\\" \\\\ bye"');
+  assert.equal(quotedCharacterString('\n\x00\x7f\xff~'), '"\\010\\000\\127\\255~"');
 });
