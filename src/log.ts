@@ -45,8 +45,7 @@ function boundedStdout(text: string): void {
     out.once('drain', onStdoutDrained);
     out.write(`[WARNING] log output cannot keep up: dropping lines until stdout drains\n`);
   }
-  droppedNow++;
-  droppedTotal++;
+  countDroppedLine();
 }
 
 /** True while stdout is backlogged: a caller may count a line as dropped without formatting it. */
