@@ -528,10 +528,11 @@ class Parser {
         this.onFile?.(abs);
       }
       toks = lex(stripBom(text), abs);
+      for (const t of toks) t.imported = true;
       this.lexCache.set(abs, toks);
     }
     const chain = [...imp.chain, entry];
-    return toks.map((t) => ({ ...t, chain, imported: true }));
+    return toks.map((t) => ({ ...t, chain }));
   }
 }
 
