@@ -2,6 +2,7 @@
 // measured faster than pino for this format (../shared/reference/node-ecosystem.md 3.2).
 
 import cluster from 'node:cluster';
+import { defineCollected } from './metrics/collected.js';
 
 export type Level = 'DEBUG' | 'INFO' | 'WARNING' | 'ERROR' | 'FATAL';
 
@@ -15,10 +16,52 @@ export interface Logger {
   line(text: string): void;
 }
 
+/** Bytes of log output waiting for a slow stdout before lines are dropped (not queued). */
+export const LOG_BACKLOG_BYTES = 1 << 20;
+
+/** Lines dropped since the process started, for clusterdns_log_dropped_lines_total. */
+let droppedTotal = 0;
+/** Lines dropped since the current backlog began; -1 while stdout keeps up. */
+let droppedNow = -1;
+
+defineCollected('clusterdns_log_dropped_lines_total', 'Log lines dropped because stdout could not keep up (its reader stalled or was too slow).', 'counter', () => [
+  { labels: {}, value: droppedTotal },
+]);
+
+function onStdoutDrained(): void {
+  process.stdout.write(`[WARNING] log output caught up: ${droppedNow} lines dropped while stdout could not keep up\n`);
+  droppedNow = -1;
+}
+
+/** Writes to stdout unless LOG_BACKLOG_BYTES already wait there: then the line is counted and dropped. */
+function boundedStdout(text: string): void {
+  const out = process.stdout;
+  if (droppedNow < 0) {
+    if (out.writableLength < LOG_BACKLOG_BYTES) {
+      out.write(text);
+      return;
+    }
+    droppedNow = 0;
+    // Past the stream's high-water mark a 'drain' is due once the backlog is written.
+    out.once('drain', onStdoutDrained);
+    out.write(`[WARNING] log output cannot keep up: dropping lines until stdout drains\n`);
+  }
+  countDroppedLine();
+}
+
+/** True while stdout is backlogged: a caller may count a line as dropped without formatting it. */
+export function logBacklogged(): boolean {
+  return droppedNow >= 0 && sink === boundedStdout;
+}
+
+/** Counts a line the caller did not format because logBacklogged() said it would be dropped. */
+export function countDroppedLine(): void {
+  droppedNow++;
+  droppedTotal++;
+}
+
 let debugEnabled = false;
-let sink: (text: string) => void = (text) => {
-  process.stdout.write(text);
-};
+let sink: (text: string) => void = boundedStdout;
 
 export function setDebug(on: boolean): void {
   debugEnabled = on;

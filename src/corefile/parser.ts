@@ -6,7 +6,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 
 import { cidrToReverseZones } from '../dns/reverse.js';
-import { CorefileError } from './errors.js';
+import { CorefileError, redactContent } from './errors.js';
 import { lex, replaceEnv, type LexToken } from './lexer.js';
 import type { Directive, ServerBlock, ServerKey, Token } from './types.js';
 
@@ -214,8 +214,9 @@ class Parser {
     return false;
   }
 
-  private err(t: { file: string; line: number }, what: string): CorefileError {
-    return new CorefileError(t.file, t.line, what);
+  // The parser quotes every token it names, so redacting quoted parts is enough here.
+  private err(t: { file: string; line: number; imported?: boolean }, what: string): CorefileError {
+    return new CorefileError(t.file, t.line, t.imported ? redactContent(what, []) : what);
   }
 
   private text(t: PTok): string {
@@ -223,7 +224,9 @@ class Parser {
   }
 
   private outTok(t: PTok): Token {
-    return { text: this.text(t), file: t.file, line: t.line, quoted: t.quoted };
+    const out: Token = { text: this.text(t), file: t.file, line: t.line, quoted: t.quoted };
+    if (t.imported) out.imported = true;
+    return out;
   }
 
   private isImport(t: PTok): boolean {
@@ -437,6 +440,7 @@ class Parser {
       throw this.err(nameTok, `Unknown directive '${name}'`);
     }
     const d: Directive = { name, args: [], block: null, file: nameTok.file, line: nameTok.line };
+    if (nameTok.imported) d.imported = true;
     for (;;) {
       const t = this.peek();
       if (!t || t.lineStart || isClose(t)) break;
@@ -537,6 +541,7 @@ class Parser {
         this.onFile?.(abs);
       }
       toks = lex(stripBom(text), abs);
+      for (const t of toks) t.imported = true;
       this.lexCache.set(abs, toks);
     }
     const chain = [...imp.chain, entry];

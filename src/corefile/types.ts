@@ -9,6 +9,8 @@ export interface Token {
   line: number;
   /** True when the token was written as a "quoted" or `backtick` string. */
   quoted: boolean;
+  /** Read from an imported file, which may be any file at all: errors never quote its text. */
+  imported?: boolean;
 }
 
 /**
@@ -22,6 +24,8 @@ export interface Directive {
   block: Directive[] | null;
   file: string;
   line: number;
+  /** Read from an imported file: errors never quote its text (see Token). */
+  imported?: boolean;
 }
 
 /**

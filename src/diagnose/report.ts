@@ -3,6 +3,7 @@
 
 import { QType, rcodeToString, typeToString } from '../dns/constants.js';
 import type { AddressData, MxData, ResourceRecord, SoaData, SrvData, TargetData, TxtData, OpaqueData } from '../dns/message.js';
+import { quotedCharacterString } from '../dns/name.js';
 import type { CandidatePhase } from './candidates.js';
 import type { CheckStatus, CheckStep } from './cluster.js';
 import type { CandidateOutcome, TypeResult } from './lookup.js';
@@ -148,7 +149,7 @@ export function rdataText(rr: ResourceRecord): string {
       return `${d.priority} ${d.weight} ${d.port} ${d.target}`;
     }
     case QType.TXT:
-      return (rr.data as TxtData).texts.map((t) => JSON.stringify(t)).join(' ');
+      return (rr.data as TxtData).texts.map(quotedCharacterString).join(' ');
     case QType.SOA: {
       const d = rr.data as SoaData;
       return `${d.mname} ${d.rname} ${d.serial} ${d.refresh} ${d.retry} ${d.expire} ${d.minimum}`;

@@ -17,14 +17,30 @@ export interface DecodedName {
   end: number;
 }
 
-function needsEscape(b: number): boolean {
-  return b <= 0x20 || b >= 0x7f || b === 0x2e /* . */ || b === 0x5c /* \ */;
+/** How a label octet is written in text, as miekg/dns (and so CoreDNS) writes it. */
+export const enum NameOctet {
+  Plain = 0,
+  /** `\` then the character: `. space ' @ ; ( ) " \`. */
+  Backslash = 1,
+  /** `\DDD`: below 0x20 or above 0x7e. */
+  Decimal = 2,
 }
 
-function labelToString(buf: Buffer, start: number, len: number): string {
+/** NameOctet of every octet: the one escaping rule of every name shown as text. */
+export const NAME_OCTET: Uint8Array = (() => {
+  const t = new Uint8Array(256);
+  for (let b = 0; b < 256; b++) if (b < 0x20 || b > 0x7e) t[b] = NameOctet.Decimal;
+  for (const c of '. \'@;()"\\') t[c.charCodeAt(0)] = NameOctet.Backslash;
+  return t;
+})();
+
+const DECIMAL = Array.from({ length: 256 }, (_, b) => '\\' + String(b).padStart(3, '0'));
+
+/** A label's octets in presentation form (miekg/dns's rules, so log lines match CoreDNS's). */
+export function labelToString(buf: Buffer, start: number, len: number): string {
   let plain = true;
   for (let i = start; i < start + len; i++) {
-    if (needsEscape(buf[i]!)) {
+    if (NAME_OCTET[buf[i]!] !== NameOctet.Plain) {
       plain = false;
       break;
     }
@@ -33,11 +49,24 @@ function labelToString(buf: Buffer, start: number, len: number): string {
   let s = '';
   for (let i = start; i < start + len; i++) {
     const b = buf[i]!;
-    if (b === 0x2e || b === 0x5c) s += '\\' + String.fromCharCode(b);
-    else if (b <= 0x20 || b >= 0x7f) s += '\\' + String(b).padStart(3, '0');
-    else s += String.fromCharCode(b);
+    const how = NAME_OCTET[b];
+    if (how === NameOctet.Plain) s += String.fromCharCode(b);
+    else if (how === NameOctet.Backslash) s += '\\' + String.fromCharCode(b);
+    else s += DECIMAL[b];
   }
   return s;
+}
+
+/** A TXT character-string (octets as a latin1 string) quoted as miekg/dns writes it: `"` and `\` escaped, octets outside 0x20-0x7e as \DDD. */
+export function quotedCharacterString(s: string): string {
+  let out = '"';
+  for (let i = 0; i < s.length; i++) {
+    const b = s.charCodeAt(i) & 0xff;
+    if (b === 0x22 || b === 0x5c) out += '\\' + String.fromCharCode(b);
+    else if (b < 0x20 || b > 0x7e) out += DECIMAL[b];
+    else out += String.fromCharCode(b);
+  }
+  return out + '"';
 }
 
 /**

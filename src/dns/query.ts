@@ -2,7 +2,7 @@
 // Names are built with one pass over the bytes into a scratch buffer and one latin1 slice.
 
 import { QType } from './constants.js';
-import { decodeName, skipName, NameError } from './name.js';
+import { decodeName, skipName, NameError, NAME_OCTET, NameOctet } from './name.js';
 
 export interface EdnsInfo {
   udpSize: number;
@@ -54,7 +54,7 @@ function parseQname(buf: Buffer): { qname: string; lower: string; end: number } 
     if (pos + 1 + len > n || out + len + 1 > 254) return null;
     for (let i = pos + 1, e = pos + 1 + len; i < e; i++) {
       const b = buf[i]!;
-      if (b <= 0x20 || b >= 0x7f || b === 0x2e || b === 0x5c) return null; // needs escaping: slow path
+      if (NAME_OCTET[b] !== NameOctet.Plain) return null; // needs escaping: slow path
       scratch[out] = b;
       if (b >= 0x41 && b <= 0x5a) {
         upper = true;

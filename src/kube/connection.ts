@@ -4,6 +4,7 @@
 import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { dirname, isAbsolute, resolve } from 'node:path';
+import { contentFreeMessage } from '../corefile/errors.js';
 import { isRecord } from './types.js';
 
 export interface ApiConnection {
@@ -103,7 +104,7 @@ export async function kubeconfigConnection(file: string, context?: string): Prom
     const { parse: parseYaml } = await import('yaml');
     doc = parseYaml(text);
   } catch (err) {
-    throw new KubeConfigError(`kubeconfig ${file}: invalid YAML: ${errorMessage(err)}`, { cause: err });
+    throw new KubeConfigError(`kubeconfig ${file}: invalid YAML: ${contentFreeMessage(err)}`, { cause: err });
   }
   if (!isRecord(doc)) throw new KubeConfigError(`kubeconfig ${file}: not a mapping (is this a kubeconfig file?)`);
   const where = (field: string) => `kubeconfig ${file}: ${field}`;
@@ -316,7 +317,7 @@ class ExecCredentialPlugin {
     try {
       parsed = JSON.parse(stdout);
     } catch (err) {
-      throw new KubeConfigError(`${label}: "${command}" did not print an ExecCredential JSON object: ${errorMessage(err)}`, { cause: err });
+      throw new KubeConfigError(`${label}: "${command}" did not print an ExecCredential JSON object: ${contentFreeMessage(err)}`, { cause: err });
     }
     if (!isRecord(parsed) || parsed.kind !== 'ExecCredential') {
       throw new KubeConfigError(`${label}: "${command}" output is not kind ExecCredential`);

@@ -5,7 +5,7 @@
 
 import cluster from 'node:cluster';
 import { readFileSync } from 'node:fs';
-import { metricsRegistry, metricsLoaded, promClient, registry, whenRegistryCreated } from './registry.js';
+import { metricsRegistry, metricsLoaded, promClient, registry, whenRegistryCreated, withoutInternalFamilies } from './registry.js';
 
 const REQ = 'clusterdns:metrics-req';
 const RES = 'clusterdns:metrics-res';
@@ -127,6 +127,11 @@ function wholeServerMemory(): MetricJson | null {
     total += pss;
   }
   return { name: 'process_resident_memory_bytes', help: 'Resident memory size in bytes: with workers, the sum of every process\'s proportional set size (shared pages counted once).', type: 'gauge', aggregator: 'sum', values: [{ labels: {}, value: total }] } as unknown as MetricJson;
+}
+
+/** What /metrics serves: metricsText() without the families kept for the status page only. */
+export async function exportedMetricsText(): Promise<string> {
+  return withoutInternalFamilies(await metricsText());
 }
 
 /**

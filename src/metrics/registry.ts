@@ -73,6 +73,28 @@ export const registry: Registry = new Proxy({} as Registry, {
   },
 });
 
+/**
+ * Families kept in the registry (so the primary sums them over workers for the status page)
+ * but left out of every /metrics: client-chosen names must not become label values.
+ */
+const internalFamilies = new Set<string>();
+
+/** Keeps `name` off /metrics; the status page still reads it from metricsText(). */
+export function keepOffMetrics(name: string): void {
+  internalFamilies.add(name);
+}
+
+/** The exposition text without the internal families (their HELP, TYPE and samples). */
+export function withoutInternalFamilies(text: string): string {
+  if (internalFamilies.size === 0) return text;
+  const out: string[] = [];
+  for (const line of text.split('\n')) {
+    const name = line.startsWith('# ') ? line.split(' ', 3)[2] ?? '' : line.slice(0, line.search(/[{ ]|$/));
+    if (!internalFamilies.has(name)) out.push(line);
+  }
+  return out.join('\n');
+}
+
 /** A labelled counter kept as plain numbers: key = label values joined by \u0000. */
 export class PlainCounter {
   private readonly values = new Map<string, number>();

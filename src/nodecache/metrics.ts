@@ -4,7 +4,7 @@
 
 import { createServer, type Server } from 'node:http';
 import { defineCollected } from '../metrics/collected.js';
-import { metricsRegistry, registry } from '../metrics/registry.js';
+import { metricsRegistry, registry, withoutInternalFamilies } from '../metrics/registry.js';
 import { splitHostPort } from '../server/http.js';
 
 export const SETUP_ERROR_TYPES = ['iptables', 'iptables_lock', 'interface_add', 'interface_check', 'configmap'] as const;
@@ -40,7 +40,7 @@ export async function serveSetupMetrics(address: string): Promise<Server> {
     registry.metrics().then(
       (text) => {
         res.writeHead(200, { 'content-type': registry.contentType });
-        res.end(text);
+        res.end(withoutInternalFamilies(text));
       },
       (e: Error) => {
         res.writeHead(500, { 'content-type': 'text/plain' });

@@ -6,7 +6,7 @@ import { dirname, resolve } from 'node:path';
 import { createHash } from 'node:crypto';
 import { Rcode } from '../dns/constants.js';
 import { parseCorefile } from '../corefile/parser.js';
-import { CorefileError } from '../corefile/errors.js';
+import { directiveError } from '../corefile/errors.js';
 import type { Directive, ServerBlock } from '../corefile/types.js';
 import { coreDnsOnly, knownDirectives, loadedSetup, loadPlugins, pluginOrder } from '../plugins/order.js';
 import { didYouMean, insteadHint } from '../corefile/suggest.js';
@@ -123,7 +123,7 @@ function groupDirectives(block: ServerBlock, problem: ProblemSink): Map<string, 
       const what = coreDnsOnly.has(d.name)
         ? `Unknown directive '${d.name}' (a CoreDNS plugin that clusterdns does not include${insteadHint(d.name)})`
         : `Unknown directive '${d.name}'${didYouMean(d.name, knownDirectives)}`;
-      problem(new CorefileError(d.file, d.line, what));
+      problem(directiveError(d, what));
       continue;
     }
     const list = m.get(d.name);

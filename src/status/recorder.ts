@@ -5,7 +5,7 @@
 // numbers exactly as it does for /metrics. Nothing here runs per query.
 
 import { defineCollected, type Sample } from '../metrics/collected.js';
-import { metricsRegistry, registry } from '../metrics/registry.js';
+import { keepOffMetrics, metricsRegistry, registry } from '../metrics/registry.js';
 import { rcodeToString } from '../dns/constants.js';
 import { DURATION_BUCKETS, NT, serverStats } from '../server/stats.js';
 import type { PluginInstance } from '../plugins/plugin.js';
@@ -182,6 +182,8 @@ function defineStatusMetrics(): void {
   // The page is built from the metrics: they are wanted now (prom-client loads here).
   metricsRegistry();
   const about = 'For the health plugin\'s /status page, summed over workers.';
+  // Client-chosen names as label values, and a gauge shaped like histogram buckets: page only.
+  for (const name of ['clusterdns_status_top_names', 'clusterdns_status_names_counted', 'clusterdns_status_request_duration_seconds']) keepOffMetrics(name);
   defineCollected('clusterdns_status_workers', `Processes counting for the status page. ${about}`, 'gauge', whileShown(() => [{ labels: {}, value: 1 }]));
   defineCollected('clusterdns_status_uptime_seconds', 'Seconds since the longest-running worker started.', 'gauge', whileShown(() => [{ labels: {}, value: Math.round(process.uptime()) }]), 'max');
   defineCollected('clusterdns_status_queries_per_second', `DNS queries answered per second over the last second. ${about}`, 'gauge', whileShown(() => [

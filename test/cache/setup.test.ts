@@ -26,6 +26,17 @@ describe('cache syntax and defaults', () => {
     assert.deepEqual(o.zones, ['.']);
   });
 
+  test('max_bytes (ours) bounds the bytes held: 32 MiB by default, bytes or K/M/G, never zero', () => {
+    assert.equal(cacheOptionsFrom('cache').maxBytes, 32 * 1024 * 1024);
+    assert.equal(cacheOptionsFrom('cache {\n max_bytes 65536\n}').maxBytes, 65536);
+    assert.equal(cacheOptionsFrom('cache {\n max_bytes 512K\n}').maxBytes, 512 * 1024);
+    assert.equal(cacheOptionsFrom('cache {\n max_bytes 64M\n}').maxBytes, 64 * 1024 * 1024);
+    assert.equal(cacheOptionsFrom('cache {\n max_bytes 1g\n}').maxBytes, 1024 * 1024 * 1024);
+    assert.match(parseError('cache {\n max_bytes 0\n}'), /:\d+ - Error during parsing: max_bytes: "0" is not a size above zero/);
+    assert.match(parseError('cache {\n max_bytes lots\n}'), /:\d+ - Error during parsing: max_bytes: "lots" is not a size above zero/);
+    assert.match(parseError('cache {\n max_bytes\n}'), /Wrong argument count/);
+  });
+
   test('cache 30 caps both success and denial at 30 s', () => {
     const o = cacheOptionsFrom('cache 30');
     assert.equal(o.success.maxTtl, 30);

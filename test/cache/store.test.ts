@@ -7,8 +7,10 @@ import type { PreparedReply } from '../../src/plugins/cache/reply.js';
 
 const reply: PreparedReply = { body: Buffer.alloc(0), an: 0, ns: 0, ar: 0, flags: 0x8180, ttlOffsets: new Uint16Array(0), questionEnd: 12 };
 
-function entry(name: string, qtype = 1, kind = EntryKind.Success, lifetimeMs = 60_000, storedMs = 0): CacheEntry {
-  return new CacheEntry(name, qtype, 1, 0, kind, reply, Math.floor(lifetimeMs / 1000), storedMs, lifetimeMs);
+const noEviction = (): void => {};
+
+function entry(name: string, qtype = 1, kind = EntryKind.Success, lifetimeMs = 60_000, storedMs = 0, body = reply.body): CacheEntry {
+  return new CacheEntry(name, qtype, 1, 0, kind, { ...reply, body }, Math.floor(lifetimeMs / 1000), storedMs, lifetimeMs);
 }
 
 describe('cache store', () => {
@@ -19,47 +21,66 @@ describe('cache store', () => {
     assert.equal(parentName('a\\.b.example.'), 'example.');
   });
 
+  test('big answers are bounded in bytes: both queues together stay under maxBytes, every eviction reported', () => {
+    const s = new CacheStore({ successCapacity: 10_000, denialCapacity: 10_000, maxBytes: 1_000_000 });
+    const evicted: EntryKind[] = [];
+    const big = Buffer.alloc(60_000);
+    for (let i = 0; i < 100; i++) assert.equal(s.insert(entry(`big${i}.example.`, 16, EntryKind.Success, 60_000, 0, big), -1, (k) => evicted.push(k)), true);
+    assert.ok(s.bytes <= 1_000_000, `${s.bytes} bytes`);
+    assert.equal(s.size(EntryKind.Success), 16, '16 entries of 60 KB fit in 1 MB');
+    assert.equal(evicted.length, 100 - 16);
+    // Small denials push out big successes: the queue holding more bytes gives them up.
+    for (let i = 0; i < 1000; i++) s.insert(entry(`nx${i}.example.`, 1, EntryKind.Denial, 60_000, 0, Buffer.alloc(100)), -1, (k) => evicted.push(k));
+    assert.ok(s.bytes <= 1_000_000);
+    assert.ok(evicted.filter((k) => k === EntryKind.Success).length > 84, 'big successes made room');
+    // One answer bigger than the whole budget is not stored at all, and evicts nothing.
+    const before = evicted.length;
+    assert.equal(s.insert(entry('huge.example.', 16, EntryKind.Success, 60_000, 0, Buffer.alloc(1_000_001)), -1, (k) => evicted.push(k)), false);
+    assert.equal(evicted.length, before);
+    assert.equal(s.find('huge.example.', 16, 1, 0), null);
+  });
+
   test('a queue never holds more than its capacity, and each overflow evicts one entry', () => {
-    const s = new CacheStore({ successCapacity: 100, denialCapacity: 10 });
+    const s = new CacheStore({ successCapacity: 100, denialCapacity: 10, maxBytes: Infinity });
     let evictions = 0;
-    for (let i = 0; i < 1000; i++) if (s.insert(entry(`n${i}.example.`), -1)) evictions++;
-    for (let i = 0; i < 50; i++) s.insert(entry(`d${i}.example.`, 1, EntryKind.Denial), -1);
+    for (let i = 0; i < 1000; i++) s.insert(entry(`n${i}.example.`), -1, () => evictions++);
+    for (let i = 0; i < 50; i++) s.insert(entry(`d${i}.example.`, 1, EntryKind.Denial), -1, noEviction);
     assert.equal(s.size(EntryKind.Success), 100);
     assert.equal(s.size(EntryKind.Denial), 10);
     assert.equal(evictions, 900);
   });
 
   test('SIEVE keeps entries that were hit over entries that were not', () => {
-    const s = new CacheStore({ successCapacity: 10, denialCapacity: 10 });
+    const s = new CacheStore({ successCapacity: 10, denialCapacity: 10, maxBytes: Infinity });
     const hot: CacheEntry[] = [];
     for (let i = 0; i < 10; i++) {
       const e = entry(`n${i}.`);
-      s.insert(e, -1);
+      s.insert(e, -1, noEviction);
       if (i % 2 === 0) hot.push(e);
     }
     for (const e of hot) e.visited = true; // what a hit does
-    for (let i = 10; i < 15; i++) s.insert(entry(`n${i}.`), -1);
+    for (let i = 10; i < 15; i++) s.insert(entry(`n${i}.`), -1, noEviction);
     for (const e of hot) assert.equal(s.find(e.name, 1, 1, 0), e, `${e.name} was evicted although it was hit`);
     for (let i = 1; i < 10; i += 2) assert.equal(s.find(`n${i}.`, 1, 1, 0), null);
   });
 
   test('the hand evicts an entry past its TTL on sight, even one that was hit', () => {
-    const s = new CacheStore({ successCapacity: 3, denialCapacity: 3 });
+    const s = new CacheStore({ successCapacity: 3, denialCapacity: 3, maxBytes: Infinity });
     const all = [entry('a.', 1, EntryKind.Success, 60_000), entry('b.', 1, EntryKind.Success, 1_000), entry('c.', 1, EntryKind.Success, 60_000)];
     for (const e of all) {
-      s.insert(e, 0);
+      s.insert(e, 0, noEviction);
       e.visited = true;
     }
-    s.insert(entry('d.', 1, EntryKind.Success, 60_000), 5_000); // at t=5s, b. is dead
+    s.insert(entry('d.', 1, EntryKind.Success, 60_000), 5_000, noEviction); // at t=5s, b. is dead
     assert.equal(s.find('b.', 1, 1, 0), null);
     assert.ok(s.find('a.', 1, 1, 0));
     assert.ok(s.find('c.', 1, 1, 0));
   });
 
   test('sweeping removes dead entries so they do not pile up', () => {
-    const s = new CacheStore({ successCapacity: 10_000, denialCapacity: 10_000 });
-    for (let i = 0; i < 5000; i++) s.insert(entry(`short${i}.`, 1, EntryKind.Success, 5_000), -1);
-    for (let i = 0; i < 5000; i++) s.insert(entry(`long${i}.`, 1, EntryKind.Denial, 500_000), -1);
+    const s = new CacheStore({ successCapacity: 10_000, denialCapacity: 10_000, maxBytes: Infinity });
+    for (let i = 0; i < 5000; i++) s.insert(entry(`short${i}.`, 1, EntryKind.Success, 5_000), -1, noEviction);
+    for (let i = 0; i < 5000; i++) s.insert(entry(`long${i}.`, 1, EntryKind.Denial, 500_000), -1, noEviction);
     let removed = 0;
     for (let pass = 0; pass < 10; pass++) removed += s.sweep(6_000, 1024);
     assert.equal(removed, 5000);
@@ -68,21 +89,21 @@ describe('cache store', () => {
   });
 
   test('one entry per key: storing again replaces, a denial replaces a success', () => {
-    const s = new CacheStore({ successCapacity: 10, denialCapacity: 10 });
-    s.insert(entry('x.'), -1);
-    s.insert(entry('x.'), -1);
+    const s = new CacheStore({ successCapacity: 10, denialCapacity: 10, maxBytes: Infinity });
+    s.insert(entry('x.'), -1, noEviction);
+    s.insert(entry('x.'), -1, noEviction);
     assert.equal(s.size(EntryKind.Success), 1);
-    s.insert(entry('x.', 1, EntryKind.Denial), -1);
+    s.insert(entry('x.', 1, EntryKind.Denial), -1, noEviction);
     assert.equal(s.size(EntryKind.Success), 0);
     assert.equal(s.size(EntryKind.Denial), 1);
   });
 
   test('dropNames drops every entry of a name and nothing else; empty names leave the tree', () => {
-    const s = new CacheStore({ successCapacity: 100, denialCapacity: 100 });
-    s.insert(entry('web.default.svc.cluster.local.', 1), -1);
-    s.insert(entry('web.default.svc.cluster.local.', 28), -1);
-    s.insert(entry('web.default.svc.cluster.local.', 33, EntryKind.Denial), -1);
-    s.insert(entry('db.default.svc.cluster.local.', 1), -1);
+    const s = new CacheStore({ successCapacity: 100, denialCapacity: 100, maxBytes: Infinity });
+    s.insert(entry('web.default.svc.cluster.local.', 1), -1, noEviction);
+    s.insert(entry('web.default.svc.cluster.local.', 28), -1, noEviction);
+    s.insert(entry('web.default.svc.cluster.local.', 33, EntryKind.Denial), -1, noEviction);
+    s.insert(entry('db.default.svc.cluster.local.', 1), -1, noEviction);
     assert.equal(s.dropNames(['web.default.svc.cluster.local.']), 3);
     assert.equal(s.find('web.default.svc.cluster.local.', 1, 1, 0), null);
     assert.ok(s.find('db.default.svc.cluster.local.', 1, 1, 0));
@@ -91,12 +112,12 @@ describe('cache store', () => {
   });
 
   test('dropSuffix drops everything under a name, and only that', () => {
-    const s = new CacheStore({ successCapacity: 100, denialCapacity: 100 });
-    s.insert(entry('web.default.svc.cluster.local.'), -1);
-    s.insert(entry('_http._tcp.web.default.svc.cluster.local.', 33, EntryKind.Denial), -1);
-    s.insert(entry('pod-1.web.default.svc.cluster.local.'), -1);
-    s.insert(entry('web.other.svc.cluster.local.'), -1);
-    s.insert(entry('default.svc.cluster.local.'), -1);
+    const s = new CacheStore({ successCapacity: 100, denialCapacity: 100, maxBytes: Infinity });
+    s.insert(entry('web.default.svc.cluster.local.'), -1, noEviction);
+    s.insert(entry('_http._tcp.web.default.svc.cluster.local.', 33, EntryKind.Denial), -1, noEviction);
+    s.insert(entry('pod-1.web.default.svc.cluster.local.'), -1, noEviction);
+    s.insert(entry('web.other.svc.cluster.local.'), -1, noEviction);
+    s.insert(entry('default.svc.cluster.local.'), -1, noEviction);
     assert.equal(s.dropSuffix('web.default.svc.cluster.local.'), 3);
     assert.ok(s.find('default.svc.cluster.local.', 1, 1, 0));
     assert.ok(s.find('web.other.svc.cluster.local.', 1, 1, 0));
@@ -106,8 +127,8 @@ describe('cache store', () => {
   });
 
   test('invalidating a name costs O(its entries), not O(cache)', () => {
-    const s = new CacheStore({ successCapacity: 200_000, denialCapacity: 10 });
-    for (let i = 0; i < 200_000; i++) s.insert(entry(`svc${i}.ns${i % 100}.svc.cluster.local.`), -1);
+    const s = new CacheStore({ successCapacity: 200_000, denialCapacity: 10, maxBytes: Infinity });
+    for (let i = 0; i < 200_000; i++) s.insert(entry(`svc${i}.ns${i % 100}.svc.cluster.local.`), -1, noEviction);
     const t0 = process.hrtime.bigint();
     let dropped = 0;
     for (let i = 0; i < 20_000; i++) dropped += s.dropNames([`svc${i}.ns${i % 100}.svc.cluster.local.`]);

@@ -17,6 +17,7 @@ import { randomInt } from 'node:crypto';
 import { BIN } from '../helpers/server.js';
 import { DEFAULT_BASE_COREFILE } from '../../src/nodecache/template.js';
 import { Iptables, nodeCacheRules } from '../../src/nodecache/iptables.js';
+import { promtoolProblems } from '../helpers/promtool.js';
 import { linkNamespaces, netnsUnavailable, randomTag, spawnIn, TestNetns, type NsProcess } from '../nodecache/netns.js';
 
 const unavailable = await netnsUnavailable();
@@ -167,6 +168,9 @@ describe('clusterdns nodecache in a test network namespace', { skip: unavailable
     for (const t of ['iptables', 'iptables_lock', 'interface_add', 'interface_check', 'configmap']) {
       assert.match(metrics, new RegExp(`coredns_nodecache_setup_errors_total\\{errortype="${t}"\\} 0`));
     }
+    // Both of the role's /metrics pass promtool (prom-client's default metrics included).
+    assert.equal(await promtoolProblems(metrics), '');
+    assert.equal(await promtoolProblems(await node.must('curl', ['-s', '--max-time', '3', 'http://127.0.0.1:9253/metrics'])), '');
   });
 
   test('a client in the namespace is answered on 10.96.0.10 and 169.254.20.10; cluster names go upstream over TCP', async () => {

@@ -48,3 +48,76 @@ test('core metrics carry CoreDNS names and labels and add up over two workers', 
     await s.stop();
   }
 });
+
+test('every plugin\'s /metrics passes promtool and carries no client-chosen name; /status keeps the top names', { timeout: 60000 }, async () => {
+  const { readFileSync } = await import('node:fs');
+  const { FakeUpstream } = await import('../forward/upstreams.js');
+  const { promtoolProblems } = await import('../helpers/promtool.js');
+  const mp = await freePort();
+  const hp = await freePort();
+  const upstream = await FakeUpstream.start();
+  const s = await startServer({
+    corefile: `cluster.local:PORT {
+  bind 127.0.0.1
+  errors
+  log
+  health 127.0.0.1:${hp} {
+    status
+  }
+  ready 127.0.0.1:${await freePort()}
+  prometheus 127.0.0.1:${mp}
+  kubernetes cluster.local {
+    manifests cluster.yaml
+    pods insecure
+  }
+  autopath @kubernetes
+  cache 30
+  loadbalance
+}
+.:PORT {
+  bind 127.0.0.1
+  prometheus 127.0.0.1:${mp}
+  hosts {
+    10.0.0.1 a.test
+    fallthrough
+  }
+  searchfan 127.0.0.1:${upstream.port} {
+    search svc.cluster.local
+  }
+  forward . 127.0.0.1:${upstream.port}
+  cache
+  loop
+}
+`,
+    files: { 'cluster.yaml': readFileSync('examples/demo/cluster.yaml', 'utf8') },
+    workers: 2,
+  });
+  try {
+    for (let i = 0; i < 30; i++) {
+      await query(s.port, 'backend.default.svc.cluster.local.', QType.A);
+      await query(s.port, 'client-chosen-name.example.', QType.A);
+      await query(s.port, 'nope.default.svc.cluster.local.', QType.A);
+      await query(s.port, 'a.test.', QType.A, { tcp: i % 2 === 0 });
+    }
+    const text = await (await fetch(`http://127.0.0.1:${mp}/metrics`)).text();
+    // The plugins' families are there (else the check below proves little).
+    for (const family of ['coredns_cache_requests_total', 'coredns_forward_requests_total', 'coredns_kubernetes_dns_programming_duration_seconds', 'coredns_dns_request_duration_seconds', 'nodejs_active_handles', 'process_resident_memory_bytes']) {
+      assert.match(text, new RegExp(`^# TYPE ${family} `, 'm'), family);
+    }
+    assert.equal(await promtoolProblems(text), '');
+    assert.doesNotMatch(text, /^# TYPE \w+_total gauge/m, 'a gauge named like a counter');
+    assert.doesNotMatch(text, /client-chosen-name/);
+    assert.doesNotMatch(text, /clusterdns_status_top_names|clusterdns_status_request_duration_seconds/);
+    // The status page still has them (it is opt-in, on the health listener).
+    const deadline = Date.now() + 10000;
+    for (;;) {
+      const report = (await (await fetch(`http://127.0.0.1:${hp}/status.json`)).json()) as { topNames: Array<{ name: string }>; latency: { total: { count: number } } };
+      if (report.topNames.some((n) => n.name === 'client-chosen-name.example.') && report.latency.total.count > 0) break;
+      assert.ok(Date.now() < deadline, `status lost its top names or latency: ${JSON.stringify(report)}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  } finally {
+    await s.stop();
+    await upstream.close();
+  }
+});

@@ -82,3 +82,20 @@ describe('the metrics registry is made on first use', () => {
     assert.equal(lines.length, 2 + 2 * 23);
   });
 });
+
+test('families kept off /metrics lose their HELP, TYPE and samples, and nothing else does', async () => {
+  const { keepOffMetrics, withoutInternalFamilies } = await import('../../src/metrics/registry.js');
+  keepOffMetrics('x_private');
+  const text = [
+    '# HELP x_private names clients chose',
+    '# TYPE x_private gauge',
+    'x_private{name="secret.example."} 3',
+    'x_private 1',
+    '# HELP x_private_total another family',
+    '# TYPE x_private_total counter',
+    'x_private_total 2',
+    'x_public{le="+Inf"} 4',
+    '',
+  ].join('\n');
+  assert.equal(withoutInternalFamilies(text), ['# HELP x_private_total another family', '# TYPE x_private_total counter', 'x_private_total 2', 'x_public{le="+Inf"} 4', ''].join('\n'));
+});

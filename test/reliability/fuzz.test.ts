@@ -48,13 +48,13 @@ function label(r: Rand): string {
   const kind = int(r, 10);
   if (kind < 6) return pick(r, WORDS);
   if (kind < 8) {
-    // Any octet at all, escaped as presentation form does (\DDD, \. and \\).
+    // Any octet at all, escaped as presentation form (miekg/dns's) does: \DDD, and a backslash before . space ' @ ; ( ) " \.
     const len = 1 + int(r, kind === 6 ? 8 : 63);
     let s = '';
     for (let i = 0; i < len; i++) {
       const b = int(r, 256);
-      if (b === 0x2e || b === 0x5c) s += `\\${String.fromCharCode(b)}`;
-      else if (b <= 0x20 || b >= 0x7f) s += `\\${String(b).padStart(3, '0')}`;
+      if ('. \'@;()"\\'.includes(String.fromCharCode(b))) s += `\\${String.fromCharCode(b)}`;
+      else if (b < 0x20 || b > 0x7e) s += `\\${String(b).padStart(3, '0')}`;
       else s += String.fromCharCode(b);
     }
     return s;

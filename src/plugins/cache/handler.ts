@@ -46,6 +46,8 @@ export interface CacheOptions {
   disableSuccess: string[];
   disableDenial: string[];
   keepTtl: boolean;
+  /** The entries of both kinds hold at most this many bytes (`max_bytes`). */
+  maxBytes: number;
   /** Server label for metrics ("dns://:53"). */
   server: string;
 }
@@ -119,9 +121,13 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
   private readonly bypassBoth: boolean;
   private sweepTimer: NodeJS.Timeout | null = null;
   private detach: (() => void) | null = null;
+  private readonly countEviction = (kind: EntryKind): void => {
+    if (kind === EntryKind.Success) this.counters.evictionsSuccess++;
+    else this.counters.evictionsDenial++;
+  };
 
   constructor(readonly opts: CacheOptions) {
-    this.store = new CacheStore({ successCapacity: opts.success.capacity, denialCapacity: opts.denial.capacity });
+    this.store = new CacheStore({ successCapacity: opts.success.capacity, denialCapacity: opts.denial.capacity, maxBytes: opts.maxBytes });
     this.allZones = opts.zones.includes('.');
     this.bypassBoth = opts.disableSuccess.length > 0 && opts.disableDenial.length > 0;
     this.metricLabels = metricLabels(opts.server, opts.zones);
@@ -290,11 +296,8 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
       const e = this.entryFor(req, p);
       if (e !== null) {
         const dead = clock.ms - this.opts.staleMs;
-        if (this.store.insert(e, dead)) {
-          if (e.kind === EntryKind.Success) this.counters.evictionsSuccess++;
-          else this.counters.evictionsDenial++;
-        }
-        return { res, prepared: e, ttl: e.ttl, stored: true, shared: false };
+        if (this.store.insert(e, dead, this.countEviction)) return { res, prepared: e, ttl: e.ttl, stored: true, shared: false };
+        return { res, prepared: p, ttl: -1, stored: false, shared: false };
       }
     }
     return { res, prepared: p, ttl: -1, stored: false, shared: false };

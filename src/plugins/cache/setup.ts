@@ -1,6 +1,6 @@
 // `cache [TTL] [ZONES...] { success|denial CAPACITY [TTL [MINTTL]]; prefetch AMOUNT [[DURATION] [PERCENTAGE%]];
-// serve_stale [DURATION] [immediate|verify]; servfail DURATION; disable success|denial [ZONES...]; keepttl }`
-// with CoreDNS's defaults and error texts.
+// serve_stale [DURATION] [immediate|verify]; servfail DURATION; disable success|denial [ZONES...]; keepttl;
+// max_bytes SIZE }` with CoreDNS's defaults and error texts (max_bytes is ours).
 
 import { directiveError } from '../../corefile/errors.js';
 import type { Directive, Token } from '../../corefile/types.js';
@@ -15,6 +15,9 @@ export const MAX_SUCCESS_TTL = 3600;
 export const MAX_DENIAL_TTL = 1800;
 export const MIN_TTL = 5;
 export const DEFAULT_SERVFAIL_MS = 5000;
+/** Ours: what both kinds of entries may hold together; ordinary answers fill 20,480 entries well below it. */
+export const DEFAULT_MAX_BYTES = 32 * 1024 * 1024;
+const SIZE_UNITS: Record<string, number> = { '': 1, k: 1024, m: 1024 * 1024, g: 1024 * 1024 * 1024 };
 const SHARDS = 256;
 const MIN_SHARD = 4;
 
@@ -53,6 +56,16 @@ function ttlLimits(p: Directive, into: TtlLimits): void {
   }
 }
 
+/** `max_bytes SIZE`: bytes, or with a K, M or G suffix (powers of 1024). */
+function maxBytes(p: Directive): number {
+  if (p.args.length !== 1) argErr(p);
+  const tok = p.args[0]!;
+  const m = /^(\d+)([kmg]?)i?b?$/i.exec(tok.text);
+  const n = m === null ? NaN : Number(m[1]) * SIZE_UNITS[m[2]!.toLowerCase()]!;
+  if (!(n > 0) || !Number.isSafeInteger(n)) throw directiveError(tok, `max_bytes: "${tok.text}" is not a size above zero (bytes, or with a K, M or G suffix)`);
+  return n;
+}
+
 function zonesOf(tokens: Token[]): string[] {
   return tokens.map((t) => canonicalZone(t.text));
 }
@@ -70,6 +83,7 @@ export function parseCache(ds: Directive[], blockZones: string[], server: string
     disableSuccess: [],
     disableDenial: [],
     keepTtl: false,
+    maxBytes: DEFAULT_MAX_BYTES,
     server,
   };
   let args = d.args;
@@ -139,6 +153,9 @@ export function parseCache(ds: Directive[], blockZones: string[], server: string
         else throw directiveError(p.args[0]!, 'cache type for disable must be "success" or "denial"');
         break;
       }
+      case 'max_bytes':
+        opts.maxBytes = maxBytes(p);
+        break;
       case 'keepttl':
         if (p.args.length !== 0) argErr(p);
         opts.keepTtl = true;

@@ -14,6 +14,9 @@ export const enum EntryKind {
   Denial = 1,
 }
 
+/** The entry object, its fields and its place in the name tree, besides the reply's bytes. */
+const ENTRY_OVERHEAD = 256;
+
 export class CacheEntry implements PreparedReply {
   // Identity.
   readonly name: string;
@@ -30,6 +33,8 @@ export class CacheEntry implements PreparedReply {
   readonly flags: number;
   readonly ttlOffsets: Uint16Array;
   readonly questionEnd: number;
+  /** What the entry holds in memory, roughly: what max_bytes counts. */
+  readonly bytes: number;
   // Lifetime: `ttl` whole seconds from `storedMs` (monotonic clock), over at `expiresMs`.
   readonly ttl: number;
   readonly storedMs: number;
@@ -67,6 +72,7 @@ export class CacheEntry implements PreparedReply {
     this.flags = reply.flags;
     this.ttlOffsets = reply.ttlOffsets;
     this.questionEnd = reply.questionEnd;
+    this.bytes = reply.body.length + reply.ttlOffsets.byteLength + name.length + ENTRY_OVERHEAD;
     this.ttl = ttl;
     this.storedMs = storedMs;
     this.expiresMs = storedMs + lifetimeMs;
@@ -104,10 +110,13 @@ export class SieveQueue {
   private hand: CacheEntry | null = null;
   private sweepAt: CacheEntry | null = null;
   size = 0;
+  /** Sum of the entries' `bytes`. */
+  bytes = 0;
 
   constructor(readonly capacity: number) {}
 
   push(e: CacheEntry): void {
+    this.bytes += e.bytes;
     e.older = this.newest;
     e.newer = null;
     if (this.newest !== null) this.newest.newer = e;
@@ -126,6 +135,7 @@ export class SieveQueue {
     e.newer = null;
     e.older = null;
     this.size--;
+    this.bytes -= e.bytes;
   }
 
   /** The entry to evict: the first dead one or the first unvisited one the hand meets. */
@@ -155,20 +165,29 @@ export class SieveQueue {
 export interface StoreLimits {
   successCapacity: number;
   denialCapacity: number;
+  /** Both queues' entries together hold at most this many bytes (CacheEntry.bytes). */
+  maxBytes: number;
 }
 
 export class CacheStore {
   private readonly names = new Map<string, NameNode>();
   private readonly root = new NameNode('.', null);
   readonly queues: readonly [SieveQueue, SieveQueue];
+  readonly maxBytes: number;
 
   constructor(limits: StoreLimits) {
     this.names.set('.', this.root);
     this.queues = [new SieveQueue(limits.successCapacity), new SieveQueue(limits.denialCapacity)];
+    this.maxBytes = limits.maxBytes;
   }
 
   size(kind: EntryKind): number {
     return this.queues[kind].size;
+  }
+
+  /** Bytes the entries hold, both queues together. */
+  get bytes(): number {
+    return this.queues[0].bytes + this.queues[1].bytes;
   }
 
   /** The hit path: one Map lookup by the lowercase name, then the name's few entries. */
@@ -184,27 +203,35 @@ export class CacheStore {
   }
 
   /**
-   * Adds `e`, replacing an entry with the same key. When its queue is over capacity one
-   * entry is evicted (an entry dead before `deadBefore` first); returns true if that happened.
+   * Adds `e`, replacing an entry with the same key. When its queue is over capacity, or the
+   * store over maxBytes, entries are evicted (those dead before `deadBefore` first), each
+   * reported to `evicted`. Returns false, storing nothing, for an entry larger than maxBytes.
    */
-  insert(e: CacheEntry, deadBefore: number): boolean {
+  insert(e: CacheEntry, deadBefore: number, evicted: (kind: EntryKind) => void): boolean {
+    if (e.bytes > this.maxBytes) return false;
     const old = this.find(e.name, e.qtype, e.qclass, e.bits);
     if (old !== null) this.remove(old);
     const q = this.queues[e.kind];
     // As in SIEVE, make room before inserting, so the newcomer is never the victim.
-    let evicted = false;
     if (q.size >= q.capacity) {
       const v = q.victim(deadBefore);
       if (v !== null) {
         this.remove(v);
-        evicted = true;
+        evicted(v.kind);
       }
+    }
+    // Bytes: take from the queue holding more of them, so big answers displace big answers.
+    while (this.queues[0].bytes + this.queues[1].bytes + e.bytes > this.maxBytes) {
+      const v = this.queues[this.queues[0].bytes >= this.queues[1].bytes ? 0 : 1].victim(deadBefore);
+      if (v === null) break;
+      this.remove(v);
+      evicted(v.kind);
     }
     const node = this.nodeFor(e.name);
     node.entries.push(e);
     e.node = node;
     q.push(e);
-    return evicted;
+    return true;
   }
 
   remove(e: CacheEntry): void {

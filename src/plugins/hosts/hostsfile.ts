@@ -39,12 +39,12 @@ export function parseHostsText(text: string, onBad?: (line: number, why: string)
     const f = l.trim().split(/\s+/).filter(Boolean);
     if (f.length === 0) continue;
     if (f.length < 2) {
-      onBad?.(i + 1, `no name after "${f[0]}"`);
+      onBad?.(i + 1, 'no name after the address');
       continue;
     }
     const ip = canonicalIP(f[0]!);
     if (!ip) {
-      onBad?.(i + 1, `"${f[0]}" is not an IP address`);
+      onBad?.(i + 1, 'the first field is not an IP address');
       continue;
     }
     out.push({ ip, names: f.slice(1).map((n) => (n.endsWith('.') ? n : n + '.').toLowerCase()) });

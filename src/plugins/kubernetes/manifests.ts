@@ -8,6 +8,7 @@ import { readdir, readFile, stat } from 'node:fs/promises';
 import { extname, join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import type { parseAllDocuments as ParseAllDocuments } from 'yaml';
+import { contentFreeMessage } from '../../corefile/errors.js';
 import { isRecord, stringMap } from '../../kube/types.js';
 import type { Logger } from '../../log.js';
 import type { ClusterEvent, ClusterKind, ClusterSink, KubeSource } from './events.js';
@@ -155,14 +156,14 @@ export class ManifestSource implements KubeSource {
       try {
         obj = JSON.parse(text);
       } catch (e) {
-        throw new ManifestError((e as Error).message);
+        throw new ManifestError(contentFreeMessage(e));
       }
       this.collect(obj, '', out, file);
       return out;
     }
     if (!yamlParser) throw new ManifestError('the YAML parser is not loaded');
     for (const doc of yamlParser(text)) {
-      if (doc.errors.length > 0) throw new ManifestError(doc.errors[0]!.message);
+      if (doc.errors.length > 0) throw new ManifestError(contentFreeMessage(doc.errors[0]));
       this.collect(doc.toJS({ maxAliasCount: 1000 }), '', out, file);
     }
     return out;

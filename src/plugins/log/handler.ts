@@ -4,7 +4,7 @@ import { classToString, rcodeToString, typeToString } from '../../dns/constants.
 import { isSubdomain } from '../../dns/name.js';
 import { finalizeReply } from '../../server/reply.js';
 import { Response, type Handler, type HandlerResult, type Next, type Request } from '../../server/request.js';
-import type { Logger } from '../../log.js';
+import { countDroppedLine, logBacklogged, type Logger } from '../../log.js';
 import { classify, type ResponseClass } from '../responseclass.js';
 
 export const COMMON_FORMAT = '{remote}:{port} - {>id} "{type} {class} {name} {proto} {size} {>do} {>bufsize}" {rcode} {>rflags} {rsize} {duration}';
@@ -61,7 +61,9 @@ export class LogHandler implements Handler {
     for (const rule of this.rules) {
       if (!rule.names.some((n) => isSubdomain(req.name, n))) continue;
       if (!rule.classes.has(cls)) continue;
-      this.log.info(this.format(rule.format, req, wire, rcode, dur));
+      // A line stdout has no room for is counted, not formatted.
+      if (logBacklogged()) countDroppedLine();
+      else this.log.info(this.format(rule.format, req, wire, rcode, dur));
       break;
     }
     return out;

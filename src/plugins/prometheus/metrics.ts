@@ -16,6 +16,8 @@ export function defineCoreMetrics(): void {
   defined = true;
   // Creating the registry loads prom-client and registers what the plugins declared.
   promClient().collectDefaultMetrics({ register: metricsRegistry() });
+  // Gauges named like counters (promtool rejects them); nodejs_active_*{type} carry the same numbers.
+  for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) metricsRegistry().removeSingleMetric(name);
   const view = '';
   defineCollected('coredns_dns_requests_total', 'Counter of DNS requests made per zone, protocol and family.', 'counter', () => {
     const out: Sample[] = [];

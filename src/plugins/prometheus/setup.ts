@@ -2,7 +2,7 @@ import { directiveError } from '../../corefile/errors.js';
 import type { PluginSetup } from '../plugin.js';
 import { noBlock, once } from '../args.js';
 import { serverStats } from '../../server/stats.js';
-import { metricsText } from '../../metrics/cluster.js';
+import { exportedMetricsText } from '../../metrics/cluster.js';
 import { registry } from '../../metrics/registry.js';
 import { defineCoreMetrics, enabledPlugins } from './metrics.js';
 
@@ -20,7 +20,7 @@ export const setup: PluginSetup = (ds, ctx) => {
       serverStats.enabled = true;
       for (const inst of ctx.blockInstances()) for (const z of ctx.block.zones) enabledPlugins.add(`${ctx.block.serverLabel} ${z} ${inst.name}`);
       release = await ctx.http.route(address, '/metrics', (_req, res) => {
-        metricsText().then(
+        exportedMetricsText().then(
           (text) => {
             res.writeHead(200, { 'content-type': registry.contentType });
             res.end(text);

