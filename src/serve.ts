@@ -13,6 +13,7 @@ import { VERSION } from './version.js';
 import { coreLog } from './log.js';
 import { servingStarted } from './heap.js';
 import { servePrimaryMetrics, setupWorkerMetrics } from './metrics/cluster.js';
+import { SteeredSockets } from './server/shards.js';
 
 export interface ServerFlags {
   conf?: string;
@@ -51,18 +52,19 @@ function blockKeys(rt: Runtime): string[] {
 export async function runServer(flags: ServerFlags): Promise<void> {
   // Validate everything before binding anything: a config error exits 1 with FILE:LINE.
   let cfg;
+  let listenAddresses: Array<{ host: string; port: number }> = [];
   try {
     // A replacement worker starts with what the others run, not with a Corefile that may have broken since.
     const running = cluster.isWorker ? process.env.CLUSTERDNS_RUNNING_CONFIG : undefined;
     cfg = parseConfig(running ? (JSON.parse(running) as ConfigSource) : readConfigSource(flags.conf), flags.port);
-    await Runtime.create(cfg, { http: new HttpServices(), requestReload: () => {}, shuttingDown: () => false });
+    listenAddresses = (await Runtime.create(cfg, { http: new HttpServices(), requestReload: () => {}, shuttingDown: () => false })).listenAddresses();
   } catch (e) {
     if (e instanceof CorefileError) fail(e.message);
     fail(`clusterdns: ${(e as Error).message}`);
   }
 
   if (flags.workers > 1 && cluster.isPrimary) {
-    runPrimary(flags, cfg.blocks.map((b) => b.keys.map((k) => `${k.zone}:${k.port}`).join(' ')));
+    runPrimary(flags, cfg.blocks.map((b) => b.keys.map((k) => `${k.zone}:${k.port}`).join(' ')), listenAddresses);
     return;
   }
 
@@ -100,20 +102,27 @@ export async function runServer(flags: ServerFlags): Promise<void> {
   banner(server, blockKeys(server.runtime!), flags.quiet);
 }
 
-function runPrimary(flags: ServerFlags, keys: string[]): void {
+function runPrimary(flags: ServerFlags, keys: string[], listenAddresses: Array<{ host: string; port: number }>): void {
   cluster.schedulingPolicy = cluster.SCHED_NONE;
+  // One UDP socket per worker and listener, held here so a worker's replacement gets the same one.
+  const steered = SteeredSockets.open(listenAddresses, flags.workers);
   servePrimaryMetrics();
   for (const start of primaryServices) start();
   let stopping = false;
   let started = 0;
-  const fork = (running?: ConfigSource) => {
-    const w = cluster.fork({ CLUSTERDNS_WORKER: '1', CLUSTERDNS_WORKERS: String(flags.workers), ...(running ? { CLUSTERDNS_RUNNING_CONFIG: JSON.stringify(running) } : {}) });
+  const shardOf = new Map<number, number>();
+  const fork = (running: ConfigSource | undefined, shard: number) => {
+    const sockets = steered?.forWorker(shard);
+    if (sockets) cluster.setupPrimary({ stdio: sockets.stdio });
+    const w = cluster.fork({ CLUSTERDNS_WORKER: '1', CLUSTERDNS_WORKERS: String(flags.workers), CLUSTERDNS_WORKER_INDEX: String(shard), ...sockets?.env, ...(running ? { CLUSTERDNS_RUNNING_CONFIG: JSON.stringify(running) } : {}) });
+    shardOf.set(w.id, shard);
     w.on('message', (m: { type?: string; message?: string }) => {
       if (m?.type === 'fatal') {
         stopping = true;
         fail(`clusterdns: ${m.message ?? 'worker failed to start'}`);
       }
       if (m?.type === 'ready') {
+        steered?.workerReady(shard);
         started++;
         if (started === flags.workers) {
           servingStarted();
@@ -123,7 +132,7 @@ function runPrimary(flags: ServerFlags, keys: string[]): void {
       }
     });
   };
-  for (let i = 0; i < flags.workers; i++) fork();
+  for (let i = 0; i < flags.workers; i++) fork(undefined, i);
   cluster.on('exit', (w, code, signal) => {
     if (stopping) {
       if (Object.keys(cluster.workers ?? {}).length === 0) {
@@ -133,7 +142,10 @@ function runPrimary(flags: ServerFlags, keys: string[]): void {
       return;
     }
     coreLog.error(`worker ${w.process.pid} exited (${signal ?? code}); starting another`);
-    setTimeout(() => void runningConfig().then(fork), 500);
+    const shard = shardOf.get(w.id) ?? 0;
+    shardOf.delete(w.id);
+    steered?.workerGone(shard);
+    setTimeout(() => void runningConfig().then((running) => fork(running, shard)), 500);
   });
   const stopAll = () => {
     if (stopping) return;
