@@ -54,6 +54,17 @@ function frameReader(onFrame: (f: Buffer) => void, onBad: () => void): (chunk: B
   };
 }
 
+const uncork = (sock: net.Socket) => sock.uncork();
+
+/** Writes a frame; the frames of one tick (a batch of datagrams) leave in one writev. */
+function corkedWrite(sock: net.Socket, frame: Buffer): void {
+  if (sock.writableCorked === 0) {
+    sock.cork();
+    process.nextTick(uncork, sock);
+  }
+  sock.write(frame);
+}
+
 /** One worker's links: a server its peers hand queries to, and a client link to each peer. */
 export class ShardLinks {
   private readonly peers: Array<PeerLink | null>;
@@ -129,7 +140,7 @@ export class ShardLinks {
             r.writeUInt32BE(id, 4);
             r[8] = out === null ? 1 : 0;
             out?.copy(r, 9);
-            sock.write(r);
+            corkedWrite(sock, r);
           });
         },
         () => sock.destroy(),
@@ -175,7 +186,7 @@ class PeerLink {
     }
     msg.copy(f, at);
     this.pending.set(id, { msg, client, routerKey, send });
-    this.sock!.write(f);
+    corkedWrite(this.sock!, f);
     return true;
   }
 

@@ -157,3 +157,38 @@ describe('-workers 2, one cache: a worker killed and replaced', { skip: !native,
     for (const n of kept) assert.equal(up.count(n), 1, n);
   });
 });
+
+describe('-workers 2: searchfan single flight across workers', { timeout: 60_000 }, () => {
+  let up: Upstream;
+  let s: RunningServer;
+  before(async () => {
+    // Every candidate of the search list but the bare name is NXDOMAIN; answers take 300 ms.
+    up = await startUpstream((q) => {
+      const name = q.questions[0]!.name.toLowerCase();
+      if (name !== 'backend.') {
+        const m = answerTo(q, Rcode.NXDOMAIN);
+        m.authorities.push(soa('cluster.local.', 30, 30));
+        return m;
+      }
+      const m = answerTo(q);
+      m.answers.push(rr(q.questions[0]!.name, QType.A, 60, { address: '198.51.100.7' }));
+      return m;
+    }, 300);
+    s = await startServer({
+      corefile: `.:PORT {\n    bind 127.0.0.1\n    searchfan 127.0.0.1:${up.port} {\n        search default.svc.cluster.local svc.cluster.local cluster.local\n        ndots 5\n    }\n}\n`,
+      workers: 2,
+    });
+  });
+  after(async () => {
+    await s?.stop();
+    await up?.close();
+  });
+
+  it('40 concurrent misses for one short name from fresh sockets (UDP and TCP) fan out once: each candidate reaches the upstream once', async () => {
+    const replies = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => query(s.port, 'backend.', QType.A, { tcp: i % 4 === 0, timeoutMs: 4000 })),
+    );
+    assert.ok(replies.every((m) => m.rcode === Rcode.NOERROR && m.answers.length === 1));
+    for (const c of ['backend.default.svc.cluster.local.', 'backend.svc.cluster.local.', 'backend.cluster.local.', 'backend.']) assert.equal(up.count(c), 1, c);
+  });
+});
