@@ -105,8 +105,9 @@ export class SteeredSockets {
           }
         } catch (e) {
           for (const fd of fds) addon.closeFd(fd);
-          // No IPv6 on this host: the workers' own listener finds out the same way.
-          if (b.ipv6 && a.host === '') continue;
+          // No IPv6 on this host, or the port is taken: the workers' own listener finds out the same way and says so.
+          const code = (e as NodeJS.ErrnoException).code;
+          if ((b.ipv6 && a.host === '') || code === 'EADDRINUSE' || code === 'EACCES') continue;
           log.warn(`UDP ${b.host}:${a.port}: cannot steer queries by name (${(e as Error).message}); workers hand queries to each other instead`);
           continue;
         }

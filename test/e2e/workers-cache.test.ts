@@ -5,10 +5,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { QType, Rcode } from '../../src/dns/constants.js';
-import { type Message } from '../../src/dns/message.js';
+import { decodeMessage, type Message } from '../../src/dns/message.js';
 import { shardOf } from '../../src/server/shards.js';
 import { udpBatchAddon } from '../../src/server/udp-native.js';
-import { buildQuery, query } from '../helpers/dns.js';
+import { buildQuery, query, sendTcp } from '../helpers/dns.js';
 import { freePort } from '../helpers/ports.js';
 import { childrenOf } from '../helpers/procs.js';
 import { startServer, type RunningServer } from '../helpers/server.js';
@@ -110,6 +110,16 @@ for (const [path, env] of [
       await askAll(s.port, fresh, 2, { tcp: true });
       await askAll(s.port, fresh, 4);
       assert.deepEqual(counts(up, fresh), ones(fresh));
+    });
+
+    it('100 queries pipelined on one TCP connection, half of them answered by the other worker, each get their own answer', async () => {
+      const before = up.count();
+      const queries = NAMES.map((n, i) => buildQuery(n, QType.A, { id: 1000 + i }));
+      const replies = (await sendTcp(s.port, queries, 8000)).map((r) => decodeMessage(r));
+      const byId = new Map(replies.map((m) => [m.id, m]));
+      assert.equal(byId.size, 100);
+      NAMES.forEach((n, i) => assert.equal(byId.get(1000 + i)?.questions[0]?.name, n));
+      assert.equal(up.count(), before);
     });
   });
 }
