@@ -110,12 +110,12 @@ function runPrimary(flags: ServerFlags, keys: string[], listenAddresses: Array<{
   for (const start of primaryServices) start();
   let stopping = false;
   let started = 0;
-  const shardOf = new Map<number, number>();
+  const shardOfWorker = new Map<number, number>();
   const fork = (running: ConfigSource | undefined, shard: number) => {
     const sockets = steered?.forWorker(shard);
     if (sockets) cluster.setupPrimary({ stdio: sockets.stdio });
     const w = cluster.fork({ CLUSTERDNS_WORKER: '1', CLUSTERDNS_WORKERS: String(flags.workers), CLUSTERDNS_WORKER_INDEX: String(shard), ...sockets?.env, ...(running ? { CLUSTERDNS_RUNNING_CONFIG: JSON.stringify(running) } : {}) });
-    shardOf.set(w.id, shard);
+    shardOfWorker.set(w.id, shard);
     w.on('message', (m: { type?: string; message?: string }) => {
       if (m?.type === 'fatal') {
         stopping = true;
@@ -142,8 +142,8 @@ function runPrimary(flags: ServerFlags, keys: string[], listenAddresses: Array<{
       return;
     }
     coreLog.error(`worker ${w.process.pid} exited (${signal ?? code}); starting another`);
-    const shard = shardOf.get(w.id) ?? 0;
-    shardOf.delete(w.id);
+    const shard = shardOfWorker.get(w.id) ?? 0;
+    shardOfWorker.delete(w.id);
     steered?.workerGone(shard);
     setTimeout(() => void runningConfig().then((running) => fork(running, shard)), 500);
   });

@@ -36,7 +36,7 @@ function linkPath(index: number): string {
 function frameReader(onFrame: (f: Buffer) => void, onBad: () => void): (chunk: Buffer) => void {
   let pending: Buffer | null = null;
   return (chunk) => {
-    let buf = pending ? Buffer.concat([pending, chunk]) : chunk;
+    const buf = pending ? Buffer.concat([pending, chunk]) : chunk;
     pending = null;
     let off = 0;
     while (buf.length - off >= 4) {
@@ -50,7 +50,6 @@ function frameReader(onFrame: (f: Buffer) => void, onBad: () => void): (chunk: B
       off += 4 + len;
     }
     if (off < buf.length) pending = Buffer.from(buf.subarray(off));
-    buf = chunk = Buffer.alloc(0);
   };
 }
 
