@@ -28,9 +28,12 @@ interface Pending {
 }
 
 /** The abstract socket of shard `index` in this server (the primary's pid names the server). */
-function linkPath(index: number): string {
-  return `\0clusterdns-${process.ppid}-shard-${index}`;
+function linkPath(index: number, primaryPid = process.ppid): string {
+  return `\0clusterdns-${primaryPid}-shard-${index}`;
 }
+
+/** What happens to a query its owner will not answer (the link closed): answered here, or dropped. */
+type Unanswered = (msg: Buffer, client: ClientInfo, routerKey: string, send: Send) => void;
 
 /** Splits a stream into length-prefixed frames (u32 length, then the frame). */
 function frameReader(onFrame: (f: Buffer) => void, onBad: () => void): (chunk: Buffer) => void {
@@ -74,7 +77,8 @@ export class ShardLinks {
     readonly count: number,
     private readonly dispatcher: Dispatcher,
   ) {
-    this.peers = Array.from({ length: count }, (_, i) => (i === index ? null : new PeerLink(i, dispatcher)));
+    const local: Unanswered = (msg, client, key, send) => dispatcher.handle(msg, client, dispatcher.routers.get(key), send);
+    this.peers = Array.from({ length: count }, (_, i) => (i === index ? null : new PeerLink(linkPath(i), local)));
   }
 
   listen(): Promise<void> {
@@ -148,17 +152,22 @@ export class ShardLinks {
   }
 }
 
-/** The link from this worker to one peer. */
-class PeerLink {
+/** The link from this process to one worker. */
+export class PeerLink {
   private sock: net.Socket | null = null;
   private retryAt = 0;
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
 
   constructor(
-    private readonly index: number,
-    private readonly dispatcher: Dispatcher,
+    private readonly path: string,
+    private readonly unanswered: Unanswered,
   ) {}
+
+  /** The link to shard `index` of the server whose primary is this process. */
+  static fromPrimary(index: number, unanswered: Unanswered): PeerLink {
+    return new PeerLink(linkPath(index, process.pid), unanswered);
+  }
 
   forward(msg: Buffer, client: ClientInfo, routerKey: string, send: Send): boolean {
     if (this.sock === null && !this.connect()) return false;
@@ -192,7 +201,7 @@ class PeerLink {
   private connect(): boolean {
     const now = Date.now();
     if (now < this.retryAt) return false;
-    const sock = net.connect(linkPath(this.index));
+    const sock = net.connect(this.path);
     this.sock = sock;
     sock.setNoDelay(true);
     sock.on(
@@ -215,7 +224,7 @@ class PeerLink {
       // The owner went away (killed, being replaced): what it had not answered is answered here.
       const left = [...this.pending.values()];
       this.pending.clear();
-      for (const p of left) this.dispatcher.handle(p.msg, p.client, this.dispatcher.routers.get(p.routerKey), p.send);
+      for (const p of left) this.unanswered(p.msg, p.client, p.routerKey, p.send);
     });
     return true;
   }

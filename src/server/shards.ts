@@ -5,7 +5,10 @@
 // over a local link (handoff.ts).
 
 import { logger } from '../log.js';
-import { udpBatchAddon } from './udp-native.js';
+import { PeerLink } from './handoff.js';
+import { listenerKey } from './listeners.js';
+import type { ClientInfo } from './request.js';
+import { FLAG_TRUNCATED, META_INTS, udpBatchAddon, type UdpBatchSocket } from './udp-native.js';
 
 const log = logger('');
 
@@ -74,7 +77,9 @@ function bindHosts(host: string): Array<{ host: string; ipv6: boolean; ipv6Only:
  * that dies leaves its socket (and the order of the group) in place for its replacement.
  */
 export class SteeredSockets {
-  private readonly groups: Array<{ host: string; port: number; fds: number[] }> = [];
+  private readonly groups: Array<{ host: string; port: number; key: string; fds: number[] }> = [];
+  /** The sockets of a worker that is gone, read here meanwhile (see orphaned()). */
+  private readonly orphans = new Map<number, { socks: UdpBatchSocket[]; link: PeerLink }>();
   /** shard → socket index; a shard whose worker is gone is served by another until it is back. */
   private readonly map: number[];
   private readonly live: boolean[];
@@ -111,7 +116,7 @@ export class SteeredSockets {
           log.warn(`UDP ${b.host}:${a.port}: cannot steer queries by name (${(e as Error).message}); workers hand queries to each other instead`);
           continue;
         }
-        s.groups.push({ host: b.host, port: a.port, fds });
+        s.groups.push({ host: b.host, port: a.port, key: listenerKey(a.host, a.port), fds });
       }
     }
     return s.groups.length ? s : null;
@@ -132,6 +137,7 @@ export class SteeredSockets {
   workerGone(index: number): void {
     this.live[index] = false;
     this.remap();
+    this.orphaned(index);
   }
 
   /** A replacement worker is serving: it gets its shard back. */
@@ -139,7 +145,69 @@ export class SteeredSockets {
     if (this.live[index]) return;
     this.live[index] = true;
     this.remap();
+    this.adopted(index);
     log.info(`UDP: shard ${index} is steered to its worker again`);
+  }
+
+  /**
+   * Datagrams that reached a worker's socket just before it died (or while the kernel had not yet
+   * been told) would wait there for its replacement, past any client's timeout: the primary reads
+   * that socket meanwhile and hands each to the stand-in over the handoff link, with the client's
+   * address, and sends the answer from the same socket.
+   */
+  private orphaned(index: number): void {
+    const standIn = this.map[index]!;
+    const { addon } = udpBatchAddon();
+    if (!addon || standIn === index || this.orphans.has(index)) return;
+    const link = PeerLink.fromPrimary(standIn, (_msg, _client, _key, send) => send(null));
+    const socks: UdpBatchSocket[] = [];
+    for (const g of this.groups) {
+      let sock: UdpBatchSocket;
+      try {
+        sock = addon.adopt({ fd: g.fds[index]!, slots: 16 });
+      } catch {
+        continue;
+      }
+      const meta = new Int32Array(sock.meta);
+      const inBuf = Buffer.from(sock.in);
+      addon.start(sock, (n) => {
+        for (let i = 0; i < n; i++) {
+          const m = i * META_INTS;
+          const af = meta[m + 2]!;
+          if ((af !== 4 && af !== 6) || (meta[m + 1]! & FLAG_TRUNCATED) !== 0) continue;
+          const at = i * sock.slotSize;
+          const msg = Buffer.from(inBuf.subarray(at, at + meta[m]!));
+          const [port, scope, a0, a1, a2, a3] = [meta[m + 3]!, meta[m + 4]!, meta[m + 5]!, meta[m + 6]!, meta[m + 7]!, meta[m + 8]!];
+          const client: ClientInfo = {
+            proto: 'udp',
+            family: af === 6 ? 2 : 1,
+            remotePort: port,
+            remoteAddress: addon.ntop(af, scope, a0, a1, a2, a3),
+            localAddress: g.host,
+            localPort: g.port,
+          };
+          link.forward(msg, client, g.key, (out) => {
+            if (out !== null) addon.sendTo(sock, out, af, port, scope, a0, a1, a2, a3);
+          });
+        }
+        return 0;
+      });
+      socks.push(sock);
+    }
+    this.orphans.set(index, { socks, link });
+  }
+
+  /** The replacement reads its sockets now; answers still on their way get a moment to go out. */
+  private adopted(index: number): void {
+    const orphan = this.orphans.get(index);
+    if (!orphan) return;
+    this.orphans.delete(index);
+    const { addon } = udpBatchAddon();
+    for (const sock of orphan.socks) addon!.pause(sock);
+    setTimeout(() => {
+      for (const sock of orphan.socks) addon!.close(sock);
+      orphan.link.close();
+    }, 2000).unref();
   }
 
   private remap(): void {

@@ -124,6 +124,46 @@ for (const [path, env] of [
   });
 }
 
+describe('-workers 2: a worker killed under load', { skip: !native, timeout: 60_000 }, () => {
+  let s: RunningServer;
+  before(async () => {
+    s = await startServer({ corefile: `.:PORT {\n    bind 127.0.0.1\n    whoami\n}\n`, workers: 2 });
+  });
+  after(() => s?.stop());
+
+  it('every query sent after the kill, from fresh sockets, is answered within a second (none waits for the replacement)', async () => {
+    const workers = childrenOf(s.proc.pid!);
+    let stop = false;
+    let killedAt = Infinity;
+    let after = 0;
+    const failures: string[] = [];
+    const loop = async (k: number) => {
+      for (let i = 0; !stop; i++) {
+        const name = NAMES[(k * 37 + i) % NAMES.length]!;
+        const at = performance.now();
+        // Queries the killed worker had already read die with it, as on a shared socket: only later ones count.
+        const counts = at > killedAt;
+        if (counts) after++;
+        try {
+          const m = await query(s.port, name, QType.A, { timeoutMs: 1000 });
+          if (counts && m.rcode !== Rcode.NOERROR) failures.push(`${name} at +${(at - killedAt).toFixed(0)} ms: rcode ${m.rcode}`);
+        } catch (e) {
+          if (counts) failures.push(`${name} at +${(at - killedAt).toFixed(0)} ms: ${(e as Error).message}`);
+        }
+      }
+    };
+    const loops = Array.from({ length: 8 }, (_, k) => loop(k));
+    await new Promise((r) => setTimeout(r, 200));
+    process.kill(workers[0]!, 'SIGKILL');
+    killedAt = performance.now();
+    await new Promise((r) => setTimeout(r, 1500));
+    stop = true;
+    await Promise.all(loops);
+    assert.ok(after > 50, `only ${after} queries sent after the kill`);
+    assert.deepEqual(failures, [], `${failures.length} of ${after} failed`);
+  });
+});
+
 describe('-workers 2, one cache: a worker killed and replaced', { skip: !native, timeout: 120_000 }, () => {
   let up: Upstream;
   let s: RunningServer;
