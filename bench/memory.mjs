@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Memory and start-up of the kubernetes plugin against the real list/watch API (issues 3, 11).
 //
-//   node bench/memory.mjs [--sizes 1000,10000,100000] [--workers 1,2] [--ready-services 10000]
+//   node bench/memory.mjs [--sizes 1000,10000,100000] [--workers 1,2,auto] [--ready-services 10000]
 //                         [--settle 5] [--queries 20000] [--namespaces 10] [--write-json FILE]
 //                         [--tls] [--node-flags "--max-semi-space-size=1"]
 //
@@ -22,7 +22,10 @@
 // answer that is right for both the Service and the Pod listed last; VmRSS of the process tree
 // after a settle period (--settle seconds after ready); the peak (VmHWM) over the tree; then
 // RSS again after --queries queries (A for Services and Pods, SRV for Services) and a short
-// settle. With several workers PSS is also given (shared pages counted once).
+// settle. PSS (smaps_rollup, shared pages divided among the processes that map them) is summed
+// over the process tree, and `× 1 worker` compares it with the 1-worker run of the same case;
+// `per process` gives each process's PSS (the primary first). `auto` runs without -workers
+// (the server's default).
 //
 // --tls: the API over HTTPS with a client certificate (as in a cluster, where the API is
 // always TLS); the default is plain HTTP. --node-flags: run `node FLAGS bin/clusterdns`
@@ -72,7 +75,8 @@ if (args.help) {
 
 const intList = (s) => (s === '' ? [] : s.split(',').map((x) => Number(x.trim())));
 const sizes = intList(args.sizes);
-const workerCounts = intList(args.workers);
+// `auto` (0 here) runs the server without -workers: its default.
+const workerCounts = args.workers.split(',').map((x) => (x.trim() === 'auto' ? 0 : Number(x.trim())));
 const readyServices = Number(args['ready-services']);
 const settleMs = Number(args.settle) * 1000;
 const queryCount = Number(args.queries);
@@ -246,14 +250,17 @@ function treeMemory(pid) {
   let pss = 0;
   let anon = 0;
   let file = 0;
+  const pssEach = [];
   for (const p of pids) {
     rss += statusKiB(p, 'VmRSS');
     hwm += statusKiB(p, 'VmHWM');
-    pss += pssKiB(p);
+    const own = pssKiB(p);
+    pss += own;
+    pssEach.push(own);
     anon += statusKiB(p, 'RssAnon') + statusKiB(p, 'RssShmem');
     file = Math.max(file, statusKiB(p, 'RssFile'));
   }
-  return { rss, hwm, pss, anon, once: anon + file, processes: pids.length };
+  return { rss, hwm, pss, pssEach, anon, once: anon + file, processes: pids.length };
 }
 
 function httpStatus(port, path) {
@@ -359,7 +366,7 @@ async function runOne({ label, services, pods, workers }) {
   const svcName = (i) => `svc-${i}.${nsOf(i)}.svc.cluster.local`;
   const podName = (j) => `${podIp(j).replaceAll('.', '-')}.${nsOf(j)}.pod.cluster.local`;
 
-  const cdnsArgs = ['-conf', corefile, '-workers', String(workers), '-quiet'];
+  const cdnsArgs = ['-conf', corefile, ...(workers > 0 ? ['-workers', String(workers)] : []), '-quiet'];
   // As a user starts it (bin/clusterdns and the flags on its #! line), or with other Node flags.
   const proc = args['node-flags'] === undefined
     ? startProcess('clusterdns', join(root, 'bin/clusterdns'), cdnsArgs, { logFile, cwd: dir })
@@ -428,10 +435,12 @@ async function runOne({ label, services, pods, workers }) {
       pssSettledMiB: +(settled.pss / MiB).toFixed(1),
       rssAfterQueriesMiB: +(queried.rss / MiB).toFixed(1),
       pssAfterQueriesMiB: +(queried.pss / MiB).toFixed(1),
+      pssEachAfterQueriesMiB: queried.pssEach.map((k) => +(k / MiB).toFixed(1)),
       anonSettledMiB: +(settled.anon / MiB).toFixed(1),
       anonAfterQueriesMiB: +(queried.anon / MiB).toFixed(1),
       rssBinaryOnceAfterQueriesMiB: +(queried.once / MiB).toFixed(1),
       processes: settled.processes,
+      workersRunning: Math.max(1, settled.processes - 1),
       queries: q,
       formulaMiB: formulaMiB(objects),
       below: queried.rss / MiB < formulaMiB(objects) && settled.rss / MiB < formulaMiB(objects),
@@ -460,14 +469,14 @@ const cases = [];
 for (const n of sizes) {
   for (const w of workerCounts) cases.push({ label: `${n} objects`, services: Math.floor(n / 2), pods: n - Math.floor(n / 2), workers: w });
 }
-if (readyServices > 0) cases.push({ label: `${readyServices} Services`, services: readyServices, pods: 0, workers: workerCounts[0] ?? 1 });
+if (readyServices > 0) for (const w of workerCounts) cases.push({ label: `${readyServices} Services`, services: readyServices, pods: 0, workers: w });
 
 process.stdout.write(
   `clusterdns memory and start-up, node ${process.version}; objects = Services + Pods; each Service has one EndpointSlice with one ready endpoint; ` +
     `${namespaceCount} namespaces; Corefile: kubernetes cluster.local { endpoint <test API server>${args.tls ? ' (HTTPS, client certificate)' : ' (HTTP)'}; pods verified }; settle ${settleMs / 1000} s; ` +
     `RSS = VmRSS summed over the process tree; formula = CoreDNS's (Pods + Services) / 1000 + 54 MB.\n\n`,
 );
-const header = ['case', 'workers', 'Services', 'slices', 'Pods', 'ready s', 'answer s', 'RSS settled', 'RSS queried', 'peak', 'anon', 'bin once', 'formula', 'below'];
+const header = ['case', 'workers', 'Services', 'slices', 'Pods', 'ready s', 'answer s', 'RSS settled', 'RSS queried', 'peak', 'anon', 'bin once', 'PSS queried', '× 1 worker', 'formula', 'below'];
 const rows = [];
 const results = [];
 const fmtRow = (r) => r.map((c, i) => String(c).padStart(i === 0 ? 18 : Math.max(7, header[i].length))).join(' ');
@@ -478,7 +487,7 @@ try {
     results.push(r);
     const row = [
       r.label,
-      r.workers,
+      r.workers || `auto (${r.workersRunning})`,
       r.services,
       r.endpointSlices,
       r.pods,
@@ -489,11 +498,16 @@ try {
       r.rssPeakMiB.toFixed(1),
       r.anonAfterQueriesMiB.toFixed(1),
       r.rssBinaryOnceAfterQueriesMiB.toFixed(1),
+      r.pssAfterQueriesMiB.toFixed(1),
+      (() => {
+        const one = results.find((x) => x.label === r.label && x.workers === 1);
+        return one ? (r.pssAfterQueriesMiB / one.pssAfterQueriesMiB).toFixed(2) : '';
+      })(),
       r.formulaMiB.toFixed(1),
       r.below ? 'yes' : 'no',
     ];
     rows.push(row);
-    process.stdout.write(fmtRow(row) + `   (${r.queries.good}/${r.queries.sent} queries answered with records)\n`);
+    process.stdout.write(fmtRow(row) + `   (${r.queries.good}/${r.queries.sent} queries answered with records; PSS per process ${r.pssEachAfterQueriesMiB.join(' + ')})\n`);
   }
 } finally {
   await stopAll();

@@ -6,12 +6,16 @@
 // and a median table at the end.
 //
 //   node native/bench-compare.mjs [--pinned|--unpinned] [--rounds 3] [--seconds 8]
-//        [--only js,native,reuseport,bare,unbound,js1,native1,jsU1,nativeU1] [--workers N]
+//        [--only js,native,shared,auto,reuseport,bare,unbound,js1,native1,jsU1,nativeU1] [--workers N] [--tcp]
 //
 // Pinned: servers on CPU 1 (1 worker), dnsperf on CPU 0. Unpinned: nothing pinned, clusterdns
 // with --workers (default 2); `js1`/`native1` add pinned one-worker rows for the
-// unpinned-vs-pinned comparison in the same run; `jsU1`/`nativeU1` unpinned one-worker rows. `reuseport`: CLUSTERDNS_NATIVE_UDP=reuseport
-// (a socket per worker) instead of the workers sharing one.
+// unpinned-vs-pinned comparison in the same run; `jsU1`/`nativeU1` unpinned one-worker rows.
+// With several workers `native` is the default (a socket per worker, steered by question name);
+// `shared`: CLUSTERDNS_NATIVE_UDP=shared (one socket, each query handed to the worker owning
+// its name); `js` (node:dgram) hands queries over the same way; `auto`: native without
+// -workers (the server's default count). --tcp: dnsperf -m tcp (4 connections; with several
+// workers about half the queries are handed to another worker).
 
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -34,6 +38,7 @@ const { values: flags } = parseArgs({
     seconds: { type: 'string', default: '8' },
     only: { type: 'string', default: 'js,native,bare,unbound' },
     workers: { type: 'string', default: '2' },
+    tcp: { type: 'boolean', default: false },
     keep: { type: 'boolean', default: false },
   },
 });
@@ -48,12 +53,12 @@ function clusterdns(name, env, forcePinned, workers) {
     name,
     pinned: forcePinned ?? pinnedMode,
     workers,
-    label: (ctx) => `clusterdns hosts ${name} (${ctx.workers} worker${ctx.workers > 1 ? 's' : ''})`,
+    label: (ctx) => `clusterdns hosts ${name} (${ctx.workers || 'default'} worker${ctx.workers !== 1 ? 's' : ''})`,
     start(ctx) {
       const conf = join(ctx.dir, `Corefile-${name}`);
       writeFileSync(conf, `cluster.local:${ctx.port} {\n    bind 127.0.0.1\n    hosts ${ctx.workload.hostsFile} {\n        ttl ${ctx.workload.ttl}\n    }\n}\n`);
       return startProcess(name, process.execPath,
-        ['--max-semi-space-size=2', join(root, 'bin/clusterdns'), '-conf', conf, '-workers', String(ctx.workers), '-quiet'],
+        ['--max-semi-space-size=2', join(root, 'bin/clusterdns'), '-conf', conf, ...(ctx.workers > 0 ? ['-workers', String(ctx.workers)] : []), '-quiet'],
         { pin: ctx.pin, logFile: join(ctx.dir, `${name}.log`), cwd: root, env: { ...process.env, ...env } });
     },
   };
@@ -63,6 +68,8 @@ const defs = {
   js: clusterdns('js', { CLUSTERDNS_NATIVE_UDP: '0' }),
   native: clusterdns('native', { CLUSTERDNS_NATIVE_UDP: '1' }),
   reuseport: clusterdns('reuseport', { CLUSTERDNS_NATIVE_UDP: 'reuseport' }),
+  shared: clusterdns('shared', { CLUSTERDNS_NATIVE_UDP: 'shared' }),
+  auto: clusterdns('auto', { CLUSTERDNS_NATIVE_UDP: '1' }, false, 0),
   js1: clusterdns('js1', { CLUSTERDNS_NATIVE_UDP: '0' }, true),
   native1: clusterdns('native1', { CLUSTERDNS_NATIVE_UDP: '1' }, true),
   // Unpinned, one worker: what the second worker adds when nothing is pinned.
@@ -104,12 +111,13 @@ async function main() {
     rows.push({ def, ctx, proc, runs: [] });
     log(`${def.label(ctx)}: pid ${proc.pid}, port ${ctx.port}`);
   }
-  for (const r of rows) await runDnsperf({ port: r.ctx.port, queryFile: workload.queryFile, seconds: 1, pin: r.def.pinned ? 0 : null });
+  const mode = flags.tcp ? 'tcp' : undefined;
+  for (const r of rows) await runDnsperf({ port: r.ctx.port, queryFile: workload.queryFile, seconds: 1, pin: r.def.pinned ? 0 : null, mode });
   for (let round = 0; round < rounds; round++) {
     for (let k = 0; k < rows.length; k++) {
       const r = rows[(round + k) % rows.length];
       const before = cpuSnapshot(r.proc.pid);
-      const res = await runDnsperf({ port: r.ctx.port, queryFile: workload.queryFile, seconds, pin: r.def.pinned ? 0 : null });
+      const res = await runDnsperf({ port: r.ctx.port, queryFile: workload.queryFile, seconds, pin: r.def.pinned ? 0 : null, mode });
       const after = cpuSnapshot(r.proc.pid);
       res.serverCpu = serverCpuPercent(before, after);
       res.us = ((after.server - before.server) * 1e4) / res.completed;

@@ -478,11 +478,70 @@ static napi_value wrap_fd(napi_env env, int fd, int slots, int slot_size, int ou
   return obj;
 }
 
-/* open({ address, port, ipv6, ipv6Only, reusePort, spread, recvBuffer, sendBuffer, slots, slotSize, outSize }) */
+/* Octets of the question name (from offset 12 of the DNS message) the steering program hashes;
+ * src/server/shards.ts computes the same function and must use the same prefix. */
+#define STEER_PREFIX 48
+#define STEER_MAX_GROUPS 256
+
+/* Attaches to the reuseport group of fd a classic BPF program that picks the socket by the
+ * question name: FNV-1a over the lower-cased wire name up to its root label (at most
+ * STEER_PREFIX octets), folded, modulo `groups`; then shard s goes to socket map[s]. cBPF
+ * jumps only forward, so the loop is unrolled. Returns 0 or an errno. */
+static int attach_steering(int fd, unsigned groups, const uint32_t *map) {
+  enum { PER_OCTET = 9 };
+  static struct sock_filter code[2 + STEER_PREFIX * PER_OCTET + 4 + 2 * STEER_MAX_GROUPS + 1];
+  unsigned n = 0;
+  const unsigned end = 1 + STEER_PREFIX * PER_OCTET;
+  code[n++] = (struct sock_filter)BPF_STMT(BPF_LDX | BPF_W | BPF_IMM, 2166136261u);
+  for (unsigned p = 0; p < STEER_PREFIX; p++) {
+    code[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 12 + p);
+    code[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 1); /* the root label ends the name */
+    code[n] = (struct sock_filter)BPF_STMT(BPF_JMP | BPF_JA, end - (n + 1));
+    n++;
+    code[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 'A', 0, 2);
+    code[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGT | BPF_K, 'Z', 1, 0);
+    code[n++] = (struct sock_filter)BPF_STMT(BPF_ALU | BPF_OR | BPF_K, 0x20);
+    code[n++] = (struct sock_filter)BPF_STMT(BPF_ALU | BPF_XOR | BPF_X, 0);
+    code[n++] = (struct sock_filter)BPF_STMT(BPF_ALU | BPF_MUL | BPF_K, 16777619u);
+    code[n++] = (struct sock_filter)BPF_STMT(BPF_MISC | BPF_TAX, 0);
+  }
+  code[n++] = (struct sock_filter)BPF_STMT(BPF_MISC | BPF_TXA, 0);
+  code[n++] = (struct sock_filter)BPF_STMT(BPF_ALU | BPF_RSH | BPF_K, 16);
+  code[n++] = (struct sock_filter)BPF_STMT(BPF_ALU | BPF_XOR | BPF_X, 0);
+  code[n++] = (struct sock_filter)BPF_STMT(BPF_ALU | BPF_MOD | BPF_K, groups);
+  for (unsigned s = 0; map && s < groups; s++) {
+    if (map[s] == s) continue;
+    code[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, s, 0, 1);
+    code[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, map[s]);
+  }
+  code[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_A, 0);
+  struct sock_fprog prog = {.len = (unsigned short)n, .filter = code};
+  return setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof prog) < 0 ? errno : 0;
+}
+
+/* Reads the shard → socket map argument (an array of `groups` numbers); NULL when absent. */
+static int get_map(napi_env env, napi_value v, unsigned groups, uint32_t *map) {
+  bool is_array = false;
+  if (napi_is_array(env, v, &is_array) != napi_ok || !is_array) return 0;
+  uint32_t len = 0;
+  napi_get_array_length(env, v, &len);
+  if (len != groups) return -1;
+  for (uint32_t i = 0; i < len; i++) {
+    napi_value e;
+    uint32_t x = 0;
+    if (napi_get_element(env, v, i, &e) != napi_ok || napi_get_value_uint32(env, e, &x) != napi_ok || x >= groups) return -1;
+    map[i] = x;
+  }
+  return 1;
+}
+
+/* open({ address, port, ipv6, ipv6Only, reusePort, spread, steer, recvBuffer, sendBuffer, slots, slotSize, outSize });
+ * openFd(same options): the bound descriptor itself, owned by the caller. */
 static napi_value js_open(napi_env env, napi_callback_info info) {
   size_t argc = 1;
   napi_value argv[1];
-  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  void *raw = NULL; /* set for openFd: return the bare descriptor */
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, &raw));
   if (argc < 1) {
     napi_throw_type_error(env, NULL, "open(options)");
     return NULL;
@@ -501,12 +560,13 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
   int v6only = get_int(env, o, "ipv6Only", 0);
   int reuseport = get_int(env, o, "reusePort", 0);
   int spread = get_int(env, o, "spread", 0);
+  int steer = get_int(env, o, "steer", 0);
   int rcvbuf = get_int(env, o, "recvBuffer", 0);
   int sndbuf = get_int(env, o, "sendBuffer", 0);
   int slots = get_int(env, o, "slots", 64);
   int slot_size = get_int(env, o, "slotSize", 65536);
   int out_size = get_int(env, o, "outSize", 256 * 1024);
-  if (port < 0 || port > 65535 || slots < 1 || slots > MAX_SLOTS || slot_size < 12 || slot_size > 65536 || out_size < 512 || out_size > (64 << 20)) {
+  if (steer < 0 || steer > STEER_MAX_GROUPS || (steer > 0 && !reuseport) || port < 0 || port > 65535 || slots < 1 || slots > MAX_SLOTS || slot_size < 12 || slot_size > 65536 || out_size < 512 || out_size > (64 << 20)) {
     napi_throw_range_error(env, NULL, "udpbatch: option out of range");
     return NULL;
   }
@@ -571,6 +631,19 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
     struct sock_fprog prog = {.len = 3, .filter = code};
     setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof prog); /* best effort */
   }
+  if (steer > 0) {
+    int e = attach_steering(fd, (unsigned)steer, NULL);
+    if (e) {
+      close(fd);
+      return throw_errno(env, e, "setsockopt SO_ATTACH_REUSEPORT_CBPF", NULL, 0);
+    }
+  }
+  if (raw) {
+    /* The bare descriptor, for a process that holds the socket for others (cluster workers). */
+    napi_value r;
+    CHECK(napi_create_int32(env, fd, &r));
+    return r;
+  }
   return wrap_fd(env, fd, slots, slot_size, out_size);
 }
 
@@ -606,6 +679,38 @@ static napi_value js_adopt(napi_env env, napi_callback_info info) {
     return throw_errno(env, e, "fcntl", NULL, 0);
   }
   return wrap_fd(env, fd, slots, slot_size, out_size);
+}
+
+/* steer(fd, groups, map?): (re)attaches the question-name program to fd's reuseport group;
+ * map[s] is the socket that gets shard s (a stand-in while its worker is replaced). */
+static napi_value js_steer(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int32_t fd = -1, groups = 0;
+  if (argc < 2 || napi_get_value_int32(env, argv[0], &fd) != napi_ok || napi_get_value_int32(env, argv[1], &groups) != napi_ok || fd < 0 || groups < 1 || groups > STEER_MAX_GROUPS) {
+    napi_throw_range_error(env, NULL, "steer(fd, groups, map?)");
+    return NULL;
+  }
+  uint32_t map[STEER_MAX_GROUPS];
+  int has = argc >= 3 ? get_map(env, argv[2], (unsigned)groups, map) : 0;
+  if (has < 0) {
+    napi_throw_range_error(env, NULL, "steer: map must have one socket index below groups per shard");
+    return NULL;
+  }
+  int e = attach_steering(fd, (unsigned)groups, has ? map : NULL);
+  if (e) return throw_errno(env, e, "setsockopt SO_ATTACH_REUSEPORT_CBPF", NULL, 0);
+  return NULL;
+}
+
+/* closeFd(fd): closes a descriptor openFd returned. */
+static napi_value js_close_fd(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  int32_t fd = -1;
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc >= 1 && napi_get_value_int32(env, argv[0], &fd) == napi_ok && fd > 2) close(fd);
+  return NULL;
 }
 
 /* start(sock, onBatch): begin reading; onBatch(n) returns the number of answers in `out`. */
@@ -751,6 +856,9 @@ static napi_value init(napi_env env, napi_value exports) {
       {"sendTo", NULL, js_send_to, NULL, NULL, NULL, napi_default, NULL},
       {"ntop", NULL, js_ntop, NULL, NULL, NULL, napi_default, NULL},
       {"stats", NULL, js_stats, NULL, NULL, NULL, napi_default, NULL},
+      {"steer", NULL, js_steer, NULL, NULL, NULL, napi_default, NULL},
+      {"openFd", NULL, js_open, NULL, NULL, NULL, napi_default, (void *)1},
+      {"closeFd", NULL, js_close_fd, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_define_properties(env, exports, sizeof d / sizeof d[0], d);
   napi_value v;
@@ -758,6 +866,8 @@ static napi_value init(napi_env env, napi_value exports) {
   napi_set_named_property(env, exports, "META_INTS", v);
   napi_create_int32(env, OUT_INTS, &v);
   napi_set_named_property(env, exports, "OUT_INTS", v);
+  napi_create_int32(env, STEER_PREFIX, &v);
+  napi_set_named_property(env, exports, "STEER_PREFIX", v);
   return exports;
 }
 

@@ -15,6 +15,7 @@ import { VERSION } from './version.js';
 import { coreLog, logger } from './log.js';
 import { servingStarted } from './heap.js';
 import { servePrimaryMetrics, setupWorkerMetrics } from './metrics/cluster.js';
+import { SteeredSockets } from './server/shards.js';
 
 export interface ServerFlags {
   conf?: string;
@@ -78,6 +79,7 @@ export async function runServer(flags: ServerFlags): Promise<void> {
   let cfg;
   let gen = 0;
   let keys: string[] = [];
+  let listenAddresses: Array<{ host: string; port: number }> = [];
   try {
     if (cluster.isWorker) {
       // The primary read and validated it; a replacement worker gets what the others run.
@@ -87,7 +89,9 @@ export async function runServer(flags: ServerFlags): Promise<void> {
     } else {
       // The primary (or the only process) says what is wrong with the files; workers never read them.
       cfg = parseConfig(readConfigSource(flags.conf), flags.port, (m: string) => coreLog.warn(m));
-      keys = blockKeys(await Runtime.create(cfg, { http: new HttpServices(), requestReload: () => {}, shuttingDown: () => false }));
+      const validated = await Runtime.create(cfg, { http: new HttpServices(), requestReload: () => {}, shuttingDown: () => false });
+      keys = blockKeys(validated);
+      listenAddresses = validated.listenAddresses();
     }
   } catch (e) {
     const message = e instanceof CorefileError ? e.message : `clusterdns: ${(e as Error).message}`;
@@ -100,7 +104,7 @@ export async function runServer(flags: ServerFlags): Promise<void> {
   }
 
   if (flags.workers > 1 && cluster.isPrimary) {
-    runPrimary(flags, cfg, keys);
+    runPrimary(flags, cfg, keys, listenAddresses);
     return;
   }
 
@@ -221,8 +225,10 @@ const reloadLog = logger('reload');
  * Workers are started, replaced and reconfigured one step at a time (one queue), and a
  * replacement starts with the configuration the others run.
  */
-function runPrimary(flags: ServerFlags, first: LoadedConfig, keys: string[]): void {
+function runPrimary(flags: ServerFlags, first: LoadedConfig, keys: string[], listenAddresses: Array<{ host: string; port: number }>): void {
   cluster.schedulingPolicy = cluster.SCHED_NONE;
+  // One UDP socket per worker and listener, held here so a worker's replacement gets the same one.
+  const steered = SteeredSockets.open(listenAddresses, flags.workers);
   servePrimaryMetrics();
   for (const start of primaryServices) start();
   let running = first;
@@ -324,17 +330,23 @@ function runPrimary(flags: ServerFlags, first: LoadedConfig, keys: string[]): vo
     coreLog.info('Reloading complete');
   };
 
-  /** Starts one worker; resolves once it serves (or is gone). */
-  const fork = (): Promise<void> =>
+  const shardOfWorker = new Map<number, number>();
+  /** Starts the worker of `shard` (its steered sockets, its share of the names); resolves once it serves (or is gone). */
+  const fork = (shard: number): Promise<void> =>
     new Promise((resolve) => {
-      const w = cluster.fork({ CLUSTERDNS_WORKER: '1', CLUSTERDNS_WORKERS: String(flags.workers) });
+      const sockets = steered?.forWorker(shard);
+      if (sockets) cluster.setupPrimary({ stdio: sockets.stdio });
+      const w = cluster.fork({ CLUSTERDNS_WORKER: '1', CLUSTERDNS_WORKERS: String(flags.workers), CLUSTERDNS_WORKER_INDEX: String(shard), ...sockets?.env });
+      shardOfWorker.set(w.id, shard);
       const done = () => {
         clearTimeout(t);
         waiting.delete(onState);
         resolve();
       };
       const onState = (from: Worker, m: WorkerMessage) => {
-        if (from === w && m.type === 'clusterdns:worker') done();
+        if (from !== w || m.type !== 'clusterdns:worker') return;
+        steered?.workerReady(shard);
+        done();
       };
       // A worker that hangs while starting must not hold up reloads and replacements for ever.
       const t = setTimeout(done, 120_000);
@@ -343,7 +355,7 @@ function runPrimary(flags: ServerFlags, first: LoadedConfig, keys: string[]): vo
     });
 
   void enqueue(async () => {
-    await Promise.all(Array.from({ length: flags.workers }, fork));
+    await Promise.all(Array.from({ length: flags.workers }, (_, shard) => fork(shard)));
     if (stopping) return;
     servingStarted();
     if (flags.pidfile) writeFileSync(flags.pidfile, `${process.pid}\n`);
@@ -359,7 +371,10 @@ function runPrimary(flags: ServerFlags, first: LoadedConfig, keys: string[]): vo
       return;
     }
     coreLog.error(`worker ${w.process.pid} exited (${signal ?? code}); starting another`);
-    setTimeout(() => void enqueue(fork), 500);
+    const shard = shardOfWorker.get(w.id) ?? 0;
+    shardOfWorker.delete(w.id);
+    steered?.workerGone(shard);
+    setTimeout(() => void enqueue(() => fork(shard)), 500);
   });
   const stopAll = () => {
     if (stopping) return;

@@ -13,6 +13,8 @@ import { Request, type ClientInfo, type HandlerResult, type Response } from './r
 import { serverStats, type ZoneStats } from './stats.js';
 import { queryNames } from '../status/names.js';
 import { FLAG_TRUNCATED, META_INTS, OUT_INTS, udpBatchAddon, type UdpBatchAddon, type UdpBatchSocket } from './udp-native.js';
+import { shardLinks, type ShardLinks } from './handoff.js';
+import { inheritedUdpFd } from './shards.js';
 
 const log = logger('');
 
@@ -238,6 +240,10 @@ export class DnsListener {
   private udpOpen = true;
   private drained: (() => void) | null = null;
   boundPort = 0;
+  /** With several workers: hands a query whose name another worker owns to that worker (TCP, and UDP the kernel did not steer). */
+  private tcpHandoff: ShardLinks | null = null;
+  /** @internal */
+  udpHandoff: ShardLinks | null = null;
 
   constructor(
     private readonly opts: ListenerOptions,
@@ -254,13 +260,20 @@ export class DnsListener {
     const { host, port } = this.opts;
     const family = host.includes(':') ? 'udp6' : 'udp4';
     const { addon, why } = udpBatchAddon();
-    // Cluster workers share the primary's socket (a worker that dies loses no queued query), each
-    // reading it in batches; CLUSTERDNS_NATIVE_UDP=reuseport gives each worker a socket of its own
-    // instead (SO_REUSEPORT: the kernel spreads the load, but queries queued on a worker that
-    // dies are lost), which port 0 cannot do.
+    // Cluster workers read the SO_REUSEPORT socket of their shard, which the primary bound and
+    // steers by question name (shards.ts). Where it could not, they share the primary's socket
+    // (or, with CLUSTERDNS_NATIVE_UDP=reuseport, bind one each) and hand each query to the
+    // worker that owns its name.
     const reusePort = cluster.isWorker && process.env.CLUSTERDNS_NATIVE_UDP === 'reuseport' && port !== 0;
+    // The socket of this worker's shard, bound by the primary and steered by question name.
+    const steeredFd = addon && cluster.isWorker ? inheritedUdpFd(host, port) : undefined;
+    this.tcpHandoff = cluster.isWorker ? shardLinks(this.dispatcher) : null;
+    this.udpHandoff = steeredFd === undefined ? this.tcpHandoff : null;
     let how = '';
-    if (addon && !cluster.isWorker) {
+    if (addon && steeredFd !== undefined) {
+      this.startNative(addon, addon.adopt({ fd: steeredFd }));
+      how = 'SO_REUSEPORT socket per worker, steered by question name';
+    } else if (addon && !cluster.isWorker) {
       this.startNative(addon, this.openNative(addon, family === 'udp6', false));
       how = 'own socket';
     } else if (addon && reusePort) {
@@ -389,7 +402,7 @@ export class DnsListener {
         localPort,
       };
       this.udpPending++;
-      d.handle(msg, client, this.router(), (out) => {
+      const answer = (out: Buffer | null) => {
         // An answer that finishes after the socket closed (shutdown, or a reload that dropped
         // this listener) is lost: dgram would throw ERR_SOCKET_DGRAM_NOT_RUNNING.
         if (out === null || !this.udpOpen) this.udpDone();
@@ -399,7 +412,9 @@ export class DnsListener {
           udp.send(out, rinfo.port, rinfo.address);
           this.udpDone();
         }
-      });
+      };
+      const h = this.udpHandoff;
+      if (h === null || !h.forward(msg, client, this.key, answer)) d.handle(msg, client, this.router(), answer);
     });
     this.udp = udp;
   }
@@ -478,7 +493,9 @@ export class DnsListener {
         const msg = buf.subarray(off + 2, off + 2 + len);
         off += 2 + len;
         inflight++;
-        this.dispatcher.handle(Buffer.from(msg), client, this.router(), send);
+        const query = Buffer.from(msg);
+        const h = this.tcpHandoff;
+        if (h === null || !h.forward(query, client, this.key, send)) this.dispatcher.handle(query, client, this.router(), send);
         if (inflight >= maxInflight && !paused) {
           paused = true;
           sock.pause();
@@ -674,6 +691,7 @@ class NativeUdp {
     const l = this.listener;
     const d = this.dispatcher;
     const router = l.routerForUdp();
+    const handoff = l.udpHandoff;
     const gen = ++this.gen;
     this.outCount = 0;
     this.outOff = 0;
@@ -698,7 +716,7 @@ class NativeUdp {
         // 8.4 µs per query.)
         const msg = Buffer.allocUnsafe(len);
         inBuf.copy(msg, 0, at, at + len);
-        d.handle(msg, c, router, c.send);
+        if (handoff === null || !handoff.forward(msg, c, l.key, c.send)) d.handle(msg, c, router, c.send);
       }
     } finally {
       this.inBatch = false;

@@ -33,6 +33,8 @@ export interface UdpBatchOptions {
   reusePort?: boolean;
   /** With reusePort: spread datagrams at random over this many sockets instead of by flow hash. */
   spread?: number;
+  /** With reusePort: steer datagrams by question name over this many sockets (see shards.ts). */
+  steer?: number;
   recvBuffer?: number;
   sendBuffer?: number;
   slots?: number;
@@ -44,6 +46,12 @@ export interface UdpBatchAddon {
   readonly META_INTS: number;
   readonly OUT_INTS: number;
   open(o: UdpBatchOptions): UdpBatchSocket;
+  /** As open(), but the bare descriptor, for the primary to hold and hand to a worker. */
+  openFd(o: UdpBatchOptions): number;
+  closeFd(fd: number): void;
+  /** Re-attaches the question-name program to fd's reuseport group; map[shard] = socket index. */
+  steer(fd: number, groups: number, map?: number[]): void;
+  readonly STEER_PREFIX: number;
   /** A duplicate of a bound UDP socket's fd (the caller keeps and closes its own). */
   adopt(o: { fd: number; slots?: number; slotSize?: number; outSize?: number }): UdpBatchSocket;
   /** onBatch(n) handles datagrams 0..n-1 and returns how many answers it put in `out`. */

@@ -1,7 +1,8 @@
 // The server's UDP path on the native batched socket (native/udpbatch.c) and on its
 // fallback, node:dgram, through the real binary: answers via dig and a burst from one socket,
 // oversized datagrams answered the same on both paths, IPv6 ::1, answers in flight at SIGTERM,
-// two workers (sharing one socket, or a socket each with SO_REUSEPORT) both doing the work, and
+// two workers (a socket each with SO_REUSEPORT, steered by question name, or sharing one socket)
+// both doing the work, and
 // the fallback when CLUSTERDNS_NATIVE_UDP=0 or the addon file is missing.
 // The native cases are skipped where the addon was not built; the fallback cases always run.
 
@@ -214,8 +215,8 @@ test('native path: an answer still in flight at SIGTERM (forward to a slow upstr
   }
 });
 
-test('two workers on one shared socket: each reads it natively, the primary holds it, both answer a burst', { skip: skipNative, timeout: 60_000 }, async () => {
-  const s = await start(NATIVE, 2);
+test('two workers with CLUSTERDNS_NATIVE_UDP=shared: one socket, the primary holds it, each reads it natively, both answer a burst', { skip: skipNative, timeout: 60_000 }, async () => {
+  const s = await start({ CLUSTERDNS_NATIVE_UDP: 'shared' }, 2);
   try {
     const workers = childrenOf(s.proc.pid!);
     assert.equal(workers.length, 2);
@@ -231,8 +232,8 @@ test('two workers on one shared socket: each reads it natively, the primary hold
   }
 });
 
-test('two workers with CLUSTERDNS_NATIVE_UDP=reuseport: a socket each on the port (SO_REUSEPORT), both get traffic from one client socket', { skip: skipNative, timeout: 60_000 }, async () => {
-  const s = await start({ CLUSTERDNS_NATIVE_UDP: 'reuseport' }, 2);
+test('two workers (native path): a SO_REUSEPORT socket each, bound and held by the primary, steered by name: 200 names from one client socket keep both busy', { skip: skipNative, timeout: 60_000 }, async () => {
+  const s = await start(NATIVE, 2);
   try {
     const workers = childrenOf(s.proc.pid!);
     assert.equal(workers.length, 2);
@@ -241,12 +242,13 @@ test('two workers with CLUSTERDNS_NATIVE_UDP=reuseport: a socket each on the por
     const owned = workers.map((w) => inodes.filter((i) => socketInodesOf(w).has(i)));
     assert.deepEqual(owned.map((o) => o.length), [1, 1]);
     assert.notEqual(owned[0]![0], owned[1]![0]);
-    assert.ok(!inodes.some((i) => socketInodesOf(s.proc.pid!).has(i)), 'the primary holds no UDP socket');
+    // The primary keeps both, so a worker's replacement gets the same socket (and place in the group).
+    assert.ok(inodes.every((i) => socketInodesOf(s.proc.pid!).has(i)), 'the primary holds both UDP sockets');
     const before = workers.map(cpuNs);
     checkBurst(await burst(s.port, 10_000), 10_000);
     const used = workers.map((w, i) => cpuNs(w) - before[i]!);
     const total = used[0]! + used[1]!;
-    // Spread at random per datagram, so each does about half; an idle worker would do ~0. (The
+    // Steered by name, so each does about half of the 200 names; an idle worker would do ~0. (The
     // CPU split also follows the scheduler when other test files load the machine: 10%, not 20%.)
     for (const u of used) assert.ok(u > total * 0.1, `CPU split ${used.map((x) => (x / 1e6).toFixed(0)).join(' / ')} ms`);
   } finally {

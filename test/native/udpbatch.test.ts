@@ -1,6 +1,6 @@
 // The native batched UDP addon (native/udpbatch.c) on its own, over real loopback sockets:
 // batches, truncation, IPv6, close inside a batch, errors, adopting a dgram socket,
-// SO_REUSEPORT spreading, and no descriptor leak. Skipped where the addon was not built (the
+// SO_REUSEPORT spreading and steering by question name, and no descriptor leak. Skipped where the addon was not built (the
 // server then uses node:dgram, which test/e2e/native-udp.test.ts covers).
 
 import { test } from 'node:test';
@@ -9,6 +9,7 @@ import dgram from 'node:dgram';
 import { existsSync, readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { DEFAULT_ADDON_PATH, FLAG_TRUNCATED, META_INTS, OUT_INTS, type UdpBatchAddon, type UdpBatchSocket } from '../../src/server/udp-native.js';
+import { shardOf, STEER_PREFIX } from '../../src/server/shards.js';
 
 const built = existsSync(DEFAULT_ADDON_PATH);
 const skip = built ? false : `native addon not built (${DEFAULT_ADDON_PATH}); the dgram fallback is tested instead`;
@@ -237,6 +238,66 @@ test('SO_REUSEPORT with spread: two sockets on one port both receive the datagra
     a.close(s2);
   }
 });
+
+test('steer: three reuseport sockets get each query on the socket shardOf() names (case-insensitive, long names, IPv6), and a re-steer moves one shard', { skip }, async () => {
+  const a = addon();
+  assert.equal(a.STEER_PREFIX, STEER_PREFIX);
+  for (const [type, host] of [['udp4', '127.0.0.1'], ['udp6', '::1']] as const) {
+    const first = a.open({ address: host, port: 0, ipv6: type === 'udp6', reusePort: true, steer: 3 });
+    a.close(first);
+    const port = first.port;
+    const fds = [0, 1, 2].map(() => a.openFd({ address: host, port, ipv6: type === 'udp6', reusePort: true, steer: 3 }));
+    const socks = fds.map((fd) => a.adopt({ fd }));
+    const wrong: string[] = [];
+    const got = [0, 0, 0];
+    let expected = (q: Buffer, i: number) => shardOf(q, 3) === i;
+    socks.forEach((sk, i) => {
+      const meta = new Int32Array(sk.meta);
+      const inBuf = Buffer.from(sk.in);
+      a.start(sk, (n) => {
+        for (let k = 0; k < n; k++) {
+          const q = inBuf.subarray(k * sk.slotSize, k * sk.slotSize + meta[k * META_INTS]!);
+          got[i]++;
+          if (!expected(q, i)) wrong.push(`${i}: ${q.toString('latin1', 13)}`);
+        }
+        return 0;
+      });
+    });
+    const c = await client(type, host);
+    const names = Array.from({ length: 150 }, (_, i) => (i % 2 ? `Name-${i}.NS.svc.cluster.local.` : `name-${i}.ns.svc.cluster.local.`));
+    names.push(`${'long-label-'.repeat(5)}a.example.`, `${'long-label-'.repeat(5)}b.example.`, '.');
+    try {
+      for (const n of names) {
+        c.send(dnsQuery(n), port, host);
+        // The same name in another case lands on the same socket.
+        c.send(dnsQuery(n.toUpperCase()), port, host);
+      }
+      await sleep(500);
+      assert.deepEqual(wrong, [], type);
+      assert.equal(got[0]! + got[1]! + got[2]!, names.length * 2);
+      assert.ok(got.every((g) => g > 20), `split ${got.join('/')}`);
+      // Shard 1 to socket 0 (a stand-in while its worker is replaced).
+      a.steer(fds[0]!, 3, [0, 0, 2]);
+      expected = (q, i) => i === [0, 0, 2][shardOf(q, 3)];
+      got.fill(0);
+      for (const n of names) c.send(dnsQuery(n), port, host);
+      await sleep(500);
+      assert.deepEqual(wrong, [], `${type} after re-steer`);
+      assert.equal(got[1], 0);
+      assert.throws(() => a.steer(fds[0]!, 3, [0, 3, 2]), /map/);
+    } finally {
+      c.close();
+      for (const sk of socks) a.close(sk);
+      for (const fd of fds) a.closeFd(fd);
+    }
+  }
+});
+
+function dnsQuery(name: string): Buffer {
+  const labels = name.split('.').filter(Boolean);
+  const header = Buffer.from([0x12, 0x34, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
+  return Buffer.concat([header, ...labels.flatMap((l) => [Buffer.from([l.length]), Buffer.from(l)]), Buffer.from([0, 0, 1, 0, 1])]);
+}
 
 test('pause() leaves datagrams in the kernel until start() again; 300 open/close cycles leak no descriptor', { skip }, async () => {
   const a = addon();
