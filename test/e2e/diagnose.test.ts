@@ -72,7 +72,8 @@ describe('clusterdns diagnose', { concurrency: true }, () => {
     // The demo of `npm start`, on a free port and without its fixed health/ready ports.
     const demoCorefile = readFileSync('examples/demo/Corefile', 'utf8')
       .replace(/^\.:1053 \{/m, '.:PORT {')
-      .replace(/^\s*(health|ready) .*\n/gm, '');
+      .replace(/^[ \t]*health [^\n]*\{[^}]*\}\n/m, '')
+      .replace(/^[ \t]*(health|ready) .*\n/gm, '');
     [cluster, broken, demo] = await Promise.all([
       startServer({
         corefile: `.:PORT {\n  bind 127.0.0.1\n  kubernetes cluster.local in-addr.arpa ip6.arpa {\n    manifests cluster.yaml\n    pods insecure\n    fallthrough in-addr.arpa ip6.arpa\n  }\n  forward . 127.0.0.1:${upstream.port}\n}\n`,
