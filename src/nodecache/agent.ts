@@ -67,7 +67,7 @@ export class NodeCacheAgent {
    * removes everything, as upstream does). A failed start undoes only its own changes, never
    * the interface or rules of an agent that was already running.
    */
-  private owned: { link: boolean; addresses: string[]; rules: IptablesRule[] } | 'all' = { link: false, addresses: [], rules: [] };
+  private owned: { link: boolean; addresses: string[] } | 'all' = { link: false, addresses: [] };
   private stopping: Promise<void> | null = null;
   private readonly exitHook = () => this.teardownSync();
 
@@ -168,15 +168,16 @@ export class NodeCacheAgent {
     } catch (e) {
       throw new NodeCacheStartError(`the DNS server did not start: ${(e as Error).message}`);
     }
+    // Serving on the local IPs makes this the node's agent: from here on, an exit (the loop
+    // plugin's FATAL may come at once) removes every rule, as upstream does.
+    this.owned = 'all';
 
     if (this.rules.length > 0) {
       const r = await this.ensureRules('start');
-      if (this.owned !== 'all') this.owned.rules = r.added;
       if (r.errors.length === 0) this.log.info(`iptables: ${this.rules.length} rules for ${f.localIPs.join(', ')} in place (${r.added.length} added)`);
       else this.log.warn(`iptables: not every rule is in place (errors above); retrying every ${f.syncIntervalMs / 1000}s`);
     }
     if (f.pidfile) writeFileSync(f.pidfile, `${process.pid}\n`);
-    this.owned = 'all';
 
     this.syncTimer = setInterval(() => void this.syncNetwork(), f.syncIntervalMs);
     this.configTimer = setInterval(() => void this.checkConfig(), this.deps.configPollMs ?? 2000);
@@ -307,7 +308,8 @@ export class NodeCacheAgent {
     this.armed = false;
     killRunningCommands();
     const owned = this.owned;
-    const rules = owned === 'all' ? this.rules : owned.rules;
+    // Rules go in only after the server serves (owned 'all'), so a failed start added none.
+    const rules = owned === 'all' ? this.rules : [];
     let removed = 0;
     if (rules.length > 0) {
       const r = this.iptables.removeAllSync(rules);
@@ -332,7 +334,7 @@ export class NodeCacheAgent {
       this.log.info(`teardown on exit: removed ${removed} iptables rules${link}`);
       if (this.flags.pidfile) rmSync(this.flags.pidfile, { force: true });
     } else {
-      this.log.info(`teardown on exit: removed what this start added (${removed} iptables rules${link}); what was there before is left alone`);
+      this.log.info(`teardown on exit: removed what this start added${link ? ` (${link.slice(5)})` : ' (nothing)'}; what was there before is left alone`);
     }
   }
 }

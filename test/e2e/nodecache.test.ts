@@ -312,18 +312,23 @@ describe('clusterdns nodecache in a test network namespace', { skip: unavailable
       { extra: ['-metrics-listen-address', ''], why: /not starting; nothing on the node was changed: .*169\.254\.20\.10:(53|8080)\/(udp|tcp): address already in use/ },
       { extra: ['-metrics-listen-address', '', '-basecorefile', typo], why: /Corefile:\d+ - Error during parsing: Unknown directive 'healt'/ },
     ];
-    for (const c of cases) {
-      const b = spawnIn(node, process.execPath, agentArgs(`${LINK_LOCAL},${KUBE_DNS}`, c.extra), env);
-      const r = await Promise.race([b.exited, sleep(20_000).then(() => ({ code: -1, signal: null }))]);
-      assert.equal(r.code, 1, b.output());
-      assert.match(b.output(), c.why);
-      assert.deepEqual(await ourRules(), rules, `the running agent's rules are untouched:\n${b.output()}`);
-      assert.deepEqual(await linkInfo(), link, 'its interface and addresses too');
-      assert.equal(readFileSync(join(dir, 'Corefile'), 'utf8'), generated, 'and the Corefile it serves');
-      assert.equal(readFileSync(pidfile, 'utf8').trim(), String(a.proc.pid), 'and its pidfile');
-      assert.deepEqual(await dig(LINK_LOCAL, 'kubernetes.default.svc.cluster.local'), ['10.96.0.1']);
+    try {
+      for (const c of cases) {
+        const b = spawnIn(node, process.execPath, agentArgs(`${LINK_LOCAL},${KUBE_DNS}`, c.extra), env);
+        const r = await Promise.race([b.exited, sleep(20_000).then(() => ({ code: -1, signal: null }))]);
+        if (r.code === -1) await b.stop('SIGKILL');
+        assert.equal(r.code, 1, b.output());
+        assert.match(b.output(), c.why);
+        assert.deepEqual(await ourRules(), rules, `the running agent's rules are untouched:\n${b.output()}`);
+        assert.deepEqual(await linkInfo(), link, 'its interface and addresses too');
+        assert.equal(readFileSync(join(dir, 'Corefile'), 'utf8'), generated, 'and the Corefile it serves');
+        assert.equal(readFileSync(pidfile, 'utf8').trim(), String(a.proc.pid), 'and its pidfile');
+        assert.deepEqual(await dig(LINK_LOCAL, 'kubernetes.default.svc.cluster.local'), ['10.96.0.1']);
+      }
+    } finally {
+      // The next tests start from a clean node either way.
+      assert.equal((await a.stop('SIGTERM')).code, 0, a.output());
     }
-    assert.equal((await a.stop('SIGTERM')).code, 0, a.output());
     assert.deepEqual(await ourRules(), []);
   });
 
