@@ -19,8 +19,10 @@ test('the README points at the demo\'s status page, and the demo serves it', asy
     .replace(/^\.:1053 \{/m, '.:PORT {')
     .replace(`health ${health[1]!} {`, `health 127.0.0.1:${healthPort} {`)
     .replace(/ready 127\.0\.0\.1:8181/, `ready 127.0.0.1:${readyPort}`);
-  const server = await startServer({ corefile, files: { 'cluster.yaml': readFileSync('examples/demo/cluster.yaml', 'utf8') }, probe: 'backend.default.svc.cluster.local.' });
+  const server = await startServer({ corefile, files: { 'cluster.yaml': readFileSync('examples/demo/cluster.yaml', 'utf8') }, noWait: true });
   try {
+    // The banner comes once every listener, the health one included, is bound (generous for loaded CI).
+    await server.waitFor(/clusterdns-\d/, 40_000);
     const page = await fetch(`http://127.0.0.1:${healthPort}/status`);
     assert.equal(page.status, 200);
     assert.match(page.headers.get('content-type') ?? '', /text\/html/);
