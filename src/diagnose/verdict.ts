@@ -135,10 +135,16 @@ export function buildVerdict(i: VerdictInput): VerdictJson {
       const clusterDomain = podContext(i.conf.search).clusterDomain;
       const inCluster = decidedName.toLowerCase().endsWith(`.${clusterDomain}.`);
       if (cnameOnly) {
-        const chain = decided!.result!.types.flatMap((t) => (t.reply ? t.reply.answers.filter((rr) => rr.type === 5) : []));
+        // The A and AAAA replies carry the same chain: each link once.
+        const seen = new Set<string>();
+        const chain = decided!.result!.types
+          .flatMap((t) => (t.reply ? t.reply.answers.filter((rr) => rr.type === 5) : []))
+          .filter((rr) => !seen.has(rdataText(rr)) && seen.add(rdataText(rr)) !== undefined);
         const target = chain.length > 0 ? rdataText(chain[chain.length - 1]!) : '';
-        v.summary = `${decidedName} is a CNAME${chain.length ? ` (${chain.map(rdataText).join(' -> ')})` : ''} and no ${typesText} record came with it: the resolver stops there and the application gets no address`;
+        v.summary = `${decidedName} is a CNAME${chain.length ? ` to ${chain.map(rdataText).join(' -> ')}` : ''} and no ${typesText} record came with it: the resolver stops there and the application gets no address`;
         v.answers = chain.map(rdataText);
+        // glibc (checked with 2.36): getaddrinfo(AF_UNSPEC) reports a CNAME-only answer as EAI_NONAME, one family as EAI_NODATA.
+        if (i.qtypes.includes(1) && i.qtypes.includes(28)) v.applicationError = applicationError('nxdomain');
         if (target) v.next.push(`ask for the target itself: dig ${target} ${i.qtypes.map(typeToString).join(' ')} (the DNS server could not resolve it, or it has no ${typesText} record)`);
         v.next.push('an ExternalName Service answers with a CNAME only: check the name it points to and that the cluster DNS can resolve it (its forward upstream)');
         break;
