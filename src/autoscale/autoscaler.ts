@@ -24,7 +24,7 @@ export interface AutoscalerOptions {
   /** Stop after this many consecutive failed polls; 0 = never. */
   maxSyncFailures: number;
   log: Logger;
-  /** How long a poll waits for the first node list before failing (ms). Default 5000, as CPA. */
+  /** How long a poll waits for the first node list before failing (ms). Default 5000, as CPA; run() also bounds it by the poll period. */
   nodeSyncWaitMs?: number;
   /** Node reflector retry backoff (tests shorten it). */
   backoff?: BackoffOptions;
@@ -71,11 +71,11 @@ export class Autoscaler {
   }
 
   /** One poll; throws (and changes nothing more) on the first error. */
-  async pollOnce(signal?: AbortSignal): Promise<PollOutcome> {
+  async pollOnce(signal?: AbortSignal, nodeSyncWaitMs = this.#o.nodeSyncWaitMs ?? 5000): Promise<PollOutcome> {
     const o = this.#o;
     if (!this.nodes.hasSynced) {
       // Stopping aborts the reflector, which ends this wait too.
-      await this.nodes.waitForSync(AbortSignal.timeout(o.nodeSyncWaitMs ?? 5000)).catch(() => {
+      await this.nodes.waitForSync(AbortSignal.timeout(nodeSyncWaitMs)).catch(() => {
         throw new Error(`nodes not listed yet${this.#lastNodeError ? `: ${this.#lastNodeError}` : ''}`);
       });
     }
@@ -103,7 +103,8 @@ export class Autoscaler {
     while (!signal.aborted) {
       const started = Date.now();
       try {
-        const out = await this.pollOnce(signal);
+        // A dead API fails each poll within its period, so --max-sync-failures=N ends after N periods.
+        const out = await this.pollOnce(signal, Math.min(o.nodeSyncWaitMs ?? 5000, o.pollPeriodMs));
         if (this.consecutiveFailures > 0) this.#log.info(`poll succeeded after ${this.consecutiveFailures} failed`);
         if (this.lastPoll === undefined && out.results.every((r) => !r.changed)) {
           this.#log.info(`cluster status: ${describeStatus(out.status)}; ${out.mode} params want ${out.replicas}; targets already there`);

@@ -1,6 +1,8 @@
 // `clusterdns connect` and `clusterdns disconnect`.
 // Exit codes: 2 bad flags; 1 could not start, already connected, or could not undo; 0 otherwise.
+import { existsSync } from 'node:fs';
 import { exitWith, roleLogger, type Logger } from '../log.js';
+import { VERSION } from '../version.js';
 import { execRunner, type CommandRunner } from './exec.js';
 import { CONNECT_USAGE, ConnectFlagError, DISCONNECT_USAGE, formatServer, parseConnectFlags, parseDisconnectFlags, type TargetOs } from './flags.js';
 import { ConnectSession, foreignRunner, nativeOs, stateProcessAlive, sweepLeftovers, undoFromState, type SessionDeps } from './session.js';
@@ -35,6 +37,10 @@ export async function run(argv: string[]): Promise<void> {
   }
   if (flags.help) {
     process.stdout.write(CONNECT_USAGE);
+    return;
+  }
+  if (flags.version) {
+    process.stdout.write(`clusterdns-${VERSION} connect\n`);
     return;
   }
   if (flags.os !== nativeOs() && flags.root === undefined) die('connect', 2, `--os ${flags.os} on ${nativeOs()} needs --root (it would write this machine's own files)`);
@@ -101,6 +107,10 @@ export async function runDisconnect(argv: string[]): Promise<void> {
     process.stdout.write(DISCONNECT_USAGE);
     return;
   }
+  if (flags.version) {
+    process.stdout.write(`clusterdns-${VERSION} disconnect\n`);
+    return;
+  }
   const log = connectLogger();
   const paths = connectPaths(flags.os, flags.root);
   const store = new StateStore(paths.statePath);
@@ -136,7 +146,11 @@ export async function runDisconnect(argv: string[]): Promise<void> {
     log.info('disconnected; everything restored');
     return;
   }
-  const ok = await sweepLeftovers(flags.os, deps(flags.os));
-  if (!ok) die('disconnect', 1, 'could not clean up; see above');
-  log.info('nothing was connected');
+  // Neither a state file nor a hosts file here: most likely not the --root connect ran with.
+  if (!existsSync(paths.hosts)) {
+    die('disconnect', 1, `found no state file (${store.path}) and no hosts file (${paths.hosts}): nothing to disconnect there${flags.root !== undefined ? '; is --root the one connect ran with?' : ''}`);
+  }
+  const swept = await sweepLeftovers(flags.os, deps(flags.os));
+  if (!swept) die('disconnect', 1, 'could not clean up; see above');
+  log.info(`nothing was connected: no state file at ${store.path}${swept === 'cleaned' ? '' : `, no cluster block in ${paths.hosts}`}`);
 }

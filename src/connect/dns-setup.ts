@@ -11,6 +11,15 @@ export interface DnsSetup {
   search: readonly string[];
   /** Linux: the link to configure instead of the one the route to the server uses. */
   interface?: string;
+  /** A route stream keeps an /etc/hosts block (--routes): what still resolves cluster names when the resolver cannot be set up. */
+  hostsBlock?: boolean;
+}
+
+/** What still resolves cluster names when the resolver was left unchanged, for the warnings. */
+export function fallbackText(setup: DnsSetup): string {
+  return setup.hostsBlock
+    ? 'cluster Service names resolve only through the /etc/hosts block kept from --routes'
+    : 'without --routes (the /etc/hosts block of cluster Services) nothing on this machine resolves cluster names';
 }
 
 export interface BackendContext {

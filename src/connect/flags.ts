@@ -1,7 +1,9 @@
 // Flags of `clusterdns connect` and `clusterdns disconnect`, validated before anything changes.
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
+import { resolve } from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { unknownFlagMessage } from '../cli-flags.js';
 
 export type TargetOs = 'linux' | 'darwin' | 'windows';
 
@@ -24,6 +26,7 @@ export interface ConnectFlags {
   os: TargetOs;
   streamIdleMs: number;
   help: boolean;
+  version: boolean;
 }
 
 export interface DisconnectFlags {
@@ -32,6 +35,7 @@ export interface DisconnectFlags {
   timeoutMs: number;
   os: TargetOs;
   help: boolean;
+  version: boolean;
 }
 
 export class ConnectFlagError extends Error {
@@ -51,7 +55,7 @@ SIGTERM or \`clusterdns disconnect\`, then undoes everything.
   --server IP[:PORT]      the cluster DNS server, e.g. 10.96.0.10 or [fd00::10]:5353 (port 53)
   --domains LIST          cluster domains routed to it (default cluster.local)
   --search LIST           search domains (default <first namespace>.svc.<domain>,svc.<domain>,<domain>)
-  --routes URL            route stream, e.g. http://10.96.0.11:9153/routes (optional)
+  --routes URL            route stream, e.g. http://10.96.0.11:9002/routes (optional; needs a token)
   --token TOKEN           bearer token for the route stream (or --token-file, $CLUSTERDNS_ROUTES_TOKEN)
   --token-file FILE       read the token from FILE (keeps it out of the process list)
   --namespaces LIST       namespaces to stream routes for (default: the server's choice)
@@ -62,6 +66,10 @@ SIGTERM or \`clusterdns disconnect\`, then undoes everything.
                           var/lib/clusterdns); for tests and containers
   --os linux|darwin|windows  configure as for that OS (default: this one); another OS's
                           commands are printed, not run
+  --version               print the version
+  -h, --help              this text
+
+Flags take one or two dashes (-server or --server).
 `;
 
 export const DISCONNECT_USAGE = `Usage: clusterdns disconnect [--cleanup] [--root DIR] [--timeout S]
@@ -73,6 +81,7 @@ undoes what a crashed one left from its state file.
                 (refused while the recorded process is still running)
   --root DIR    the --root the connect ran with
   --timeout S   how long to wait for the running connect to exit (default 15)
+  --version     print the version
 `;
 
 const LABEL = /^[a-z0-9_]([-a-z0-9_]{0,61}[a-z0-9_])?$/;
@@ -132,12 +141,19 @@ function parseSeconds(raw: string | undefined, flag: string, dflt: number): numb
 }
 
 function parse(argv: string[], options: NonNullable<ParseArgsConfig['options']>): Record<string, string | boolean | undefined> {
+  // Go-style single-dash long flags (-server) are the same flags, as in the other roles.
+  const args = argv.map((s) => (/^-[a-z][\w-]+(=.*)?$/.test(s) ? '-' + s : s));
   try {
-    const { values } = parseArgs({ args: argv, options, strict: true, allowPositionals: false });
+    const { values } = parseArgs({ args, options: { ...options, version: { type: 'boolean' } }, strict: true, allowPositionals: false });
     return values as Record<string, string | boolean | undefined>;
   } catch (err) {
-    throw new ConnectFlagError((err as Error).message);
+    throw new ConnectFlagError(unknownFlagMessage(err as Error, [...Object.keys(options), 'version']));
   }
+}
+
+/** `--root` as an absolute path: the state file must name files any later cwd can find. */
+function rootOf(v: string | boolean | undefined): string | undefined {
+  return typeof v === 'string' ? resolve(v) : undefined;
 }
 
 function str(v: string | boolean | undefined): string | undefined {
@@ -162,9 +178,10 @@ export function parseConnectFlags(argv: string[], env: NodeJS.ProcessEnv = proce
   });
   const os = parseOs(str(v['os']));
   const help = v['help'] === true;
+  const version = v['version'] === true;
   const serverRaw = str(v['server']);
   if (serverRaw === undefined) {
-    if (help) return { server: { ip: '0.0.0.0', port: 53, family: 4 }, domains: [], search: [], namespaces: [], os, streamIdleMs: 0, help };
+    if (help || version) return { server: { ip: '0.0.0.0', port: 53, family: 4 }, domains: [], search: [], namespaces: [], os, streamIdleMs: 0, help, version };
     throw new ConnectFlagError('--server is required');
   }
   const server = parseServer(serverRaw);
@@ -202,6 +219,10 @@ export function parseConnectFlags(argv: string[], env: NodeJS.ProcessEnv = proce
   }
   token ??= env['CLUSTERDNS_ROUTES_TOKEN'];
   if (token !== undefined && !/^[\x21-\x7e]+$/.test(token)) throw new ConnectFlagError('--token: must be printable ASCII without spaces');
+  // The routes plugin always asks for a bearer token; without one every request would get 401.
+  if (routesUrl !== undefined && (token === undefined || token === '')) {
+    throw new ConnectFlagError('--routes needs the stream\'s bearer token: --token-file FILE, --token TOKEN or $CLUSTERDNS_ROUTES_TOKEN (the routes plugin\'s token or tokenfile)');
+  }
   const iface = str(v['interface']);
   if (iface !== undefined && !/^[\w.:@-]{1,64}$/.test(iface)) throw new ConnectFlagError(`--interface: "${iface}" is not an interface name`);
   return {
@@ -211,12 +232,13 @@ export function parseConnectFlags(argv: string[], env: NodeJS.ProcessEnv = proce
     routesUrl,
     token,
     namespaces,
-    root: str(v['root']),
+    root: rootOf(v['root']),
     interface: iface,
     caFile: str(v['ca']),
     os,
     streamIdleMs: parseSeconds(str(v['stream-idle-timeout']), '--stream-idle-timeout', 120),
     help,
+    version,
   };
 }
 
@@ -229,10 +251,11 @@ export function parseDisconnectFlags(argv: string[]): DisconnectFlags {
     help: { type: 'boolean', short: 'h' },
   });
   return {
-    root: str(v['root']),
+    root: rootOf(v['root']),
     cleanup: v['cleanup'] === true,
     timeoutMs: parseSeconds(str(v['timeout']), '--timeout', 15),
     os: parseOs(str(v['os'])),
     help: v['help'] === true,
+    version: v['version'] === true,
   };
 }

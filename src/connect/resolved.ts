@@ -3,7 +3,7 @@
 // the host's own servers. /etc/resolv.conf is never written.
 import type { Logger } from '../log.js';
 import { formatCommand, type CommandRunner } from './exec.js';
-import { clusterSearchDomains, type BackendContext, type DnsSetup } from './dns-setup.js';
+import { clusterSearchDomains, fallbackText, type BackendContext, type DnsSetup } from './dns-setup.js';
 import type { ServerAddress } from './flags.js';
 
 /** The link `ip route get` says packets to `ip` leave by. */
@@ -42,11 +42,13 @@ export function resolvectlRevertArgs(link: string): string[] {
   return ['revert', link];
 }
 
-function otherManagersWarning(present: string[]): string {
-  const found = present.length ? ` (found ${present.join(' and ')}, which would make the cluster server this machine's server for every name)` : '';
+function otherManagersWarning(present: string[], setup: DnsSetup): string {
+  const found = present.length ? `; ${present.join(' and ')} ${present.length > 1 ? 'are' : 'is'} here, but would make the cluster server this machine's server for every name` : '';
+  const rule = setup.domains.map((d) => `server=/${d}/${setup.server.ip}${setup.server.port === 53 ? '' : `#${setup.server.port}`}`).join(' ');
   return (
-    `systemd-resolved is not available, and no other resolver manager here can send only the cluster domains to the cluster${found}; ` +
-    `the resolver is left unchanged: cluster names resolve only through the /etc/hosts block. Install and start systemd-resolved for full cluster DNS`
+    `no systemd-resolved on this machine (resolvectl not found), the only resolver manager connect can give per-domain servers${found}. ` +
+    `The resolver is left unchanged: ${fallbackText(setup)}. ` +
+    `For cluster DNS, give a split-DNS resolver the cluster domains yourself (dnsmasq: ${rule}), or run systemd-resolved`
   );
 }
 
@@ -75,9 +77,9 @@ export async function applyResolved(setup: DnsSetup, ctx: BackendContext): Promi
       const others: string[] = [];
       if (await installed(runner, 'nmcli')) others.push('NetworkManager');
       if (await installed(runner, 'resolvconf')) others.push('resolvconf');
-      log.warn(otherManagersWarning(others));
+      log.warn(otherManagersWarning(others, setup));
     } else {
-      log.warn(`systemd-resolved did not answer for link ${link} (${firstLine(dns.stderr)}); resolver left unchanged: cluster names resolve only through the /etc/hosts block`);
+      log.warn(`systemd-resolved did not answer for link ${link} (${firstLine(dns.stderr)}); resolver left unchanged: ${fallbackText(setup)}`);
     }
     return false;
   }

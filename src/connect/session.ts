@@ -87,7 +87,7 @@ export class ConnectSession {
   async start(): Promise<void> {
     this.record({});
     this.keepAlive = setInterval(() => {}, 1 << 30);
-    const setup: DnsSetup = { server: this.flags.server, domains: this.flags.domains, search: this.flags.search, interface: this.flags.interface };
+    const setup: DnsSetup = { server: this.flags.server, domains: this.flags.domains, search: this.flags.search, interface: this.flags.interface, hostsBlock: this.flags.routesUrl !== undefined };
     const ctx = { runner: this.deps.runner, log: this.deps.log, record: (p: Partial<ConnectState>) => this.record(p) };
     if (this.flags.os === 'linux') await applyResolved(setup, ctx);
     else if (this.flags.os === 'darwin') await applyResolverFiles(this.deps.paths.resolverDir, setup, ctx);
@@ -206,11 +206,14 @@ export async function undoFromState(state: ConnectState, deps: SessionDeps): Pro
 }
 
 /** With no state file: removes any block and marked resolver files a lost state file left behind. */
-export async function sweepLeftovers(os: TargetOs, deps: SessionDeps): Promise<boolean> {
-  let ok = true;
+export async function sweepLeftovers(os: TargetOs, deps: SessionDeps): Promise<false | 'cleaned' | 'clean'> {
+  let ok: false | 'cleaned' | 'clean' = 'clean';
   try {
     const out = await syncHostsBlock({ path: deps.paths.hosts, addedNewline: false, created: false }, null, { ops: deps.fileOps });
-    if (out.changed) deps.log.info(`${deps.paths.hosts}: a leftover cluster block removed`);
+    if (out.changed) {
+      deps.log.info(`${deps.paths.hosts}: a leftover cluster block removed`);
+      ok = 'cleaned';
+    }
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') {
       ok = false;

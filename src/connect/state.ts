@@ -106,8 +106,14 @@ export class StateStore {
     writeFileAtomic({ ...target, mode: 0o600 }, JSON.stringify(state, null, 2) + '\n');
   }
 
+  /** Removes the state file, and its directory when nothing else is in it (a disconnected machine keeps no trace). */
   remove(): void {
     fs.rmSync(this.path, { force: true });
+    try {
+      fs.rmdirSync(dirname(this.path));
+    } catch {
+      // Not empty (someone else's files) or already gone: leave it.
+    }
   }
 }
 

@@ -17,9 +17,11 @@ import { brokenStep, checkClusterDns, listServices } from './cluster.js';
 import { candidatesJson, REPORT_VERSION, roundMs, type ClusterJson, type DiagnoseReport } from './report.js';
 import { renderText, wantColour } from './render.js';
 import { optionsText, parseResolvConf } from './resolvconf.js';
-import { parseServiceQuery, suggestServices, type Suggestion } from './suggest.js';
+import { looksExternal, parseServiceQuery, suggestServices, type Suggestion } from './suggest.js';
 import { serverAddress, type ServerAddress } from './transport.js';
 import { buildVerdict } from './verdict.js';
+import { VERSION } from '../version.js';
+import { unknownFlagMessage } from '../cli-flags.js';
 import { walkCandidates } from './walk.js';
 
 export const USAGE = `Usage: clusterdns diagnose NAME [flags]
@@ -36,6 +38,7 @@ Flags:
                         names through this cluster; in a pod, in-cluster credentials are used
   --context NAME        kubeconfig context (default: current-context)
   --json                print the report as JSON (see src/diagnose/README.md)
+  --version             print the version
   -h, --help            this text
 
 Exit status: 0 resolved, 1 not resolved, 2 usage error.
@@ -76,29 +79,33 @@ export function parseServerFlag(text: string): ServerAddress {
   return serverAddress(zone >= 0 ? ip + host.slice(zone) : ip, port);
 }
 
-export function parseDiagnoseArgs(argv: string[]): DiagnoseOptions | 'help' {
+const OPTIONS = {
+  type: { type: 'string' },
+  'resolv-conf': { type: 'string' },
+  server: { type: 'string', multiple: true },
+  timeout: { type: 'string' },
+  kubeconfig: { type: 'string' },
+  context: { type: 'string' },
+  json: { type: 'boolean' },
+  version: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+export function parseDiagnoseArgs(argv: string[]): DiagnoseOptions | 'help' | 'version' {
   let parsed;
   try {
     parsed = parseArgs({
       args: argv.map((s) => (/^-[a-z][\w-]+(=.*)?$/.test(s) ? '-' + s : s)),
-      options: {
-        type: { type: 'string' },
-        'resolv-conf': { type: 'string' },
-        server: { type: 'string', multiple: true },
-        timeout: { type: 'string' },
-        kubeconfig: { type: 'string' },
-        context: { type: 'string' },
-        json: { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
+      options: OPTIONS,
       allowPositionals: true,
       strict: true,
     });
   } catch (e) {
-    throw new UsageError((e as Error).message);
+    throw new UsageError(unknownFlagMessage(e as Error, Object.keys(OPTIONS)));
   }
   const { values, positionals } = parsed;
   if (values.help) return 'help';
+  if (values.version) return 'version';
   if (positionals.length !== 1) throw new UsageError(positionals.length === 0 ? 'NAME is missing' : `one NAME only (got ${positionals.join(' ')})`);
   const name = positionals[0]!;
   if (name === '' || name === '.' || name.startsWith('.') || name.includes('..')) throw new UsageError(`"${name}" is not a host name`);
@@ -193,7 +200,7 @@ export async function diagnose(o: DiagnoseOptions, env: NodeJS.ProcessEnv = proc
       cluster = { source: target.source, error: target.error, checks: checks ?? [], broken: checks ? (brokenStep(checks)?.step ?? null) : null };
     }
 
-    const serviceQuery = parseServiceQuery(o.name, conf.search);
+    const serviceQuery = looksExternal(o.name, conf.search) ? null : parseServiceQuery(o.name, conf.search);
     let suggestions: Suggestion[] | null = null;
     let namespaces: string[] | null = null;
     // Suggest names when the cluster said "no such name" for a candidate in its domain.
@@ -252,7 +259,7 @@ export async function diagnose(o: DiagnoseOptions, env: NodeJS.ProcessEnv = proc
 }
 
 export async function run(argv: string[]): Promise<void> {
-  let opts: DiagnoseOptions | 'help';
+  let opts: DiagnoseOptions | 'help' | 'version';
   try {
     opts = parseDiagnoseArgs(argv);
   } catch (e) {
@@ -263,6 +270,10 @@ export async function run(argv: string[]): Promise<void> {
   }
   if (opts === 'help') {
     process.stdout.write(USAGE);
+    return;
+  }
+  if (opts === 'version') {
+    process.stdout.write(`clusterdns-${VERSION} diagnose\n`);
     return;
   }
   let report: DiagnoseReport;

@@ -177,6 +177,8 @@ export function classify(types: TypeResult[]): CandidateOutcome {
   const replies = types.filter((t) => t.reply !== null).map((t) => t.reply!);
   if (replies.length === 0) {
     if (types.some((t) => t.failure === 'timeout')) return 'timeout';
+    // Nothing sent at all (attempts:0) is no evidence that nothing listens.
+    if (types.every((t) => t.tries.length === 0)) return 'error';
     if (types.every((t) => t.failure === 'refused' || t.tries.length === 0)) return 'unreachable';
     return 'error';
   }

@@ -80,6 +80,21 @@ export function parseServiceQuery(input: string, search: readonly string[]): Ser
   return null;
 }
 
+// Top-level domains a Service's namespace is unlikely to be named after: `example.com` is an
+// external name, not Service `example` in namespace `com`.
+const EXTERNAL_TLDS = new Set(
+  'com net org io dev app ai co info biz me tv us uk de fr nl eu ch jp cn ru in br au ca cloud edu gov mil int arpa example test invalid localhost local internal lan home corp'.split(' '),
+);
+
+/** A dotted name outside the cluster domain whose last label is a well-known top-level domain. */
+export function looksExternal(input: string, search: readonly string[]): boolean {
+  const { clusterDomain } = podContext(search);
+  const name = input.toLowerCase().replace(/\.$/, '');
+  if (name === clusterDomain || name.endsWith(`.${clusterDomain}`) || name.endsWith('.svc')) return false;
+  const labels = name.split('.');
+  return labels.length >= 2 && EXTERNAL_TLDS.has(labels[labels.length - 1]!);
+}
+
 /** Up to `limit` Services close to the query, the closest first. */
 export function suggestServices(q: ServiceQuery, services: readonly ServiceRef[], limit = 3): Suggestion[] {
   const asked = `${q.service}.${q.namespace}`;

@@ -66,9 +66,17 @@ function servingServers(step: WalkStep | null): string[] {
   return [...out];
 }
 
+/** The records of the asked-for types in the answering step (none: only a CNAME chain came back). */
+function askedRecords(step: WalkStep, qtypes: number[]) {
+  return step.result!.types.flatMap((t) => (t.reply && t.reply.rcode === 0 ? t.reply.answers.filter((rr) => qtypes.includes(rr.type)) : []));
+}
+
 export function buildVerdict(i: VerdictInput): VerdictJson {
   const { walk } = i;
-  const status = verdictStatus(walk.final);
+  let status = verdictStatus(walk.final);
+  // The resolver stops at a CNAME-only answer, but getaddrinfo finds no address in it.
+  const cnameOnly = status === 'resolved' && askedRecords(walk.answeredBy!, i.qtypes).length === 0;
+  if (cnameOnly) status = 'nodata';
   const sent = sentSteps(walk);
   const typesText = i.qtypes.map(typeToString).join('/');
   const v: VerdictJson = {
@@ -81,7 +89,7 @@ export function buildVerdict(i: VerdictInput): VerdictJson {
     suggestions: i.suggestions ?? [],
     notes: [],
   };
-  const decided = walk.decidedBy;
+  const decided = cnameOnly ? walk.answeredBy : walk.decidedBy;
   const decidedName = decided?.candidate.name ?? i.name;
   const broken = i.cluster?.checks.find((c) => c.status === 'fail') ?? null;
   const brokenLine = broken ? `cluster DNS is broken at the ${broken.step} step: ${broken.summary}` : null;
@@ -90,8 +98,7 @@ export function buildVerdict(i: VerdictInput): VerdictJson {
   switch (status) {
     case 'resolved': {
       const step = walk.answeredBy!;
-      const records = step.result!.types.flatMap((t) => (t.reply && t.reply.rcode === 0 ? t.reply.answers.filter((rr) => i.qtypes.includes(rr.type)) : []));
-      v.answers = records.map(rdataText);
+      v.answers = askedRecords(step, i.qtypes).map(rdataText);
       const cnames = step.result!.types.flatMap((t) => (t.reply ? t.reply.answers.filter((rr) => rr.type === 5) : []));
       v.resolvedAs = step.candidate.name;
       const where = servingServers(step).join(', ');
@@ -105,7 +112,6 @@ export function buildVerdict(i: VerdictInput): VerdictJson {
         );
       }
       if (step.elapsedMs > 100) v.notes.push(`the answer took ${ms(step.elapsedMs)}: slow for cluster DNS (cache hit rate, upstream latency, CPU throttling of the DNS pods)`);
-      if (v.answers.length === 0) v.notes.push(`no ${typesText} record came back, only a CNAME: the application may still fail to connect`);
       break;
     }
     case 'nxdomain': {
@@ -125,9 +131,35 @@ export function buildVerdict(i: VerdictInput): VerdictJson {
       break;
     }
     case 'nodata': {
-      v.summary = `${decidedName} exists but has no ${typesText} records (NOERROR with an empty answer)`;
       const q = i.serviceQuery;
-      const inCluster = decidedName.toLowerCase().endsWith(`.${podContext(i.conf.search).clusterDomain}.`);
+      const clusterDomain = podContext(i.conf.search).clusterDomain;
+      const inCluster = decidedName.toLowerCase().endsWith(`.${clusterDomain}.`);
+      if (cnameOnly) {
+        // The A and AAAA replies carry the same chain: each link once.
+        const seen = new Set<string>();
+        const chain = decided!.result!.types
+          .flatMap((t) => (t.reply ? t.reply.answers.filter((rr) => rr.type === 5) : []))
+          .filter((rr) => !seen.has(rdataText(rr)) && seen.add(rdataText(rr)) !== undefined);
+        const target = chain.length > 0 ? rdataText(chain[chain.length - 1]!) : '';
+        v.summary = `${decidedName} is a CNAME${chain.length ? ` to ${chain.map(rdataText).join(' -> ')}` : ''} and no ${typesText} record came with it: the resolver stops there and the application gets no address`;
+        v.answers = chain.map(rdataText);
+        // glibc (checked with 2.36): getaddrinfo(AF_UNSPEC) reports a CNAME-only answer as EAI_NONAME, one family as EAI_NODATA.
+        if (i.qtypes.includes(1) && i.qtypes.includes(28)) v.applicationError = applicationError('nxdomain');
+        if (target) v.next.push(`ask for the target itself: dig ${target} ${i.qtypes.map(typeToString).join(' ')} (the DNS server could not resolve it, or it has no ${typesText} record)`);
+        v.next.push('an ExternalName Service answers with a CNAME only: check the name it points to and that the cluster DNS can resolve it (its forward upstream)');
+        break;
+      }
+      v.summary = `${decidedName} exists but has no ${typesText} records (NOERROR with an empty answer)`;
+      // The name was meant as a Service (every cluster name got NXDOMAIN) and only the name as
+      // it is, outside the cluster, exists: the typo is the likely cause, not the records.
+      const clusterMiss = q !== null && !inCluster && sent.some((st) => st.result?.outcome === 'nxdomain' && st.candidate.name.toLowerCase().endsWith(`.${clusterDomain}.`));
+      if (clusterMiss) {
+        v.next.push(`${i.name} is not a Service in the cluster: ${sent.filter((st) => st.result?.outcome === 'nxdomain').map((st) => st.candidate.name).join(', ')} got NXDOMAIN`);
+        v.next.push(`check the Service name and namespace: kubectl get svc -A | grep ${q.service}`);
+        if (!i.cluster) v.next.push('run again with --kubeconfig to have similar Service names suggested');
+        v.next.push(`${decidedName} itself exists outside the cluster (the server's next plugin or upstream answered it without addresses): that is why the application sees NO_DATA rather than "no such name"`);
+        break;
+      }
       if (!inCluster) {
         v.next.push(`${decidedName} is not a cluster name: its own DNS has no ${typesText} record for it (ask the upstream directly: dig ${decidedName} ${i.qtypes.map(typeToString).join(' ')})`);
       }
@@ -176,7 +208,8 @@ export function buildVerdict(i: VerdictInput): VerdictJson {
     default: {
       const step = decided;
       const why = step?.candidate.invalid ?? step?.result?.types.find((t) => t.error)?.error ?? 'unknown error';
-      v.summary = `the lookup failed: ${why}`;
+      const nothingSent = sent.every((st) => st.result!.types.every((t) => t.tries.length === 0));
+      v.summary = nothingSent && i.conf.attempts === 0 ? 'the lookup failed at once: no query was sent (options attempts:0)' : `the lookup failed: ${why}`;
       if (brokenLine) v.next.push(brokenLine);
     }
   }

@@ -67,7 +67,10 @@ export async function walkCandidates(plan: CandidatePlan, qtypes: number[], sett
     last = step;
     const o = result.outcome;
     if (o === 'answered') {
-      step.then = 'answered: the resolver stops here and returns these addresses';
+      const records = result.types.some((t) => t.reply?.answers.some((rr) => qtypes.includes(rr.type)));
+      step.then = records
+        ? 'answered: the resolver stops here and returns these addresses'
+        : 'answered with only a CNAME: the resolver stops here, with no address for the application';
       return finish(steps, step, 'answered', step, started);
     }
     if (c.phase === 'as-is-first') {

@@ -2,19 +2,21 @@
 // periodic re-check, config polling, and teardown. See README.md for the sequence and why.
 
 import { renameSync, rmSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import type { Server } from 'node:http';
 import { CorefileError } from '../corefile/errors.js';
 import type { Logger } from '../log.js';
 import { DnsServer } from '../server/server.js';
-import { parseConfig, readConfigSource, type LoadedConfig } from '../server/runtime.js';
+import { parseConfig, type LoadedConfig, type Runtime } from '../server/runtime.js';
 import { killRunningCommands, type CommandRunner, type SyncCommandRunner } from './exec.js';
 import type { NodeCacheFlags } from './flags.js';
 import { CorefileSourceError, readSources, renderSources, fingerprint, type GeneratorOptions } from './generator.js';
 import { Iptables, nodeCacheRules, ruleText, type EnsureReport, type IptablesRule } from './iptables.js';
 import { countSetupError, defineNodeCacheMetrics, serveSetupMetrics } from './metrics.js';
 import { InterfaceError, NodeInterface, type EnsureResult } from './netif.js';
-import { resolveUpstreamService, type UpstreamAddress } from './upstream.js';
+import { checkPorts, portsOf } from './preflight.js';
+import { PILLAR } from './template.js';
+import { resolveUpstreamService } from './upstream.js';
 
 export class NodeCacheStartError extends Error {
   readonly code = 'NODECACHE_ERR_START';
@@ -60,6 +62,12 @@ export class NodeCacheAgent {
   private checkingConfig = false;
   /** Something of ours may be on the node (interface or rules) and the exit hook must undo it. */
   private armed = false;
+  /**
+   * What this process itself put on the node while starting; 'all' once started (teardown then
+   * removes everything, as upstream does). A failed start undoes only its own changes, never
+   * the interface or rules of an agent that was already running.
+   */
+  private owned: { link: boolean; addresses: string[] } | 'all' = { link: false, addresses: [] };
   private stopping: Promise<void> | null = null;
   private readonly exitHook = () => this.teardownSync();
 
@@ -93,47 +101,76 @@ export class NodeCacheAgent {
       }
     }
 
-    let upstream: UpstreamAddress;
-    try {
-      upstream = await resolveUpstreamService({ service: f.upstreamService, env: this.deps.env, kubeconfig: f.kubeconfig });
-    } catch (e) {
-      throw new NodeCacheStartError((e as Error).message);
-    }
-    this.log.info(`cluster DNS (${f.upstreamService}) is ${upstream.ip}, from ${upstream.source}`);
     this.generator = {
       baseCorefile: f.baseCorefile,
       baseCorefileExplicit: f.baseCorefileExplicit,
       resolvConf: f.resolvConf,
       kubeDnsConfigDir: f.kubeDnsConfigDir,
       localIPs: f.localIPs,
-      clusterDns: upstream.ip,
+      clusterDns: null,
+      clusterDnsSource: f.upstreamService,
       dnsDomain: f.clusterDomain,
       dnsPort: f.dnsPort,
     };
-
-    let config: LoadedConfig;
+    let sources: ReturnType<typeof readSources>;
     try {
-      const sources = readSources(this.generator);
+      sources = readSources(this.generator);
+    } catch (e) {
+      throw new NodeCacheStartError((e as Error).message);
+    }
+    try {
+      const upstream = await resolveUpstreamService({ service: f.upstreamService, env: this.deps.env, kubeconfig: f.kubeconfig });
+      this.generator.clusterDns = upstream.ip;
+      this.log.info(`cluster DNS (${f.upstreamService}) is ${upstream.ip}, from ${upstream.source}`);
+    } catch (e) {
+      // As k8s-dns-node-cache's NewCacheApp: only a template that forwards to it needs the address.
+      if (sources.base.includes(PILLAR.clusterDns)) throw new NodeCacheStartError((e as Error).message);
+      this.log.warn(`Unable to lookup IP address of Upstream service ${f.upstreamService}: ${(e as Error).message}; ${sources.baseFrom} does not use ${PILLAR.clusterDns}, so starting without it`);
+    }
+
+    // Everything is checked before the node changes: the template, every plugin's options, and
+    // every port where its address already exists (a second agent must not disturb the first).
+    let config: LoadedConfig;
+    let text: string;
+    let prepared: Runtime;
+    this.server = new DnsServer({ conf: f.corefile, defaultPort: f.dnsPort });
+    try {
       const generated = renderSources(sources, this.generator);
       for (const w of generated.warnings) this.log.warn(w);
-      writeAtomically(f.corefile, generated.text);
+      text = generated.text;
       this.lastFingerprint = generated.fingerprint;
-      this.log.info(`wrote ${f.corefile} from the ${generated.baseFrom === 'built-in' ? 'built-in template' : `template ${generated.baseFrom}`}`);
-      config = parseConfig(readConfigSource(f.corefile), f.dnsPort);
+      config = parseConfig({ file: resolve(f.corefile), text, builtin: false }, f.dnsPort);
+      prepared = await this.server.prepare(config);
     } catch (e) {
-      if (e instanceof CorefileError || e instanceof CorefileSourceError) throw new NodeCacheStartError(e.message);
+      throw new NodeCacheStartError(e instanceof CorefileError || e instanceof CorefileSourceError ? e.message : `the generated Corefile does not load: ${(e as Error).message}`);
+    }
+    const busy = await checkPorts(portsOf(config, prepared.listenAddresses()));
+    if (busy.length > 0) throw new NodeCacheStartError(`not starting; nothing on the node was changed: ${busy.join('; ')}`);
+
+    try {
+      writeAtomically(f.corefile, text);
+      this.log.info(`wrote ${f.corefile} from the ${sources.baseFrom === 'built-in' ? 'built-in template' : `template ${sources.baseFrom}`}`);
+    } catch (e) {
       throw new NodeCacheStartError(`cannot write ${f.corefile}: ${(e as Error).message}`);
     }
 
     if (f.setupInterface || this.rules.length > 0) this.arm();
-    if (f.setupInterface) await this.ensureInterface('start');
+    if (f.setupInterface) {
+      const r = await this.ensureInterface('start');
+      if (r && this.owned !== 'all') {
+        this.owned.link = r.created !== null;
+        this.owned.addresses = r.addedAddresses;
+      }
+    }
 
-    this.server = new DnsServer({ conf: f.corefile, defaultPort: f.dnsPort });
     try {
-      await this.server.start(config);
+      await this.server.start(config, prepared);
     } catch (e) {
       throw new NodeCacheStartError(`the DNS server did not start: ${(e as Error).message}`);
     }
+    // Serving on the local IPs makes this the node's agent: from here on, an exit (the loop
+    // plugin's FATAL may come at once) removes every rule, as upstream does.
+    this.owned = 'all';
 
     if (this.rules.length > 0) {
       const r = await this.ensureRules('start');
@@ -163,13 +200,16 @@ export class NodeCacheAgent {
     } else if (r.addedAddresses.length) this.log.info(`added ${r.addedAddresses.join(', ')} to ${name}`);
   }
 
-  private async ensureInterface(when: 'start' | 'sync'): Promise<void> {
+  private async ensureInterface(when: 'start' | 'sync'): Promise<EnsureResult | null> {
     try {
-      this.reportInterface(await this.netif.ensure(), when);
+      const r = await this.netif.ensure();
+      this.reportInterface(r, when);
+      return r;
     } catch (e) {
       const type = e instanceof InterfaceError ? e.errorType : 'interface_check';
       countSetupError(type);
       this.log.error(`interface ${this.flags.interfaceName}: ${(e as Error).message}`);
+      return null;
     }
   }
 
@@ -267,20 +307,34 @@ export class NodeCacheAgent {
     if (!this.armed) return;
     this.armed = false;
     killRunningCommands();
+    const owned = this.owned;
+    // Rules go in only after the server serves (owned 'all'), so a failed start added none.
+    const rules = owned === 'all' ? this.rules : [];
     let removed = 0;
-    if (this.rules.length > 0) {
-      const r = this.iptables.removeAllSync(this.rules);
+    if (rules.length > 0) {
+      const r = this.iptables.removeAllSync(rules);
       removed = r.removed;
       for (const e of r.errors) this.log.error(`teardown: iptables: ${e.message}`);
     }
+    let link = '';
     if (this.flags.setupInterface) {
       try {
-        this.netif.removeSync();
+        if (owned === 'all' || owned.link) {
+          this.netif.removeSync();
+          link = ` and interface ${this.flags.interfaceName}`;
+        } else if (owned.addresses.length > 0) {
+          this.netif.removeAddressesSync(owned.addresses);
+          link = ` and ${owned.addresses.join(', ')} from ${this.flags.interfaceName}`;
+        }
       } catch (e) {
         this.log.error(`teardown: ${(e as Error).message}`);
       }
     }
-    this.log.info(`teardown on exit: removed ${removed} iptables rules${this.flags.setupInterface ? ` and interface ${this.flags.interfaceName}` : ''}`);
-    if (this.flags.pidfile) rmSync(this.flags.pidfile, { force: true });
+    if (owned === 'all') {
+      this.log.info(`teardown on exit: removed ${removed} iptables rules${link}`);
+      if (this.flags.pidfile) rmSync(this.flags.pidfile, { force: true });
+    } else {
+      this.log.info(`teardown on exit: removed what this start added${link ? ` (${link.slice(5)})` : ' (nothing)'}; what was there before is left alone`);
+    }
   }
 }

@@ -25,7 +25,10 @@ export interface GeneratorOptions {
   resolvConf: string;
   kubeDnsConfigDir: string;
   localIPs: readonly string[];
-  clusterDns: string;
+  /** The upstream Service's ClusterIP; null when it could not be found (then the template must not use it). */
+  clusterDns: string | null;
+  /** The upstream Service's name, for the message when clusterDns is null. */
+  clusterDnsSource?: string;
   dnsDomain: string;
   dnsPort: number;
 }
@@ -99,9 +102,12 @@ export function renderSources(s: SourceTexts, o: GeneratorOptions): GeneratedCor
       warnings.push(`${o.resolvConf} names ${loopback.join(', ')}, a local stub; if it forwards back to us the loop plugin stops the agent (point -resolvconf at the real upstream list, e.g. /run/systemd/resolve/resolv.conf)`);
     }
   }
+  if (o.clusterDns === null && s.base.includes(PILLAR.clusterDns)) {
+    throw new CorefileSourceError(`${s.baseFrom} uses ${PILLAR.clusterDns}, but the address of ${o.clusterDnsSource ?? 'the upstream Service'} was not found at start (restart the agent once the Service exists)`);
+  }
   const text = renderCorefile(s.base, {
     localIPs: o.localIPs,
-    clusterDns: o.clusterDns,
+    clusterDns: o.clusterDns ?? '',
     upstreamServers,
     upstreamFromKubeDns: fromKubeDns,
     dnsDomain: o.dnsDomain,

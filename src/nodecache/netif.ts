@@ -146,6 +146,20 @@ export class NodeInterface {
     return 'deleted';
   }
 
+  /** Takes addresses we added off a link we did not make (a failed start on someone else's link). */
+  *removeAddressesSteps(ips: readonly string[]): Steps<void> {
+    for (const ip of ips) {
+      const del = yield this.ip('addr', 'del', ip.includes(':') ? `${ip}/128` : `${ip}/32`, 'dev', this.name);
+      if (del.code !== 0 && !/Cannot assign|not found|does not exist|Cannot find device/i.test(del.stderr)) {
+        throw new InterfaceError(`cannot remove ${ip} from ${this.name}: ${oneLine(del.stderr)}`, 'interface_check');
+      }
+    }
+  }
+
+  removeAddressesSync(ips: readonly string[]): void {
+    runStepsSync(this.removeAddressesSteps(ips), this.runSync);
+  }
+
   ensure(): Promise<EnsureResult> {
     return runSteps(this.ensureSteps(), this.run);
   }

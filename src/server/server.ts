@@ -110,10 +110,15 @@ export class DnsServer {
   }
 
   /** Loads the configuration (throws CorefileError), starts plugins, binds listeners. */
-  async start(config?: LoadedConfig): Promise<void> {
+  async start(config?: LoadedConfig, prepared?: Runtime): Promise<void> {
     const cfg = config ?? parseConfig(readConfigSource(this.opts.conf), this.opts.defaultPort);
-    const rt = await Runtime.create(cfg, this.env());
+    const rt = prepared ?? (await Runtime.create(cfg, this.env()));
     await this.switchTo(rt);
+  }
+
+  /** Sets the plugins up without starting them (throws CorefileError): a check before start(config, prepared). */
+  prepare(config: LoadedConfig): Promise<Runtime> {
+    return Runtime.create(config, this.env());
   }
 
   private async switchTo(rt: Runtime): Promise<void> {

@@ -48,6 +48,8 @@ describe('connect flags', () => {
   });
 
   test('disconnect flags', () => {
-    assert.deepEqual(parseDisconnectFlags(['--cleanup', '--root', '/tmp/x', '--timeout', '2']), { root: '/tmp/x', cleanup: true, timeoutMs: 2000, os: 'linux', help: false });
+    assert.deepEqual(parseDisconnectFlags(['--cleanup', '--root', '/tmp/x', '--timeout', '2']), { root: '/tmp/x', cleanup: true, timeoutMs: 2000, os: 'linux', help: false, version: false });
+    // A relative --root is made absolute here, so the state file names paths any cwd can use.
+    assert.equal(parseDisconnectFlags(['--root', 'rel/dir']).root, join(process.cwd(), 'rel/dir'));
   });
 });

@@ -118,9 +118,15 @@ describe('systemd-resolved backend (resolvectl stand-in)', () => {
     fs.rmSync(join(h.fake.bin, 'resolvectl'));
     fs.writeFileSync(join(h.fake.bin, 'nmcli'), '#!/bin/sh\necho "nmcli tool, version 1.42"\n', { mode: 0o755 });
     assert.equal(await applyResolved(setup, h.ctx), false);
-    const warning = h.log.lines.find((l) => l.includes('systemd-resolved is not available'));
-    assert.ok(warning?.includes('NetworkManager'), h.log.lines.join('\n'));
-    assert.ok(warning?.includes('/etc/hosts'));
+    const warning = h.log.lines.find((l) => l.includes('no systemd-resolved on this machine (resolvectl not found)'));
+    assert.ok(warning?.includes('NetworkManager is here, but would make the cluster server'), h.log.lines.join('\n'));
+    // What does work without it: the hosts block only with --routes, else a split-DNS rule of one's own.
+    assert.ok(warning?.includes('without --routes (the /etc/hosts block of cluster Services) nothing on this machine resolves cluster names'), warning);
+    assert.match(warning!, /dnsmasq: server=\/cluster\.local\/10\.250\.0\.53/);
+    const withRoutes = harness();
+    fs.rmSync(join(withRoutes.fake.bin, 'resolvectl'));
+    await applyResolved({ ...setup, hostsBlock: true }, withRoutes.ctx);
+    assert.ok(withRoutes.log.lines.some((l) => l.includes('cluster Service names resolve only through the /etc/hosts block kept from --routes')), withRoutes.log.lines.join('\n'));
     assert.equal(h.runner.ran.some((c) => c[0] === 'nmcli' && c[1] !== '--version'), false, 'only asked for its version');
   });
 

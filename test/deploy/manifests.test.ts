@@ -4,8 +4,10 @@
 // the API calls the code makes (from the API paths in src/, and from a real autoscaler run).
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync, statSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { tmpdir } from 'node:os';
+import { basename, dirname, join, relative } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { Autoscaler } from '../../src/autoscale/autoscaler.js';
 import { parseAutoscaleFlags } from '../../src/autoscale/flags.js';
@@ -171,6 +173,36 @@ describe('deploy/: offline validation against the Kubernetes OpenAPI schemas', (
     }
   });
 
+  test('`kubectl apply -f deploy/ROLE/` (files in name order) creates what each object needs before it', () => {
+    const problems: string[] = [];
+    for (const role of ROLES) {
+      const seen = new Set<string>();
+      const key = (kind: string, ns: string | undefined, name: string) => `${kind} ${ns ?? ''}/${name}`;
+      const defined = new Set(inRole(role).map((d) => key(d.kind, d.metadata.namespace, d.metadata.name)));
+      const need = (m: Loaded, kind: string, ns: string | undefined, name: string) => {
+        const k = key(kind, ns, name);
+        if (defined.has(k) && !seen.has(k)) problems.push(`${m.file}: ${m.obj.kind} ${m.obj.metadata.name} comes before the ${kind} ${name} it needs`);
+      };
+      // manifests are in the order kubectl applies them: files by name, documents in order.
+      for (const m of manifests.filter((x) => x.role === role)) {
+        const ns = m.obj.metadata.namespace;
+        if (ns) need(m, 'Namespace', undefined, ns);
+        if (m.obj.kind === 'Deployment' || m.obj.kind === 'DaemonSet') {
+          const spec = podSpec(m.obj);
+          if (typeof spec.serviceAccountName === 'string') need(m, 'ServiceAccount', ns, spec.serviceAccountName);
+          for (const v of (spec.volumes as unknown[]) ?? []) {
+            const cm = at(v, 'configMap.name');
+            const secret = at(v, 'secret.secretName');
+            if (typeof cm === 'string') need(m, 'ConfigMap', ns, cm);
+            if (typeof secret === 'string') need(m, 'Secret', ns, secret);
+          }
+        }
+        seen.add(key(m.obj.kind, ns, m.obj.metadata.name));
+      }
+    }
+    assert.deepEqual(problems, []);
+  });
+
   test('every Service selects the pods of some workload in deploy/', () => {
     const podLabels = docs.filter((d) => d.kind === 'Deployment' || d.kind === 'DaemonSet').map((w) => at(w, 'spec.template.metadata.labels') as Record<string, string>);
     for (const svc of docs.filter((d) => d.kind === 'Service')) {
@@ -246,7 +278,7 @@ describe('deploy/cluster-dns', () => {
       'reload',
       'loadbalance',
     ]);
-    const rt = await loadCorefile(text, 'deploy/cluster-dns/configmap.yaml');
+    const rt = await loadCorefile(text, 'deploy/cluster-dns/2-configmap.yaml');
     assert.equal(rt.blocks.length, 1);
   });
 
@@ -296,7 +328,7 @@ describe('deploy/nodecache', () => {
       dnsPort: 53,
     });
     assert.doesNotMatch(text, /__PILLAR__/);
-    assert.equal((await loadCorefile(text, 'deploy/nodecache/configmap.yaml')).blocks.length, 4);
+    assert.equal((await loadCorefile(text, 'deploy/nodecache/2-configmap.yaml')).blocks.length, 4);
   });
 
   test('kube-dns-upstream selects the cluster DNS pods, on port 53 UDP and TCP', () => {
@@ -334,27 +366,110 @@ describe('deploy/autoscaler', () => {
 });
 
 describe('deploy/remote-dev', () => {
-  test('a Deployment and Service running the searchfan Corefile', () => {
+  test('a Deployment and Service running the searchfan Corefile and the route stream on :9002', () => {
     const text = corefileOf('remote-dev', 'clusterdns-remote-dev');
     assert.deepEqual(
       text.split('\n').map((l) => l.trim()).filter(Boolean),
-      ['.:53 {', 'errors', 'health', 'ready', 'searchfan /etc/resolv.conf', 'prometheus :9153', '}'],
+      ['.:53 {', 'errors', 'health', 'ready', 'searchfan /etc/resolv.conf', 'routes :9002 {', 'tokenfile /var/run/secrets/clusterdns/routes-token', '}', 'prometheus :9153', '}'],
     );
     const dep = find('remote-dev', 'Deployment', 'clusterdns-remote-dev');
     assert.equal(at(dep, 'spec.template.spec.volumes.0.configMap.name'), 'clusterdns-remote-dev');
-    find('remote-dev', 'Service', 'clusterdns-remote-dev');
+    const svc = find('remote-dev', 'Service', 'clusterdns-remote-dev');
+    assert.ok((at(svc, 'spec.ports') as unknown[]).some((p) => at(p, 'port') === 9002 && at(p, 'targetPort') === 9002 && at(p, 'protocol') === 'TCP'));
+    assert.ok((container(dep).ports as unknown[]).some((p) => at(p, 'containerPort') === 9002));
   });
 
-  test('every directive but searchfan (issue 8) is a plugin this build has; once searchfan exists, the Corefile loads', async () => {
+  test('the routes token is a Secret mounted where the tokenfile points, which the README has you create', () => {
+    const tokenfile = /tokenfile (\S+)/.exec(corefileOf('remote-dev', 'clusterdns-remote-dev'))![1]!;
+    const dep = find('remote-dev', 'Deployment', 'clusterdns-remote-dev');
+    const mount = (container(dep).volumeMounts as unknown[]).find((m) => at(m, 'mountPath') === dirname(tokenfile));
+    assert.ok(mount, `nothing is mounted at ${dirname(tokenfile)}`);
+    const volume = (podSpec(dep).volumes as unknown[]).find((v) => at(v, 'name') === at(mount, 'name'));
+    const secret = at(volume, 'secret.secretName') as string;
+    assert.equal(typeof secret, 'string');
+    assert.notEqual(at(volume, 'secret.optional'), true, 'the routes plugin does not start without its token');
+    const readme = readFileSync(join(DEPLOY, 'README.md'), 'utf8');
+    assert.match(readme, new RegExp(`kubectl -n clusterdns-remote-dev create secret generic ${secret} --from-literal=${basename(tokenfile)}=`));
+    assert.match(readme, new RegExp(`clusterdns connect .*--routes http://[\\d.]+:9002/routes --token-file`));
+  });
+
+  test('its ServiceAccount may list and watch what the routes plugin\'s own watch reads', () => {
+    const dep = find('remote-dev', 'Deployment', 'clusterdns-remote-dev');
+    const sa = { namespace: 'clusterdns-remote-dev', name: podSpec(dep).serviceAccountName as string };
+    find('remote-dev', 'ServiceAccount', sa.name);
+    for (const resource of ['services', 'namespaces']) {
+      for (const verb of ['list', 'watch']) assert.ok(allowed(sa, { group: '', resource, verb, origin: 'routes' }, docs, 'clusterdns-remote-dev'), `${resource} ${verb}`);
+    }
+    assert.ok(!allowed(sa, { group: '', resource: 'secrets', verb: 'list', origin: 'test' }, docs, 'clusterdns-remote-dev'), 'nothing more');
+  });
+
+  test('the Corefile loads with this build\'s plugins', async () => {
     const text = corefileOf('remote-dev', 'clusterdns-remote-dev');
     const known = new Set(pluginOrder.map(([name]) => name));
-    const lines = text.split('\n').map((l) => l.trim()).filter((l) => l && l !== '}' && !l.endsWith('{'));
-    const directives = lines.map((l) => l.split(/\s+/)[0] ?? '');
-    assert.deepEqual(directives.filter((d) => !known.has(d) && d !== 'searchfan'), []);
-    if (known.has('searchfan')) assert.equal((await loadCorefile(text, 'deploy/remote-dev/configmap.yaml')).blocks.length, 1);
-    else assert.match(readFileSync(join(DEPLOY, 'README.md'), 'utf8'), /searchfan[^\n]*issue 8/);
+    const directives = text.split('\n').map((l) => l.trim()).filter((l) => l && l !== '}').map((l) => l.split(/\s+/)[0] ?? '');
+    assert.ok(known.has('searchfan') && known.has('routes'));
+    assert.deepEqual(directives.filter((d) => !known.has(d) && d !== 'tokenfile' && !d.startsWith('.:')), []);
+    // The token file is the Secret the pod mounts; here a temporary one stands in for it.
+    const token = join(mkdtempSync(join(tmpdir(), 'routes-token-')), 'routes-token');
+    writeFileSync(token, 'test-token\n');
+    const local = text.replace(/tokenfile \S+/, `tokenfile ${token}`);
+    assert.equal((await loadCorefile(local, 'deploy/remote-dev/3-configmap.yaml')).blocks.length, 1);
   });
 });
+
+describe('docs of deploy/ and native/', () => {
+  const readme = readFileSync(join(DEPLOY, 'README.md'), 'utf8');
+
+  test('nothing still says searchfan is to come (it is in the build)', () => {
+    for (const file of yamlFiles(DEPLOY).concat(join(DEPLOY, 'README.md'))) {
+      assert.doesNotMatch(readFileSync(file, 'utf8'), /issue 8|does not load|fails to load/, relative(ROOT, file));
+    }
+  });
+
+  test('native/README says what the Dockerfile does with the addon', () => {
+    const dockerfile = readFileSync(join(DEPLOY, 'Dockerfile'), 'utf8');
+    const native = readFileSync(join(ROOT, 'native/README.md'), 'utf8');
+    // The image builds the addon itself and copies it to the runtime stage.
+    assert.match(dockerfile, /node native\/build\.mjs/);
+    assert.match(dockerfile, /COPY --from=build \/src\/native\/build\/Release/);
+    assert.doesNotMatch(native, /image as it stands serves through\s+`node:dgram`/);
+    assert.match(native, /`deploy\/Dockerfile`[^.]*builds the addon/);
+  });
+
+  test('every `kubectl apply -f deploy/...` in the guide names a file or folder that exists', () => {
+    const paths = [...readme.matchAll(/-f (deploy\/[\w./-]+)/g)].map((m) => m[1]!);
+    assert.ok(paths.length > 5);
+    for (const p of paths) assert.ok(existsPath(join(ROOT, p)), p);
+  });
+
+  test('the offline Corefile check (-validate) binds nothing and reports FILE:LINE; -dns.port is not offered as a check', () => {
+    assert.doesNotMatch(readme, /-dns\.port 1053\s+# optional/);
+    assert.match(readme, /node dist\/src\/cli\.js -validate -conf Corefile/);
+    const dir = mkdtempSync(join(tmpdir(), 'check-corefile-'));
+    writeFileSync(join(dir, 'Corefile'), corefileOf('cluster-dns', 'clusterdns'));
+    // Port 53 and the plugins' ports would be bound by a real start; the check returns at once.
+    const ok = execFileSync(process.execPath, ['dist/src/cli.js', '-validate', '-conf', join(dir, 'Corefile')], { encoding: 'utf8', timeout: 20_000 });
+    assert.match(ok, /Corefile: valid \(1 server block/);
+    writeFileSync(join(dir, 'Bad'), '.:53 {\n    errors\n    forwardd . 1.1.1.1\n}\n');
+    const bad = spawnSync(process.execPath, ['dist/src/cli.js', '-validate', '-conf', join(dir, 'Bad')], { encoding: 'utf8', timeout: 20_000 });
+    assert.equal(bad.status, 1);
+    assert.equal(bad.stderr.split('\n')[0], `${join(dir, 'Bad')}:3 - Error during parsing: Unknown directive 'forwardd' (did you mean 'forward'?)`);
+  });
+
+  test('the switch-over guide warns that kubeadm upgrade and add-on managers put CoreDNS back', () => {
+    assert.match(readme, /kubeadm upgrade/);
+    assert.match(readme, /addon-manager|add-on manager/i);
+  });
+});
+
+function existsPath(p: string): boolean {
+  try {
+    statSync(p);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 /** Where each part of src/ runs, and under which ServiceAccount. */
 const DEPLOYED_CODE: ReadonlyArray<{ src: string; role: Role; serviceAccount: string }> = [

@@ -13,7 +13,7 @@ if (!logFile || !outDir) {
 for (const s of scenarios) {
   const [key, name, conf] = s.split('=');
   const opts = parseDiagnoseArgs([name!, '--resolv-conf', conf!]);
-  if (opts === 'help') throw new Error('unexpected help');
+  if (opts === 'help' || opts === 'version') throw new Error('unexpected help');
   appendFileSync(logFile, JSON.stringify({ mark: `ours ${key}` }) + '\n');
   writeFileSync(join(outDir, `${key}.json`), JSON.stringify(await diagnose(opts, {})));
 }

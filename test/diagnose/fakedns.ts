@@ -8,7 +8,7 @@ import { QClass, QType, Rcode, typeFromString, typeToString } from '../../src/dn
 import { decodeMessage, emptyMessage, encodeMessage, type Message } from '../../src/dns/message.js';
 import { freePort } from '../helpers/ports.js';
 
-export type Reply = 'NXDOMAIN' | 'NODATA' | 'SERVFAIL' | 'REFUSED' | 'drop' | 'truncate' | { A?: string; AAAA?: string };
+export type Reply = 'NXDOMAIN' | 'NODATA' | 'SERVFAIL' | 'REFUSED' | 'drop' | 'truncate' | { A?: string; AAAA?: string; CNAME?: string };
 
 export interface Rule {
   /** Regular expression source, matched against the lowercased FQDN (with trailing dot). */
@@ -72,6 +72,8 @@ export function answer(q: Message, rules: readonly Rule[], transport: 'udp' | 't
     }
     return encodeMessage(m);
   }
+  // A CNAME alone, as a server answers when it cannot resolve the target.
+  if (reply.CNAME) m.answers.push({ name: question.name, type: QType.CNAME, class: QClass.IN, ttl: 30, data: { target: reply.CNAME } });
   const address = question.type === QType.A ? reply.A : question.type === QType.AAAA ? reply.AAAA : undefined;
   if (address) m.answers.push({ name: question.name, type: question.type, class: QClass.IN, ttl: 30, data: { address } });
   return encodeMessage(m);

@@ -21,7 +21,7 @@ describe('terminal output', () => {
     const opts = (name: string) => {
       const o = parseDiagnoseArgs([name, '--resolv-conf', conf, '--server', `127.0.0.1:${dns.port}`]);
       assert.notEqual(o, 'help');
-      return o as Exclude<typeof o, 'help'>;
+      return o as Exclude<typeof o, 'help' | 'version'>;
     };
     resolved = await diagnose(opts('web'), {});
     missing = await diagnose(opts('nope'), {});

@@ -166,6 +166,25 @@ describe('clusterdns autoscale (real binary against the test API server)', () =>
     assert.match(a.output(), /2 consecutive polls failed \(--max-sync-failures\); exiting/);
   });
 
+  test('against a dead API, --poll-period-seconds=1 fails a poll every second, so --max-sync-failures=3 ends after about 3 s', async () => {
+    const deadConfig = join(dir, 'dead-kubeconfig');
+    const port = await freePort();
+    writeFileSync(deadConfig, ['apiVersion: v1', 'kind: Config', 'current-context: dead', 'clusters:', '- name: dead', '  cluster:', `    server: http://127.0.0.1:${port}`, 'users:', '- name: u', '  user: {}', 'contexts:', '- name: dead', '  context: {cluster: dead, user: u}', ''].join('\n'));
+    const a = start(['--target=deployment/clusterdns', `--namespace=${NS}`, `--configmap=${CM}`, '--poll-period-seconds=1', '--max-sync-failures=3', `--kubeconfig=${deadConfig}`, '--health-port=0']);
+    let firstFailure = 0;
+    await eventually('the first failed poll', () => {
+      if (/poll failed/.test(a.output())) firstFailure ||= Date.now();
+      return firstFailure > 0;
+    }, 15_000, a.output);
+    const code = await Promise.race([a.exit, new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 20_000))]);
+    if (code === 'timeout') a.proc.kill('SIGKILL');
+    const tookMs = Date.now() - firstFailure;
+    assert.equal(code, 1, a.output());
+    assert.match(a.output(), /\(3\/3 consecutive\): nodes not listed yet/);
+    // Two more periods after the first failure (CPA's 5 s wait per poll would make it 10 s).
+    assert.ok(tookMs < 6000, `the 2nd and 3rd failures took ${tookMs} ms\n${a.output()}`);
+  });
+
   test('bad flags exit 2 with the usage', async () => {
     const a = start(['--target=pod/x', '--configmap=c', '--namespace=n']);
     assert.equal(await a.exit, 2);

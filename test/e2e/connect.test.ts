@@ -109,6 +109,7 @@ describe('clusterdns connect end to end', { concurrency: true }, () => {
     assert.deepEqual(r.fake.changes().at(-1), ['revert', 'kdns0']);
     assert.equal(fs.existsSync(r.state), false);
     assert.deepEqual(fs.readdirSync(join(r.root, 'etc')), ['hosts'], 'no temporary or lock files left');
+    assert.equal(fs.existsSync(join(r.root, 'var/lib/clusterdns')), false, 'nor an empty state directory');
   });
 
   test('after a dropped stream it reconnects, resumes from its resourceVersion, and catches up', async () => {
@@ -234,6 +235,72 @@ describe('clusterdns connect end to end', { concurrency: true }, () => {
     c.proc.kill('SIGTERM');
     assert.equal(await c.exited, 0);
     assert.deepEqual(r.fake.link().dns, []);
+  });
+
+  test('a relative --root is recorded absolute: disconnect --cleanup from another directory restores it', async () => {
+    const r = makeRoot();
+    const parent = join(r.root, '..');
+    const rel = r.root.slice(parent.length + 1);
+    const args = linuxArgs(r);
+    args[args.indexOf(r.root)] = rel;
+    const c = startConnect(args, r.env, [], parent);
+    await waitBlock(r, c, 2);
+    assert.equal(JSON.parse(fs.readFileSync(r.state, 'utf8')).hosts.path, r.hosts);
+    c.proc.kill('SIGKILL');
+    await c.exited;
+    const d = await runCli(['disconnect', '--cleanup', '--root', r.root, '--os', 'linux'], r.env, [], tmpdir());
+    assert.equal(d.code, 0, d.stderr + d.stdout);
+    assert.equal(hostsText(r), HOSTS);
+  });
+
+  test('disconnect with a --root that holds nothing says what it looked for and exits 1', async () => {
+    const r = makeRoot();
+    const wrong = join(r.root, 'wrong');
+    const d = await runCli(['disconnect', '--root', wrong, '--os', 'linux'], r.env);
+    assert.equal(d.code, 1, d.stdout);
+    assert.match(d.stderr, new RegExp(`found no state file \\(${wrong}/var/lib/clusterdns/connect\\.json\\) and no hosts file \\(${wrong}/etc/hosts\\).*is --root the one connect ran with\\?`));
+    // The right root with nothing connected is fine, and says what it checked.
+    const ok = await runCli(['disconnect', '--root', r.root, '--os', 'linux'], r.env);
+    assert.equal(ok.code, 0, ok.stderr);
+    assert.match(ok.stdout, /nothing was connected: no state file at .*connect\.json, no cluster block in .*etc\/hosts/);
+    assert.equal(fs.existsSync(join(r.root, 'var')), false, 'disconnect creates nothing');
+  });
+
+  test('--routes without a token is refused at start, before anything changes', async () => {
+    const r = makeRoot();
+    const env = { ...r.env };
+    delete env.CLUSTERDNS_ROUTES_TOKEN;
+    const args = linuxArgs(r);
+    args.splice(args.indexOf('--token'), 2);
+    const out = await runCli(['connect', ...args], env);
+    assert.equal(out.code, 2);
+    assert.match(out.stderr, /--routes needs the stream's bearer token: --token-file FILE, --token TOKEN or \$CLUSTERDNS_ROUTES_TOKEN/);
+    assert.deepEqual(r.fake.calls(), []);
+    assert.equal(fs.existsSync(r.state), false);
+  });
+
+  test('Go-style single-dash flags work; unknown ones are named plainly; --version', async () => {
+    const r = makeRoot();
+    const c = startConnect(linuxArgs(r).map((a) => (a.startsWith('--') ? a.slice(1) : a)), r.env);
+    await waitBlock(r, c, 2);
+    c.proc.kill('SIGTERM');
+    assert.equal(await c.exited, 0, c.output());
+    const typo = await runCli(['connect', '--sever', '10.0.0.1', '--root', r.root], r.env);
+    assert.equal(typo.code, 2);
+    assert.match(typo.stderr, /unknown flag --sever \(did you mean --server\?\)/);
+    for (const cmd of ['connect', 'disconnect']) {
+      const v = await runCli([cmd, '--version'], r.env);
+      assert.equal(v.code, 0, v.stderr);
+      assert.match(v.stdout, new RegExp(`^clusterdns-\\d+\\.\\d+\\.\\d+ ${cmd}\\n$`));
+    }
+  });
+
+  test('connect --help shows the route stream on the routes plugin\'s port, as the READMEs do', async () => {
+    const help = await runCli(['connect', '--help'], process.env);
+    const port = /\*\*ADDRESS\*\* to listen on, `:(\d+)` by default/.exec(fs.readFileSync('src/plugins/routes/README.md', 'utf8'))?.[1];
+    assert.equal(port, '9002');
+    assert.match(help.stdout, new RegExp(`--routes URL .*http://[\\d.]+:${port}/routes`));
+    assert.match(fs.readFileSync('src/connect/README.md', 'utf8'), new RegExp(`--routes http://[\\d.]+:${port}/routes`));
   });
 
   test('bad flags exit 2 before anything changes', async () => {

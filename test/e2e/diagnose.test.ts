@@ -50,6 +50,7 @@ describe('clusterdns diagnose', { concurrency: true }, () => {
   let upstream: FakeDns;
   let cluster: RunningServer;
   let broken: RunningServer;
+  let demo: RunningServer;
   let silent: dgram.Socket;
   let silentPort: number;
   let api: KubeApiServer;
@@ -62,15 +63,25 @@ describe('clusterdns diagnose', { concurrency: true }, () => {
   let pod: string;
 
   before(async () => {
-    upstream = await startFakeDns([{ match: '^api\\.example\\.com\\.$', reply: { A: '93.184.216.34' } }]);
+    upstream = await startFakeDns([
+      { match: '^api\\.example\\.com\\.$', reply: { A: '93.184.216.34' } },
+      // What a server returns when a CNAME's target does not resolve: the CNAME alone.
+      { match: '^alias\\.example\\.com\\.$', reply: { CNAME: 'gone.example.net.' } },
+    ]);
     const clusterYaml = readFileSync('examples/demo/cluster.yaml', 'utf8');
-    [cluster, broken] = await Promise.all([
+    // The demo of `npm start`, on a free port and without its fixed health/ready ports.
+    const demoCorefile = readFileSync('examples/demo/Corefile', 'utf8')
+      .replace(/^\.:1053 \{/m, '.:PORT {')
+      .replace(/^[ \t]*health [^\n]*\{[^}]*\}\n/m, '')
+      .replace(/^[ \t]*(health|ready) .*\n/gm, '');
+    [cluster, broken, demo] = await Promise.all([
       startServer({
         corefile: `.:PORT {\n  bind 127.0.0.1\n  kubernetes cluster.local in-addr.arpa ip6.arpa {\n    manifests cluster.yaml\n    pods insecure\n    fallthrough in-addr.arpa ip6.arpa\n  }\n  forward . 127.0.0.1:${upstream.port}\n}\n`,
         files: { 'cluster.yaml': clusterYaml },
         probe: 'backend.default.svc.cluster.local.',
       }),
       startServer({ corefile: '.:PORT {\n  bind 127.0.0.1\n  hosts {\n    10.0.0.1 known.example\n  }\n}\n' }),
+      startServer({ corefile: demoCorefile, files: { 'cluster.yaml': clusterYaml }, probe: 'backend.default.svc.cluster.local.' }),
     ]);
     silentPort = await freePort();
     silent = dgram.createSocket('udp4');
@@ -84,7 +95,7 @@ describe('clusterdns diagnose', { concurrency: true }, () => {
     pod = resolvConf('pod.conf', POD_RESOLV);
   });
   after(async () => {
-    await Promise.all([cluster?.stop(), broken?.stop(), upstream?.close(), api?.close()]);
+    await Promise.all([cluster?.stop(), broken?.stop(), demo?.stop(), upstream?.close(), api?.close()]);
     silent?.close();
     rmSync(dir, { recursive: true, force: true });
   });
@@ -273,6 +284,66 @@ describe('clusterdns diagnose', { concurrency: true }, () => {
     const help = await diagnose(['--help']);
     assert.equal(help.code, 0);
     assert.match(help.stdout, /Usage: clusterdns diagnose NAME/);
+  });
+
+  test('a CNAME with no address behind it is not resolved: NODATA, exit 1, the target named', async () => {
+    const { r, code } = await report(['alias.example.com.', '--resolv-conf', pod, '--server', `127.0.0.1:${upstream.port}`]);
+    assert.equal(code, 1);
+    assert.equal(r.verdict.status, 'nodata');
+    // What glibc's getaddrinfo(AF_UNSPEC) returns for it; with one family it is EAI_NODATA.
+    assert.equal(r.verdict.applicationError!.gai, 'EAI_NONAME');
+    assert.equal((await report(['alias.example.com.', '--type', 'A', '--resolv-conf', pod, '--server', `127.0.0.1:${upstream.port}`])).r.verdict.applicationError!.gai, 'EAI_NODATA');
+    assert.equal(r.verdict.summary, 'alias.example.com. is a CNAME to gone.example.net. and no A/AAAA record came with it: the resolver stops there and the application gets no address');
+    assert.match(r.candidates[0]!.then!, /only a CNAME: the resolver stops here, with no address/);
+    assert.ok(r.verdict.next.some((n) => n.startsWith('ask for the target itself: dig gone.example.net.')), r.verdict.next.join('\n'));
+  });
+
+  test('an external name that does not exist gets no kubectl hint about Services', async () => {
+    const { r, code } = await report(['example.com', '--resolv-conf', pod, ...at(cluster)]);
+    assert.equal(code, 1);
+    assert.equal(r.verdict.status, 'nxdomain');
+    assert.ok(!r.verdict.next.some((n) => n.includes('kubectl get svc')), r.verdict.next.join('\n'));
+    assert.ok(r.verdict.next.some((n) => n.includes('the upstream the cluster DNS forwards to')));
+    // A two-label name that is not a public domain is still read as service.namespace.
+    const svc = await report(['bakend.default', '--resolv-conf', pod, ...at(cluster)]);
+    assert.ok(svc.r.verdict.next.some((n) => n.includes('kubectl get svc -A | grep bakend')));
+  });
+
+  test('options attempts:0: nothing is sent, and that is not reported as "connection refused"', async () => {
+    const conf = resolvConf('attempts0.conf', `${POD_RESOLV}options attempts:0\n`);
+    const { r, code } = await report(['backend', '--resolv-conf', conf, ...at(cluster)]);
+    assert.equal(code, 1);
+    assert.equal(r.verdict.status, 'error');
+    assert.doesNotMatch(r.verdict.summary, /refused|nothing listens/);
+    assert.match(r.verdict.summary, /no query was sent \(options attempts:0\)/);
+    assert.match(r.verdict.next[0]!, /attempts:0/);
+  });
+
+  test('an unknown or misspelt flag is named plainly, with the likely one; --version', async () => {
+    for (const flag of ['--typ', '-typ']) {
+      const out = await diagnose(['backend', flag, 'A']);
+      assert.equal(out.code, 2);
+      assert.match(out.stderr, /^clusterdns diagnose: unknown flag --typ \(did you mean --type\?\)\n/);
+      assert.doesNotMatch(out.stderr, /positional argument|'-- "/);
+    }
+    const v = await diagnose(['--version']);
+    assert.equal(v.code, 0);
+    assert.match(v.stdout, /^clusterdns-\d+\.\d+\.\d+ diagnose\n$/);
+  });
+
+  test('README: the demo typo example (`diagnose bakend` against `npm start`) is what the demo gives', async () => {
+    const server = demo;
+    {
+      const out = await diagnose(['bakend', '--resolv-conf', pod, ...at(server)]);
+      assert.equal(out.code, 1);
+      const readme = readFileSync('src/diagnose/README.md', 'utf8');
+      const block = /\$ clusterdns diagnose bakend --resolv-conf pod\.conf --server 127\.0\.0\.1:1053\n([\s\S]*?)~~~/.exec(readme);
+      assert.ok(block, 'the README shows the demo example');
+      const norm = (t: string) => t.replaceAll(`127.0.0.1:${server.port}`, '127.0.0.1:1053').replace(/udp [\d.]+ ms/g, 'udp N ms').split('\n');
+      const shown = norm(block[1]!).filter((l) => l !== '...' && l !== '');
+      const got = norm(out.stdout);
+      for (const line of shown) assert.ok(got.includes(line), `README line not in the output: ${line}\n---\n${out.stdout}`);
+    }
   });
 
   test('the JSON report has the documented top-level shape', async () => {

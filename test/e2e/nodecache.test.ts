@@ -303,6 +303,39 @@ describe('clusterdns nodecache in a test network namespace', { skip: unavailable
     assert.deepEqual(await ourRules(), []);
   });
 
+  test('a second agent that cannot start (ports held by the first, a typo in its template) leaves the running agent\'s interface, rules and files alone', async () => {
+    const a = await startAgent();
+    const rules = await ourRules();
+    const link = await linkInfo();
+    const generated = readFileSync(join(dir, 'Corefile'), 'utf8');
+    assert.equal(rules.length, 24);
+    const typo = join(dir, 'typo.Corefile.base');
+    writeFileSync(typo, DEFAULT_BASE_COREFILE.replace('    health __PILLAR__LOCAL__DNS__:8080', '    healt __PILLAR__LOCAL__DNS__:8080'));
+    const cases: Array<{ extra: string[]; why: RegExp }> = [
+      // Same flags as the running one (its own metrics port off): health, DNS and prometheus are taken.
+      { extra: ['-metrics-listen-address', ''], why: /not starting; nothing on the node was changed: .*169\.254\.20\.10:(53|8080)\/(udp|tcp): address already in use/ },
+      { extra: ['-metrics-listen-address', '', '-basecorefile', typo], why: /Corefile:\d+ - Error during parsing: Unknown directive 'healt'/ },
+    ];
+    try {
+      for (const c of cases) {
+        const b = spawnIn(node, process.execPath, agentArgs(`${LINK_LOCAL},${KUBE_DNS}`, c.extra), env);
+        const r = await Promise.race([b.exited, sleep(20_000).then(() => ({ code: -1, signal: null }))]);
+        if (r.code === -1) await b.stop('SIGKILL');
+        assert.equal(r.code, 1, b.output());
+        assert.match(b.output(), c.why);
+        assert.deepEqual(await ourRules(), rules, `the running agent's rules are untouched:\n${b.output()}`);
+        assert.deepEqual(await linkInfo(), link, 'its interface and addresses too');
+        assert.equal(readFileSync(join(dir, 'Corefile'), 'utf8'), generated, 'and the Corefile it serves');
+        assert.equal(readFileSync(pidfile, 'utf8').trim(), String(a.proc.pid), 'and its pidfile');
+        assert.deepEqual(await dig(LINK_LOCAL, 'kubernetes.default.svc.cluster.local'), ['10.96.0.1']);
+      }
+    } finally {
+      // The next tests start from a clean node either way.
+      assert.equal((await a.stop('SIGTERM')).code, 0, a.output());
+    }
+    assert.deepEqual(await ourRules(), []);
+  });
+
   test('a fatal exit (the loop plugin finding a forwarding loop) still removes the rules and the interface', async () => {
     // The classic node mistake: the node's resolv.conf names the cache itself. (This template
     // has no `cache` in the `.` block: with it, clusterdns's cache coalesces the looping probe
@@ -320,7 +353,7 @@ describe('clusterdns nodecache in a test network namespace', { skip: unavailable
     assert.equal(await linkInfo(), null);
   });
 
-  test('a DNS server that cannot start captures nothing: no rules, exit 1, interface removed', async () => {
+  test('a DNS port already taken is found before the node changes: no rules, exit 1, the interface as it was', async () => {
     // Something else already holds 169.254.20.10:53/udp.
     await node.exec('ip', ['link', 'del', 'nodelocaldns']);
     await node.must('ip', ['link', 'add', 'nodelocaldns', 'type', 'bridge']);
@@ -333,9 +366,9 @@ describe('clusterdns nodecache in a test network namespace', { skip: unavailable
       agent = p;
       const r = await p.exited;
       assert.equal(r.code, 1, p.output());
-      assert.match(p.output(), /the DNS server did not start: .*(EADDRINUSE|in use)/i);
+      assert.match(p.output(), /not starting; nothing on the node was changed: DNS: cannot listen on 169\.254\.20\.10:53\/udp: address already in use/);
       assert.deepEqual(await ourRules(), []);
-      assert.equal(await linkInfo(), null, 'the exit hook removed the interface');
+      assert.deepEqual(await linkInfo(), { kind: 'bridge', addrs: [LINK_LOCAL] }, 'the link that was there is left as it was');
       assert.equal(existsSync(pidfile), false);
     } finally {
       await blocker.stop('SIGKILL');

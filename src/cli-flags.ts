@@ -1,0 +1,48 @@
+// Readable errors for the subcommands that parse their flags with node:util parseArgs, whose
+// own messages ("Unknown option '--typ'. To specify a positional argument starting with a
+// '-', place it at the end of the command after '--', as in '-- \"--typ\"") confuse users.
+
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const cur = [i];
+    for (let j = 1; j <= b.length; j++) cur[j] = Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    prev = cur;
+  }
+  return prev[b.length]!;
+}
+
+/** The known flag `given` most likely meant: the only one it starts, else the closest within 2 edits. */
+export function closestFlag(given: string, known: readonly string[]): string | null {
+  const g = given.replace(/^-+/, '').replace(/=.*$/, '');
+  if (g === '') return null;
+  const prefixed = known.filter((k) => k.startsWith(g));
+  if (prefixed.length === 1) return prefixed[0]!;
+  let best: string | null = null;
+  let bestD = 3;
+  for (const k of known) {
+    const d = editDistance(g, k);
+    if (d < bestD) [best, bestD] = [k, d];
+  }
+  return best;
+}
+
+/** parseArgs's error as one plain sentence: `unknown flag --typ (did you mean --type?)`. */
+export function unknownFlagMessage(err: Error, known: readonly string[]): string {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+    const flag = /Unknown option '([^']+)'/.exec(err.message)?.[1] ?? '';
+    const guess = closestFlag(flag, known);
+    return `unknown flag ${flag}${guess ? ` (did you mean --${guess}?)` : ''}`;
+  }
+  if (code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL') {
+    const arg = /Unexpected argument '([^']+)'/.exec(err.message)?.[1];
+    return arg !== undefined ? `unexpected argument "${arg}" (flags take their value as --flag VALUE or --flag=VALUE)` : err.message;
+  }
+  if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
+    const flag = /Option '(-[^ ']+)/.exec(err.message)?.[1];
+    if (flag && /argument missing/.test(err.message)) return `${flag} needs a value`;
+    if (flag && /does not take an argument/.test(err.message)) return `${flag} takes no value`;
+  }
+  return err.message;
+}
