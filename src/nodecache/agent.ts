@@ -140,7 +140,7 @@ export class NodeCacheAgent {
       text = generated.text;
       this.lastFingerprint = generated.fingerprint;
       config = parseConfig({ file: resolve(f.corefile), text, builtin: false }, f.dnsPort);
-      prepared = await this.server.prepare(config);
+      prepared = await this.server.setUp(config);
     } catch (e) {
       throw new NodeCacheStartError(e instanceof CorefileError || e instanceof CorefileSourceError ? e.message : `the generated Corefile does not load: ${(e as Error).message}`);
     }

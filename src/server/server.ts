@@ -117,7 +117,7 @@ export class DnsServer {
   }
 
   /** Sets the plugins up without starting them (throws CorefileError): a check before start(config, prepared). */
-  prepare(config: LoadedConfig): Promise<Runtime> {
+  setUp(config: LoadedConfig): Promise<Runtime> {
     return Runtime.create(config, this.env());
   }
 
