@@ -14,6 +14,7 @@ type SetupModule = { setup: PluginSetup };
  * RSS for a kubernetes-only server, measured; BENCHMARKS.md, Memory).
  */
 export const pluginOrder: ReadonlyArray<readonly [string, () => Promise<SetupModule>]> = [
+  ['metadata', () => import('./metadata/setup.js')],
   ['reload', () => import('./reload/setup.js')],
   ['bind', () => import('./bind/setup.js')],
   ['ready', () => import('./ready/setup.js')],
@@ -23,6 +24,7 @@ export const pluginOrder: ReadonlyArray<readonly [string, () => Promise<SetupMod
   ['errors', () => import('./errors/setup.js')],
   ['log', () => import('./log/setup.js')],
   ['loadbalance', () => import('./loadbalance/setup.js')],
+  ['rewrite', () => import('./rewrite/setup.js')],
   ['autopath', () => import('./autopath/setup.js')],
   ['cache', () => import('./cache/setup.js')],
   ['hosts', () => import('./hosts/setup.js')],
@@ -73,9 +75,9 @@ export const primaryServices: ReadonlyArray<() => void> = [
 
 /** CoreDNS plugins not built into clusterdns (a Corefile using one gets a clear error). */
 export const coreDnsOnly = new Set([
-  'root', 'metadata', 'geoip', 'cancel', 'proxyproto', 'quic', 'grpc_server', 'https', 'https3',
+  'root', 'geoip', 'cancel', 'proxyproto', 'quic', 'grpc_server', 'https', 'https3',
   'timeouts', 'multisocket', 'nsid', 'bufsize', 'debug', 'trace', 'pprof', 'shed', 'dnstap',
-  'local', 'dns64', 'any', 'chaos', 'tsig', 'rewrite', 'acl', 'header', 'dnssec', 'tls', 'minimal',
+  'local', 'dns64', 'any', 'chaos', 'tsig', 'acl', 'header', 'dnssec', 'tls', 'minimal',
   'template', 'transfer', 'route53', 'azure', 'clouddns', 'k8s_external', 'file', 'auto',
   'secondary', 'etcd', 'grpc', 'erratic', 'on', 'sign', 'view', 'nomad',
 ]);

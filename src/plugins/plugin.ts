@@ -6,6 +6,7 @@ import type { Directive, ServerKey } from '../corefile/types.js';
 import type { Handler, Request, HandlerResult } from '../server/request.js';
 import type { HttpServices } from '../server/http.js';
 import type { Logger } from '../log.js';
+import type { Metadata } from '../server/metadata.js';
 
 export interface BlockInfo {
   keys: ServerKey[];
@@ -51,6 +52,8 @@ export interface PluginInstance {
   shutdown?(): Promise<void> | void;
   /** For `ready`: false until the plugin can answer correctly. */
   ready?(): boolean;
+  /** CoreDNS's metadata.Provider: publish this query's labels (called by the `metadata` plugin). */
+  metadata?(req: Request, md: Metadata): void;
   /** For `health`: how long to keep serving after SIGTERM before closing listeners. */
   lameduckMs?(): number;
 }

@@ -23,6 +23,7 @@ import type { ProjectionOptions } from './objects.js';
 import { DEFAULT_STARTUP_TIMEOUT_MS, DEFAULT_TTL, MANIFEST_POLL_MS, type KubernetesOptions, type PodMode, type SourceConfig } from './options.js';
 import { parseLabelSelector, SelectorError } from './selector.js';
 import type { ApiSyncSource } from '../../status/sources.js';
+import { publishMetadata } from './metadata.js';
 
 const REMOVED: Record<string, string> = {
   upstream: "'upstream' was removed in CoreDNS 1.7.0: ExternalName targets are always resolved through the server",
@@ -351,6 +352,7 @@ export function createInstance(o: KubernetesOptions, ctx: SetupContext, at: Dire
       hold = null;
     },
     ready: () => index.synced,
+    metadata: (req, md) => publishMetadata(o, index, req, md),
     // For the status page: where this instance's view of the cluster stands.
     apiSync: () => ({
       zones: o.zones,
