@@ -27,6 +27,7 @@ export const pluginOrder: ReadonlyArray<readonly [string, () => Promise<SetupMod
   ['rewrite', () => import('./rewrite/setup.js')],
   ['autopath', () => import('./autopath/setup.js')],
   ['cache', () => import('./cache/setup.js')],
+  ['template', () => import('./template/setup.js')],
   ['hosts', () => import('./hosts/setup.js')],
   ['kubernetes', () => import('./kubernetes/setup.js')],
   ['loop', () => import('./loop/setup.js')],
@@ -78,7 +79,7 @@ export const coreDnsOnly = new Set([
   'root', 'geoip', 'cancel', 'proxyproto', 'quic', 'grpc_server', 'https', 'https3',
   'timeouts', 'multisocket', 'nsid', 'bufsize', 'debug', 'trace', 'pprof', 'shed', 'dnstap',
   'local', 'dns64', 'any', 'chaos', 'tsig', 'acl', 'header', 'dnssec', 'tls', 'minimal',
-  'template', 'transfer', 'route53', 'azure', 'clouddns', 'k8s_external', 'file', 'auto',
+  'transfer', 'route53', 'azure', 'clouddns', 'k8s_external', 'file', 'auto',
   'secondary', 'etcd', 'grpc', 'erratic', 'on', 'sign', 'view', 'nomad',
 ]);
 

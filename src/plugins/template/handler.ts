@@ -1,0 +1,165 @@
+// Answers from Go templates, after CoreDNS's plugin/template: the first template whose zone,
+// class, type and regex match renders its records; a regex miss is NXDOMAIN unless the
+// template falls through.
+
+import { classToString, QType, Rcode, typeToString } from '../../dns/constants.js';
+import type { Message, ResourceRecord } from '../../dns/message.js';
+import { parseRecordText, RecordTextError } from '../../dns/rrtext.js';
+import { Response, type Handler, type HandlerResult, type Next, type Request } from '../../server/request.js';
+import { Fallthrough, matchZone } from '../fallthrough.js';
+import { goMap, TemplateError, type GoTemplate, type Value, type ValueObject } from './gotemplate.js';
+import { labelKey, rrFailures, templateFailures, templateMatches } from './metrics.js';
+
+export type Section = 'answer' | 'additional' | 'authority';
+
+export interface Template {
+  qclass: number;
+  qtype: number;
+  zones: string[];
+  regexes: RegExp[];
+  answer: GoTemplate[];
+  additional: GoTemplate[];
+  authority: GoTemplate[];
+  rcode: number;
+  fall: Fallthrough;
+  upstream: boolean;
+  /** Extended DNS Error (RFC 8914) to attach: info code and extra text. */
+  ede: { code: number; text: string } | null;
+}
+
+const ANY = 255;
+const EDE = 15;
+
+function clientIp(req: Request): string {
+  const a = req.client.remoteAddress;
+  return a.startsWith('::ffff:') && a.indexOf('.') > 0 ? a.slice(7) : a;
+}
+
+function withText(o: ValueObject, text: string): ValueObject {
+  Object.defineProperty(o, 'toString', { value: () => text, enumerable: false });
+  return o;
+}
+
+/** miekg/dns's Question.String(): `;name.\tIN\t A`. */
+function questionView(req: Request): ValueObject {
+  return withText({ Name: req.qname, Qtype: req.qtype, Qclass: req.qclass }, `;${req.qname}\t${classToString(req.qclass)}\t ${typeToString(req.qtype)}`);
+}
+
+/** What `.Message` shows: the query's header and question, as miekg/dns prints a message. */
+function messageView(req: Request): ValueObject {
+  const flags = [req.rd ? 'rd' : '', req.cd ? 'cd' : ''].filter(Boolean).join(' ');
+  const q = questionView(req);
+  const text =
+    `;; opcode: QUERY, status: NOERROR, id: ${req.id}\n;; flags: ${flags}; QUERY: 1, ANSWER: 0, AUTHORITY: 0, ADDITIONAL: ${req.edns ? 1 : 0}\n\n` +
+    `;; QUESTION SECTION:\n${String(q)}\n`;
+  return withText({ Id: req.id, Question: [q], Rcode: 0, Opcode: req.opcode }, text);
+}
+
+export class TemplateHandler implements Handler {
+  readonly name = 'template';
+
+  constructor(
+    private readonly zones: readonly string[],
+    private readonly templates: readonly Template[],
+    private readonly server: string,
+    private readonly resolve: (req: Request) => HandlerResult,
+  ) {}
+
+  serveDNS(req: Request, next: Next): HandlerResult {
+    if (matchZone(this.zones, req.name) === undefined) return next(req);
+    for (const t of this.templates) {
+      const zone = matchZone(t.zones, req.name);
+      if (zone === undefined) continue;
+      if (t.qclass !== ANY && req.qclass !== ANY && req.qclass !== t.qclass) continue;
+      if (t.qtype !== ANY && req.qtype !== QType.ANY && req.qtype !== t.qtype) continue;
+      let m: RegExpExecArray | null = null;
+      let regex: RegExp | null = null;
+      for (const re of t.regexes) {
+        m = re.exec(req.name);
+        if (m) {
+          regex = re;
+          break;
+        }
+      }
+      if (m === null || regex === null) {
+        if (t.fall.through(req.name)) continue;
+        return Response.rcode(Rcode.NXDOMAIN, this.name);
+      }
+      return this.answer(req, t, zone, regex, m);
+    }
+    return next(req);
+  }
+
+  private answer(req: Request, t: Template, zone: string, regex: RegExp, m: RegExpExecArray): HandlerResult {
+    const cls = classToString(req.qclass);
+    const type = typeToString(req.qtype);
+    templateMatches.inc(labelKey(this.server, zone, '', cls, type));
+    if (t.rcode === Rcode.SERVFAIL) return Response.rcode(Rcode.SERVFAIL, this.name);
+    const groups: Record<string, Value> = {};
+    if (m.groups) for (const [k, v] of Object.entries(m.groups)) groups[k] = v ?? '';
+    const data: ValueObject = {
+      Zone: zone,
+      Name: req.name,
+      Regex: regex.source,
+      Match: [...m].map((s) => s ?? ''),
+      Group: goMap(groups),
+      Class: cls,
+      Type: type,
+      Message: messageView(req),
+      Question: questionView(req),
+      Remote: clientIp(req),
+      Meta: (label: Value) => (typeof label === 'string' ? (req.metadata?.value(label) ?? '') : ''),
+    };
+    const msg = req.reply(t.rcode);
+    msg.aa = true;
+    const fail = (section: Section, tpl: GoTemplate, e: unknown): Response => {
+      const key = labelKey(this.server, zone, '', cls, type, section, tpl.name);
+      (e instanceof TemplateError ? templateFailures : rrFailures).inc(key);
+      return Response.rcode(Rcode.SERVFAIL, this.name, (e as Error).message);
+    };
+    const cnames: ResourceRecord[] = [];
+    const sections: Array<[Section, GoTemplate[], ResourceRecord[]]> = [
+      ['answer', t.answer, msg.answers],
+      ['additional', t.additional, msg.additionals],
+      ['authority', t.authority, msg.authorities],
+    ];
+    for (const [section, list, out] of sections) {
+      for (const tpl of list) {
+        let rr: ResourceRecord;
+        try {
+          rr = parseRecordText(tpl.execute(data));
+        } catch (e) {
+          if (e instanceof TemplateError || e instanceof RecordTextError) return fail(section, tpl, e);
+          throw e;
+        }
+        out.push(rr);
+        if (section === 'answer' && t.upstream && (req.qtype === QType.A || req.qtype === QType.AAAA) && rr.type === QType.CNAME) cnames.push(rr);
+      }
+    }
+    if (t.ede !== null) addEde(msg, req, t.ede);
+    if (cnames.length === 0) return Response.message(msg, this.name);
+    return this.follow(req, msg, cnames);
+  }
+
+  /** `upstream`: a CNAME's target resolved through this server block, its answers appended. */
+  private async follow(req: Request, msg: Message, cnames: ResourceRecord[]): Promise<Response> {
+    for (const c of cnames) {
+      if (req.depth >= 8) break;
+      try {
+        const up = await this.resolve(req.derive((c.data as { target: string }).target, req.qtype));
+        msg.answers.push(...up.toMessage(req).answers);
+      } catch {
+        // CoreDNS ignores a failed upstream lookup: the CNAME alone is the answer.
+      }
+    }
+    return Response.message(msg, this.name);
+  }
+}
+
+function addEde(msg: Message, req: Request, ede: { code: number; text: string }): void {
+  const data = Buffer.alloc(2 + Buffer.byteLength(ede.text));
+  data.writeUInt16BE(ede.code, 0);
+  data.write(ede.text, 2);
+  msg.edns = { udpSize: req.edns ? Math.max(512, req.edns.udpSize) : 4096, version: 0, do: req.do, zflags: 0, options: [{ code: EDE, data }] };
+}
+
