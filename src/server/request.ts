@@ -108,7 +108,8 @@ export class Request {
         qtype,
         qclass: QClass.IN,
         questionEnd: 12 + questionLength(raw),
-        edns: this.edns,
+        // The new message's own OPT (no options) closes it: offsets into `raw`, not the original's.
+        edns: this.edns ? { ...this.edns, optOffset: raw.length - 11, optLength: 11 } : null,
       },
       this.client,
     );

@@ -45,9 +45,10 @@ function rebuild(req: Request, st: RewriteState): Request | null {
       const raw = req.raw;
       m.edns.options = [];
       let p = req.edns.optOffset + 11;
-      const end = req.edns.optOffset + req.edns.optLength;
+      const end = Math.min(req.edns.optOffset + req.edns.optLength, raw.length);
       while (p + 4 <= end) {
         const len = raw.readUInt16BE(p + 2);
+        if (p + 4 + len > end) break;
         m.edns.options.push({ code: raw.readUInt16BE(p), data: Buffer.from(raw.subarray(p + 4, p + 4 + len)) });
         p += 4 + len;
       }
@@ -111,7 +112,8 @@ export class RewriteHandler implements Handler {
       additionals: copyRecords(src.additionals),
       edns: src.edns ? { ...src.edns, options: src.edns.options.filter((o) => !st.revertCodes.includes(o.code)) } : null,
     };
-    for (const rule of st.responseRules) rule.apply(m, req);
+    // Last rule first: a chain of `continue` rules is undone back to the name the client asked.
+    for (let i = st.responseRules.length - 1; i >= 0; i--) st.responseRules[i]!.apply(m, req);
     const done = (): Response => {
       const out = Response.message(m, res.plugin);
       out.error = res.error;

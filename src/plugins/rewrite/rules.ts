@@ -43,7 +43,7 @@ function readOptions(req: Request): EdnsOption[] {
   if (e === null) return out;
   const raw = req.raw;
   let p = e.optOffset + 11;
-  const end = e.optOffset + e.optLength;
+  const end = Math.min(e.optOffset + e.optLength, raw.length);
   while (p + 4 <= end) {
     const code = raw.readUInt16BE(p);
     const len = raw.readUInt16BE(p + 2);
