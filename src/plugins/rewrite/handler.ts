@@ -7,7 +7,8 @@ import { emptyMessage, encodeMessage, type Message, type ResourceRecord } from '
 import { parseQuery } from '../../dns/query.js';
 import { Request, Response, type Handler, type HandlerResult, type Next } from '../../server/request.js';
 import { isValidName, type NameMatch } from './names.js';
-import { RewriteState, type Rule } from './rules.js';
+import { AutoAnswerRule, RewriteState, type Rule } from './rules.js';
+import { rebuildQuery, swapQuestion } from './wire.js';
 
 /** How deep a `cname` rule's own lookups may nest before it stops following targets. */
 const MAX_CNAME_DEPTH = 8;
@@ -93,7 +94,7 @@ export class RewriteHandler implements Handler {
     }
     if (!done) return next(req);
     const cnames = (st as CnameState).cnames;
-    const inner = st.changed ? rebuild(req, st) : req;
+    const inner = !st.changed ? req : (st.options === null && rebuildQuery(req, st.qname, st.qtype, st.qclass)) || rebuild(req, st);
     if (inner === null) return Response.rcode(Rcode.SERVFAIL, this.name, `invalid name after rewrite: ${st.qname}`);
     if (inner === req && st.responseRules.length === 0 && cnames === undefined) return next(req);
     const r = next(inner);
@@ -103,6 +104,16 @@ export class RewriteHandler implements Handler {
 
   /** The answer to `inner` made an answer to `req`: its question, the response rules, the reverts. */
   private answer(req: Request, inner: Request, res: Response, st: RewriteState, cnames: CnameRule[] | undefined): HandlerResult {
+    const wire = res.peekWire();
+    const only = st.responseRules.length === 1 ? st.responseRules[0] : undefined;
+    if (wire !== null && cnames === undefined && st.revertCodes.length === 0 && only instanceof AutoAnswerRule && only.mapsQuestionOnly) {
+      const swapped = swapQuestion(req, inner, wire);
+      if (swapped !== null) {
+        const out = Response.wire(swapped, res.plugin);
+        out.error = res.error;
+        return out;
+      }
+    }
     const src = res.toMessage(inner);
     const m: Message = {
       ...src,

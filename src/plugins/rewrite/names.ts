@@ -15,11 +15,40 @@ export function groupsUsed(replacement: string): number {
   return n;
 }
 
-/** `{0}`, `{1}`... of `replacement` filled from a match. */
+/** A replacement split once into text and `{N}` group references. */
+export class Replacement {
+  private readonly parts: Array<string | number> = [];
+
+  constructor(readonly text: string) {
+    const re = /\{(\d+)\}/g;
+    let last = 0;
+    let m: RegExpExecArray | null;
+    while ((m = re.exec(text)) !== null) {
+      if (m.index > last) this.parts.push(text.slice(last, m.index));
+      this.parts.push(Number(m[1]));
+      last = m.index + m[0].length;
+    }
+    if (last < text.length) this.parts.push(text.slice(last));
+  }
+
+  /** The text with `{N}` replaced by group N of `m` (left as written past the last group). */
+  fill(m: RegExpExecArray): string {
+    let s = '';
+    for (const p of this.parts) s += typeof p === 'string' ? p : p < m.length ? (m[p] ?? '') : `{${p}}`;
+    return s;
+  }
+}
+
+const compiled = new Map<string, Replacement>();
+
+/** `{0}`, `{1}`... of `replacement` filled from a match (the split kept per replacement text). */
 export function fillGroups(replacement: string, m: RegExpExecArray): string {
-  let s = replacement;
-  for (let i = 0; i < m.length; i++) s = s.split(`{${i}}`).join(m[i] ?? '');
-  return s;
+  let r = compiled.get(replacement);
+  if (r === undefined) {
+    r = new Replacement(replacement);
+    if (compiled.size < 1000) compiled.set(replacement, r);
+  }
+  return r.fill(m);
 }
 
 /** Lowercased and fully qualified, as CoreDNS's plugin.Name(...).Normalize(). */

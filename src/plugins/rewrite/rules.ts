@@ -131,6 +131,11 @@ export class RegexAnswerRule implements ResponseRule {
 
 /** `answer auto` (and every exact rule): owner names the rewrite produced get the name asked back. */
 export class AutoAnswerRule implements ResponseRule {
+  /** True when the rule maps exactly the rewritten name back to the asked one (regex and exact). */
+  get mapsQuestionOnly(): boolean {
+    return this.match.type === 'exact' || this.match.type === 'regex';
+  }
+
   constructor(
     private readonly match: NameMatch,
     private readonly to: string,
