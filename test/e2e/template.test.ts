@@ -123,6 +123,11 @@ describe('template', () => {
     assert.deepEqual((await dig(s.port, ['ip0a0b0c0d.example'])).answer, ['ip0a0b0c0d.example. 60 IN A 10.11.12.13']);
     const r = await dig(s.port, ['ip-10-1-2-3.example']);
     assert.ok(r.flags.includes('aa'), 'authoritative');
+    // Answered again from the rendered-answer cache: the question exactly as asked, the same record.
+    const upper = await dig(s.port, ['IP-10-1-2-3.EXAMPLE']);
+    assert.match(upper.raw, /;IP-10-1-2-3\.EXAMPLE\.\s+IN\s+A/);
+    assert.deepEqual(upper.answer.map((l) => l.toLowerCase()), ['ip-10-1-2-3.example. 60 in a 10.1.2.3']);
+    assert.ok(upper.flags.includes('aa'));
   });
 
   test('CoreDNS README: reverse names of 10.0.0.0/8 answer PTR ip-10-b-c-d', async () => {

@@ -313,6 +313,37 @@ export class GoTemplate {
     return new GoTemplate(name, root, funcs);
   }
 
+  /**
+   * The top-level fields the template reads (`.Name` → Name), and whether it reads anything
+   * else (`$`, or `with`, which moves the dot): what an answer cache needs to know.
+   */
+  reads(): { fields: Set<string>; other: boolean } {
+    const fields = new Set<string>();
+    let other = false;
+    const operand = (o: Operand): void => {
+      if (o.kind === 'root') other = true;
+      else if (o.kind === 'pipe') pipe(o.pipe);
+      else if (o.kind === 'field') {
+        if (o.base === null) fields.add(o.path[0]!);
+        else operand(o.base);
+      }
+    };
+    const pipe = (p: Pipeline): void => p.forEach((c) => c.forEach(operand));
+    const walk = (nodes: Node[]): void => {
+      for (const n of nodes) {
+        if (n.kind === 'action') pipe(n.pipe);
+        else if (n.kind === 'if' || n.kind === 'with') {
+          if (n.kind === 'with') other = true;
+          pipe(n.pipe);
+          walk(n.then);
+          if (n.else) walk(n.else);
+        }
+      }
+    };
+    walk(this.nodes);
+    return { fields, other };
+  }
+
   /** Renders the template. Throws TemplateError when a value cannot be evaluated. */
   execute(data: Value): string {
     const out: string[] = [];

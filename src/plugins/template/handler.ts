@@ -3,7 +3,9 @@
 // template falls through.
 
 import { classToString, QType, Rcode, typeToString } from '../../dns/constants.js';
-import type { Message, ResourceRecord } from '../../dns/message.js';
+import { encodeMessage, type Message, type ResourceRecord } from '../../dns/message.js';
+import { skipName } from '../../dns/name.js';
+import { recordsReply } from '../../server/reply.js';
 import { parseRecordText, RecordTextError } from '../../dns/rrtext.js';
 import { Response, type Handler, type HandlerResult, type Next, type Request } from '../../server/request.js';
 import { Fallthrough, matchZone } from '../fallthrough.js';
@@ -29,6 +31,32 @@ export interface Template {
 
 const ANY = 255;
 const EDE = 15;
+const AA = 0x0400;
+/** Answers kept per handler before the cache starts over (names are the client's choice). */
+const MAX_CACHED = 10_000;
+/** What a template may read for its answer to depend on the name, type and class alone. */
+const PER_NAME_FIELDS = new Set(['Name', 'Zone', 'Class', 'Type', 'Match', 'Group', 'Regex']);
+
+/** A rendered answer: records as wire bytes after a question at offset 12. */
+interface CachedAnswer {
+  rcode: number;
+  records: Buffer;
+  an: number;
+  ns: number;
+  ar: number;
+  metricKey: string;
+}
+
+/** True when the template's answer is a function of the query's name, type and class only. */
+export function perNameOnly(t: Template): boolean {
+  if (t.upstream || t.ede !== null) return false;
+  for (const g of [...t.answer, ...t.additional, ...t.authority]) {
+    const r = g.reads();
+    if (r.other) return false;
+    for (const f of r.fields) if (!PER_NAME_FIELDS.has(f)) return false;
+  }
+  return true;
+}
 
 function clientIp(req: Request): string {
   const a = req.client.remoteAddress;
@@ -57,15 +85,30 @@ function messageView(req: Request): ValueObject {
 
 export class TemplateHandler implements Handler {
   readonly name = 'template';
+  /** Rendered answers of templates that depend on the name, type and class alone. */
+  private readonly cache = new Map<number, Map<string, CachedAnswer>>();
+  private cached = 0;
+  private readonly cacheable: ReadonlySet<Template>;
 
   constructor(
     private readonly zones: readonly string[],
     private readonly templates: readonly Template[],
     private readonly server: string,
     private readonly resolve: (req: Request) => HandlerResult,
-  ) {}
+  ) {
+    this.cacheable = new Set(templates.filter(perNameOnly));
+  }
 
   serveDNS(req: Request, next: Next): HandlerResult {
+    // Kept by type, then name; only class IN (the others are rare and go the long way).
+    const cacheOn = this.cacheable.size !== 0 && req.qclass === 1;
+    if (cacheOn) {
+      const hit = this.cache.get(req.qtype)?.get(req.name);
+      if (hit !== undefined) {
+        templateMatches.inc(hit.metricKey);
+        return Response.wire(recordsReply(req, hit.rcode, AA, hit.records, hit.an, hit.ns, hit.ar), this.name);
+      }
+    }
     if (matchZone(this.zones, req.name) === undefined) return next(req);
     for (const t of this.templates) {
       const zone = matchZone(t.zones, req.name);
@@ -85,15 +128,16 @@ export class TemplateHandler implements Handler {
         if (t.fall.through(req.name)) continue;
         return Response.rcode(Rcode.NXDOMAIN, this.name);
       }
-      return this.answer(req, t, zone, regex, m);
+      return this.answer(req, t, zone, regex, m, cacheOn);
     }
     return next(req);
   }
 
-  private answer(req: Request, t: Template, zone: string, regex: RegExp, m: RegExpExecArray): HandlerResult {
+  private answer(req: Request, t: Template, zone: string, regex: RegExp, m: RegExpExecArray, cacheOn: boolean): HandlerResult {
     const cls = classToString(req.qclass);
     const type = typeToString(req.qtype);
-    templateMatches.inc(labelKey(this.server, zone, '', cls, type));
+    const metricKey = labelKey(this.server, zone, '', cls, type);
+    templateMatches.inc(metricKey);
     if (t.rcode === Rcode.SERVFAIL) return Response.rcode(Rcode.SERVFAIL, this.name);
     const groups: Record<string, Value> = {};
     if (m.groups) for (const [k, v] of Object.entries(m.groups)) groups[k] = v ?? '';
@@ -137,8 +181,40 @@ export class TemplateHandler implements Handler {
       }
     }
     if (t.ede !== null) addEde(msg, req, t.ede);
+    if (cacheOn && this.cacheable.has(t)) {
+      const c = this.keep(req, msg, metricKey);
+      if (c !== null) return Response.wire(recordsReply(req, c.rcode, AA, c.records, c.an, c.ns, c.ar), this.name);
+    }
     if (cnames.length === 0) return Response.message(msg, this.name);
     return this.follow(req, msg, cnames);
+  }
+
+  /** Encodes `msg` once and keeps its records for the next queries of the same name, type and class. */
+  private keep(req: Request, msg: Message, metricKey: string): CachedAnswer | null {
+    let wire: Buffer;
+    try {
+      wire = encodeMessage(msg);
+    } catch {
+      return null;
+    }
+    const qEnd = skipName(wire, 12) + 4;
+    const c: CachedAnswer = {
+      rcode: msg.rcode,
+      records: Buffer.from(wire.subarray(qEnd)),
+      an: msg.answers.length,
+      ns: msg.authorities.length,
+      ar: msg.additionals.length,
+      metricKey,
+    };
+    if (this.cached >= MAX_CACHED) {
+      this.cache.clear();
+      this.cached = 0;
+    }
+    let byName = this.cache.get(req.qtype);
+    if (byName === undefined) this.cache.set(req.qtype, (byName = new Map()));
+    byName.set(req.name, c);
+    this.cached++;
+    return c;
   }
 
   /** `upstream`: a CNAME's target resolved through this server block, its answers appended. */
