@@ -88,3 +88,18 @@ test('the fast path steps aside for records it cannot move as they are', () => {
   const wire = recordsReply(inner, 0, 0x0400, srv, 1, 0, 0);
   assert.equal(swapQuestion(req, inner, wire), null);
 });
+
+test('class and type rules: the next plugin gets the new class and type, the client its own question back', async () => {
+  const h = new RewriteHandler([newRule(toks('continue class CH IN')), newRule(toks('type TXT A'))], () => Response.rcode(2, ''));
+  const m = emptyMessage(7);
+  m.questions.push({ name: 'version.test.', type: QType.TXT, class: 3 });
+  const raw = encodeMessage(m);
+  const req = new Request(raw, parseQuery(raw) as ParsedQuery, client);
+  let seen: [number, number] | null = null;
+  const res = (await h.serveDNS(req, (r) => {
+    seen = [r.qclass, r.qtype];
+    return Response.rcode(0, 'whoami');
+  })) as Response;
+  assert.deepEqual(seen, [1, QType.A]);
+  assert.deepEqual(res.toMessage(req).questions, [{ name: 'version.test.', type: QType.TXT, class: 3 }]);
+});
