@@ -19,9 +19,10 @@
 // its own port, pinned with the server (it answers ~3x faster than it is asked, so it is
 // not the limit); its CPU is not counted in clusterdns's column.
 
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { dataSamples, startUpstream } from './lib/servers.mjs';
+import { sampleRecords } from './lib/workload.mjs';
 import { mixQueries, mixSamples } from './lib/mix.mjs';
 
 
@@ -54,6 +55,15 @@ function writeClusterManifest(ctx, fileName = 'cluster.json') {
   return file;
 }
 
+/** The workload's query file with the cluster suffix swapped, for the rewrite scenario. */
+function customDomainQueries(ctx) {
+  const file = join(ctx.dir, 'queries-example-org.txt');
+  writeFileSync(file, readFileSync(ctx.workload.queryFile, 'utf8').replaceAll('.svc.cluster.local', '.example.org'));
+  return file;
+}
+
+const kubernetesBlock = (ctx) => `    kubernetes cluster.local {\n        manifests ${ctx.manifest}\n        ttl ${ctx.workload.ttl}\n    }\n`;
+
 export const scenarios = [
   {
     name: 'hosts',
@@ -79,6 +89,44 @@ export const scenarios = [
     corefile: (ctx) => `cluster.local:${ctx.port} {\n    bind 127.0.0.1\n    kubernetes {\n        manifests ${ctx.manifest}\n        ttl ${ctx.workload.ttl}\n    }\n}\n`,
     queries: (ctx) => ctx.workload.queryFile,
     targets: { pinnedVsUnbound: 0.5 },
+  },
+  {
+    // The same `kubernetes` row served by another build (BENCH_BASE_ROOT: a checkout of the base
+    // commit, built): the before/after of a change in one interleaved run.
+    name: 'kubernetes-base',
+    description: 'the `kubernetes` row served by the build in $BENCH_BASE_ROOT (before/after in one run)',
+    root: () => process.env.BENCH_BASE_ROOT,
+    setup: async (ctx) => {
+      if (!process.env.BENCH_BASE_ROOT) return 'BENCH_BASE_ROOT is not set';
+      ctx.manifest = writeClusterManifest(ctx, 'cluster-base.json');
+    },
+    corefile: (ctx) => `cluster.local:${ctx.port} {\n    bind 127.0.0.1\n    kubernetes {\n        manifests ${ctx.manifest}\n        ttl ${ctx.workload.ttl}\n    }\n}\n`,
+    queries: (ctx) => ctx.workload.queryFile,
+  },
+  {
+    name: 'rewrite',
+    description: 'rewrite (a custom domain onto svc.cluster.local, answer auto) in front of the `kubernetes` row',
+    setup: async (ctx) => {
+      ctx.manifest = writeClusterManifest(ctx, 'cluster-rewrite.json');
+    },
+    corefile: (ctx) =>
+      `example.org:${ctx.port} {\n    bind 127.0.0.1\n    rewrite name regex (.*)\\.example\\.org {1}.svc.cluster.local answer auto\n${kubernetesBlock(ctx)}}\n`,
+    queries: customDomainQueries,
+    samples: (ctx) => sampleRecords(ctx.workload.records).map((r) => ({ name: r.name.replace('.svc.cluster.local', '.example.org'), type: 'A', data: r.ip, ttl: ctx.workload.ttl })),
+  },
+  {
+    name: 'template',
+    description: 'template: every name of the workload answered from a regex and a Go template',
+    corefile: (ctx) =>
+      `cluster.local:${ctx.port} {\n    bind 127.0.0.1\n    template IN A cluster.local {\n` +
+      `        match "^svc-(?P<n>[0-9]+)[.]ns-(?P<m>[0-9]+)[.]svc[.]cluster[.]local[.]$"\n` +
+      `        answer "{{ .Name }} ${ctx.workload.ttl} IN A 10.200.{{ .Group.m }}.{{ .Group.n }}"\n    }\n}\n`,
+    queries: (ctx) => ctx.workload.queryFile,
+    samples: (ctx) =>
+      sampleRecords(ctx.workload.records).map((r) => {
+        const [, n, m] = /^svc-(\d+)\.ns-(\d+)\./.exec(r.name);
+        return { name: r.name, type: 'A', data: `10.200.${m}.${n}`, ttl: ctx.workload.ttl };
+      }),
   },
   {
     // Compare with unbound-mix / dnsmasq-mix / kresd-mix (same query file), not with `unbound`.

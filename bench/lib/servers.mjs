@@ -37,7 +37,7 @@ export function clusterdnsServer(scenario) {
       // ctx.nodeArgs (e.g. --trace-gc) and ctx.env are for bench scripts that observe the server.
       return startProcess(this.name, process.execPath,
         // As deployed (bin/clusterdns, npm start, the image): a 2 MB young generation.
-        ['--max-semi-space-size=2', ...(ctx.nodeArgs ?? []), join(ctx.root, 'bin/clusterdns'), '-conf', conf, '-workers', String(ctx.workers), '-quiet'],
+        ['--max-semi-space-size=2', ...(ctx.nodeArgs ?? []), join(scenario.root?.() ?? ctx.root, 'bin/clusterdns'), '-conf', conf, '-workers', String(ctx.workers), '-quiet'],
         { pin: ctx.pin, logFile: logFile(ctx, this.name), cwd: ctx.root, env: ctx.env });
     },
   };

@@ -3,7 +3,7 @@
 // the wire-level helpers in wire.ts. These are for plugins that build or inspect answers.
 
 import { QType } from './constants.js';
-import { decodeName, nameToLabels, NameError } from './name.js';
+import { decodeName, MAX_NAME_WIRE, nameToLabels, NameError } from './name.js';
 import { formatIPv4, formatIPv6, parseIPv4, parseIPv6 } from './ip.js';
 
 export interface Question {
@@ -303,6 +303,15 @@ export class WireWriter {
 
   /** Registers a name already present at `offset` (e.g. a copied question) for compression. */
   remember(name: string, offset: number): void {
+    if (plainName(name)) {
+      const fq = name.endsWith('.') ? name : `${name}.`;
+      const lower = FAST_KEY + fq.toLowerCase();
+      for (let start = 0; start < fq.length && offset + start <= 0x3fff; start = fq.indexOf('.', start) + 1) {
+        const key = start === 0 ? lower : FAST_KEY + lower.slice(start + 1);
+        if (!this.table.has(key)) this.table.set(key, offset + start);
+      }
+      return;
+    }
     const labels = nameToLabels(name);
     let off = offset;
     for (let i = 0; i < labels.length; i++) {
@@ -314,6 +323,10 @@ export class WireWriter {
   }
 
   name(name: string, compress = true): void {
+    if (plainName(name)) {
+      this.plainName(name, compress);
+      return;
+    }
     const labels = nameToLabels(name);
     for (let i = 0; i < labels.length; i++) {
       const key = suffixKey(labels, i);
@@ -335,6 +348,49 @@ export class WireWriter {
   result(): Buffer {
     return this.buf.subarray(0, this.pos);
   }
+
+  /** name() for a name without escapes or non-ASCII: suffixes are slices of one lowercased string. */
+  private plainName(name: string, compress: boolean): void {
+    const fq = name.endsWith('.') ? name : `${name}.`;
+    if (fq.length > MAX_NAME_WIRE - 1) throw new NameError(`name longer than 255 octets: "${name.slice(0, 40)}..."`);
+    const lower = FAST_KEY + fq.toLowerCase();
+    this.ensure(fq.length + 1);
+    for (let start = 0; start < fq.length; ) {
+      const key = start === 0 ? lower : FAST_KEY + lower.slice(start + 1);
+      if (compress) {
+        const ptr = this.table.get(key);
+        if (ptr !== undefined) {
+          this.u16(0xc000 | ptr);
+          return;
+        }
+      }
+      if (this.pos <= 0x3fff && !this.table.has(key)) this.table.set(key, this.pos);
+      const dot = fq.indexOf('.', start);
+      const len = dot - start;
+      if (len === 0) throw new NameError(`empty label in "${name}"`);
+      if (len > 63) throw new NameError(`label longer than 63 octets in "${name}"`);
+      const b = this.buf;
+      let p = this.pos;
+      b[p++] = len;
+      for (let i = start; i < dot; i++) b[p++] = fq.charCodeAt(i);
+      this.pos = p;
+      start = dot + 1;
+    }
+    this.buf[this.pos++] = 0;
+  }
+}
+
+/** Marks compression keys of plain names (no other key starts with it: those start with a length below 64). */
+const FAST_KEY = '\u0100';
+
+/** True for a name of ASCII without escapes, whose presentation form maps 1:1 onto its labels. */
+function plainName(name: string): boolean {
+  if (name === '.' || name === '') return false;
+  for (let i = 0; i < name.length; i++) {
+    const c = name.charCodeAt(i);
+    if (c === 0x5c || c > 0x7e || c < 0x21) return false;
+  }
+  return name.charCodeAt(0) !== 0x2e;
 }
 
 /**

@@ -14,6 +14,7 @@ type SetupModule = { setup: PluginSetup };
  * RSS for a kubernetes-only server, measured; BENCHMARKS.md, Memory).
  */
 export const pluginOrder: ReadonlyArray<readonly [string, () => Promise<SetupModule>]> = [
+  ['metadata', () => import('./metadata/setup.js')],
   ['reload', () => import('./reload/setup.js')],
   ['nsid', () => import('./nsid/setup.js')],
   ['bind', () => import('./bind/setup.js')],
@@ -30,11 +31,13 @@ export const pluginOrder: ReadonlyArray<readonly [string, () => Promise<SetupMod
   ['any', () => import('./any/setup.js')],
   ['chaos', () => import('./chaos/setup.js')],
   ['loadbalance', () => import('./loadbalance/setup.js')],
+  ['rewrite', () => import('./rewrite/setup.js')],
   ['autopath', () => import('./autopath/setup.js')],
   ['acl', () => import('./acl/setup.js')],
   ['cache', () => import('./cache/setup.js')],
   ['header', () => import('./header/setup.js')],
   ['minimal', () => import('./minimal/setup.js')],
+  ['template', () => import('./template/setup.js')],
   ['transfer', () => import('./transfer/setup.js')],
   ['hosts', () => import('./hosts/setup.js')],
   ['k8s_external', () => import('./k8s_external/setup.js')],
@@ -88,11 +91,9 @@ export const primaryServices: ReadonlyArray<() => void> = [
 
 /** CoreDNS plugins not built into clusterdns (a Corefile using one gets a clear error). */
 export const coreDnsOnly = new Set([
-  'root', 'metadata', 'geoip', 'cancel', 'proxyproto', 'quic', 'grpc_server', 'https', 'https3',
-  'timeouts', 'multisocket', 'bufsize', 'trace', 'shed', 'dnstap',
-  'tsig', 'rewrite', 'dnssec', 'tls',
-  'template', 'route53', 'azure', 'clouddns', 'auto',
-  'secondary', 'grpc', 'erratic', 'on', 'sign', 'nomad',
+  'root', 'geoip', 'cancel', 'proxyproto', 'quic', 'grpc_server', 'https', 'https3',
+  'timeouts', 'multisocket', 'bufsize', 'trace', 'shed', 'dnstap', 'tsig', 'dnssec', 'tls',
+  'route53', 'azure', 'clouddns', 'auto', 'secondary', 'grpc', 'erratic', 'on', 'sign', 'nomad',
 ]);
 
 export const knownDirectives: ReadonlySet<string> = new Set(pluginOrder.map(([n]) => n));

@@ -47,6 +47,7 @@ export interface ZoneTransferSource {
   /** Calls `changed(zone)` whenever a zone's content changes; returns what stops it. */
   onZoneChange(changed: (zone: string) => void): () => void;
 }
+import type { Metadata } from '../server/metadata.js';
 
 export interface BlockInfo {
   keys: ServerKey[];
@@ -94,6 +95,8 @@ export interface PluginInstance {
   ready?(): boolean;
   /** For `ready`: why the plugin is not ready, when the user must act (e.g. a missing RBAC permission). */
   readyDetail?(): string | undefined;
+  /** CoreDNS's metadata.Provider: publish this query's labels (called by the `metadata` plugin). */
+  metadata?(req: Request, md: Metadata): void;
   /** For `health`: how long to keep serving after SIGTERM before closing listeners. */
   lameduckMs?(): number;
   /** True when the plugin answers classes other than IN (`chaos`): the server then lets them through to the block. */

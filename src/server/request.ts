@@ -4,6 +4,7 @@
 import { QClass, QType, Rcode } from '../dns/constants.js';
 import type { EdnsInfo, ParsedQuery } from '../dns/query.js';
 import { decodeMessage, emptyMessage, encodeMessage, type Message } from '../dns/message.js';
+import type { Metadata } from './metadata.js';
 
 export type Transport = 'udp' | 'tcp';
 
@@ -39,6 +40,8 @@ export class Request {
   server = '';
   /** Set by plugins that re-enter the chain (ExternalName targets, autopath) to bound recursion. */
   depth = 0;
+  /** Labels plugins published for this query; null unless the block has the `metadata` plugin. */
+  metadata: Metadata | null = null;
 
   constructor(raw: Buffer, q: ParsedQuery, client: ClientInfo) {
     this.raw = raw;
@@ -116,6 +119,7 @@ export class Request {
     r.zone = this.zone;
     r.server = this.server;
     r.depth = this.depth + 1;
+    r.metadata = this.metadata;
     return r;
   }
 }

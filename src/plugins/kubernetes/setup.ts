@@ -25,6 +25,7 @@ import { parseLabelSelector, SelectorError } from './selector.js';
 import type { ApiSyncSource } from '../../status/sources.js';
 import { clusterTransfer } from './transfer.js';
 import { clusterView } from './clusterview.js';
+import { publishMetadata } from './metadata.js';
 
 const REMOVED: Record<string, string> = {
   upstream: "'upstream' was removed in CoreDNS 1.7.0: ExternalName targets are always resolved through the server",
@@ -363,6 +364,7 @@ export function createInstance(o: KubernetesOptions, ctx: SetupContext, at: Dire
     },
     ready: () => index.synced,
     readyDetail: () => (index.synced ? undefined : index.problem),
+    metadata: (req, md) => publishMetadata(o, index, req, md),
     // For the status page: where this instance's view of the cluster stands.
     apiSync: () => ({
       zones: o.zones,

@@ -70,7 +70,9 @@ export class LogHandler implements Handler {
   }
 
   private format(fmt: string, req: Request, wire: Buffer, rcode: number, dur: number): string {
-    return fmt.replace(/\{(>?[a-z]+)\}/g, (all, key: string) => {
+    return fmt.replace(/\{(>?[a-z]+|\/[^{}]+)\}/g, (all, key: string) => {
+      // `{/LABEL}`: a metadata label (the `metadata` plugin); "-" when no plugin set it, as CoreDNS.
+      if (key.charCodeAt(0) === 0x2f) return req.metadata?.value(key.slice(1)) ?? '-';
       switch (key) {
         case 'remote':
           return req.client.family === 2 ? `[${clientIP(req)}]` : clientIP(req);

@@ -1,0 +1,156 @@
+// Runs the rules on each query; when one rewrote, the next plugins get the rewritten query and
+// the answer comes back with the client's own question and the response rules applied.
+// Queries no rule touches go on unchanged, at the cost of the rules' tests.
+
+import { QType, Rcode } from '../../dns/constants.js';
+import { emptyMessage, encodeMessage, type Message, type ResourceRecord } from '../../dns/message.js';
+import { parseQuery } from '../../dns/query.js';
+import { Request, Response, type Handler, type HandlerResult, type Next } from '../../server/request.js';
+import { isValidName, type NameMatch } from './names.js';
+import { AutoAnswerRule, RewriteState, type Rule } from './rules.js';
+import { rebuildQuery, swapQuestion } from './wire.js';
+
+/** How deep a `cname` rule's own lookups may nest before it stops following targets. */
+const MAX_CNAME_DEPTH = 8;
+
+/** `cname [match] FROM TO`: CNAME targets in the answer rewritten, the new target looked up. */
+export class CnameRule implements Rule {
+  constructor(
+    readonly stop: boolean,
+    readonly match: NameMatch,
+    readonly to: string,
+  ) {}
+
+  rewrite(st: RewriteState): boolean {
+    (st as CnameState).cnames ??= [];
+    (st as CnameState).cnames!.push(this);
+    return true;
+  }
+}
+
+type CnameState = RewriteState & { cnames?: CnameRule[] };
+
+/** The query with the rules' changes, as a Request the next plugins can serve; null if it cannot be. */
+function rebuild(req: Request, st: RewriteState): Request | null {
+  if (!isValidName(st.qname)) return null;
+  const m = emptyMessage(req.id);
+  m.opcode = req.opcode;
+  m.rd = req.rd;
+  m.cd = req.cd;
+  m.questions.push({ name: st.qname, type: st.qtype, class: st.qclass });
+  const options = st.options;
+  if (req.edns !== null || (options !== null && options.length > 0)) {
+    // A query without OPT gets one of 4096 octets when a rule adds an option (CoreDNS's SetEdns0).
+    m.edns = { udpSize: req.edns?.udpSize ?? 4096, version: 0, do: req.do, zflags: 0, options: options ?? [] };
+    if (options === null && req.edns !== null) {
+      const raw = req.raw;
+      m.edns.options = [];
+      let p = req.edns.optOffset + 11;
+      const end = Math.min(req.edns.optOffset + req.edns.optLength, raw.length);
+      while (p + 4 <= end) {
+        const len = raw.readUInt16BE(p + 2);
+        if (p + 4 + len > end) break;
+        m.edns.options.push({ code: raw.readUInt16BE(p), data: Buffer.from(raw.subarray(p + 4, p + 4 + len)) });
+        p += 4 + len;
+      }
+    }
+  }
+  let raw: Buffer;
+  try {
+    raw = encodeMessage(m);
+  } catch {
+    return null;
+  }
+  const q = parseQuery(raw);
+  if (typeof q === 'number') return null;
+  const r = new Request(raw, q, req.client);
+  r.zone = req.zone;
+  r.server = req.server;
+  r.depth = req.depth;
+  r.metadata = req.metadata;
+  return r;
+}
+
+function copyRecords(list: ResourceRecord[]): ResourceRecord[] {
+  return list.map((rr) => ({ ...rr, data: { ...rr.data } }));
+}
+
+export class RewriteHandler implements Handler {
+  readonly name = 'rewrite';
+
+  constructor(
+    private readonly rules: readonly Rule[],
+    /** Resolves a name through this server block (the `cname` rule's lookups). */
+    private readonly resolve: (req: Request) => HandlerResult,
+  ) {}
+
+  serveDNS(req: Request, next: Next): HandlerResult {
+    const st = new RewriteState(req);
+    let done = false;
+    for (const rule of this.rules) {
+      if (!rule.rewrite(st)) continue;
+      done = true;
+      if (rule.stop) break;
+    }
+    if (!done) return next(req);
+    const cnames = (st as CnameState).cnames;
+    const inner = !st.changed ? req : (st.options === null && rebuildQuery(req, st.qname, st.qtype, st.qclass)) || rebuild(req, st);
+    if (inner === null) return Response.rcode(Rcode.SERVFAIL, this.name, `invalid name after rewrite: ${st.qname}`);
+    if (inner === req && st.responseRules.length === 0 && cnames === undefined) return next(req);
+    const r = next(inner);
+    if (r instanceof Promise) return r.then((res) => this.answer(req, inner, res, st, cnames));
+    return this.answer(req, inner, r, st, cnames);
+  }
+
+  /** The answer to `inner` made an answer to `req`: its question, the response rules, the reverts. */
+  private answer(req: Request, inner: Request, res: Response, st: RewriteState, cnames: CnameRule[] | undefined): HandlerResult {
+    const wire = res.peekWire();
+    const only = st.responseRules.length === 1 ? st.responseRules[0] : undefined;
+    if (wire !== null && cnames === undefined && st.revertCodes.length === 0 && only instanceof AutoAnswerRule && only.mapsQuestionOnly) {
+      const swapped = swapQuestion(req, inner, wire);
+      if (swapped !== null) {
+        const out = Response.wire(swapped, res.plugin);
+        out.error = res.error;
+        return out;
+      }
+    }
+    const src = res.toMessage(inner);
+    const m: Message = {
+      ...src,
+      questions: [{ name: req.qname, type: req.qtype, class: req.qclass }],
+      answers: copyRecords(src.answers),
+      authorities: copyRecords(src.authorities),
+      additionals: copyRecords(src.additionals),
+      edns: src.edns ? { ...src.edns, options: src.edns.options.filter((o) => !st.revertCodes.includes(o.code)) } : null,
+    };
+    // Last rule first: a chain of `continue` rules is undone back to the name the client asked.
+    for (let i = st.responseRules.length - 1; i >= 0; i--) st.responseRules[i]!.apply(m, req);
+    const done = (): Response => {
+      const out = Response.message(m, res.plugin);
+      out.error = res.error;
+      return out;
+    };
+    if (cnames === undefined || inner.depth >= MAX_CNAME_DEPTH) return done();
+    return this.followCnames(m, inner, cnames).then(done);
+  }
+
+  /** CoreDNS's cname target rule: a matching CNAME gets the new target, whose records replace the rest. */
+  private async followCnames(m: Message, inner: Request, cnames: CnameRule[]): Promise<void> {
+    for (const rule of cnames) {
+      const cname = m.answers.find((rr) => rr.type === QType.CNAME && rule.match.rewrite((rr.data as { target: string }).target.toLowerCase(), rule.to) !== null);
+      if (cname === undefined) continue;
+      const target = rule.match.rewrite((cname.data as { target: string }).target.toLowerCase(), rule.to)!;
+      if (!isValidName(target)) continue;
+      let found: ResourceRecord[] = [];
+      try {
+        const up = await this.resolve(inner.derive(target, inner.qtype));
+        found = up.toMessage(inner).answers.filter((rr) => rr.name.toLowerCase() === target);
+      } catch {
+        // A failed lookup leaves the CNAME with its new target and nothing after it.
+      }
+      const kept = m.answers.filter((rr) => rr.type === QType.CNAME);
+      (cname.data as { target: string }).target = target;
+      m.answers = [...kept, ...found];
+    }
+  }
+}
