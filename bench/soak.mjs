@@ -315,7 +315,7 @@ async function main() {
       created: cluster.changes.created - changesBefore.created,
     },
     reloads,
-    reloadsApplied: (logText.match(/Running configuration SHA512/g) ?? []).length,
+    reloadsApplied: (logText.match(/\[INFO\] Reloading complete/g) ?? []).length,
     probe: { seconds: cfg.probeSeconds, qps: probe.qps, lost: probe.lost },
     rate,
     soak: { seconds, sent: soak.sent, completed: soak.completed, lost: soak.lost, qps: soak.qps, rcodes: soak.rcodes, avgLatencyMs: soak.avgLatencyS * 1000 },

@@ -79,7 +79,7 @@ export function renderReport(r) {
   L(`# clusterdns soak: ${r.config.minutes} min, ${r.config.workers} worker(s), ${r.config.changesPerMinute} Service changes/min, reload every ${r.config.reloadSeconds} s`);
   L();
   L(`Machine: ${r.machine}. Started ${r.startedAt}; whole run ${r.wallSeconds} s.`);
-  L(`Cluster: ${r.cluster.initialServices} Services in ${r.cluster.namespaces} namespaces; ${r.cluster.changes} changes during the soak (${r.cluster.modified} new ClusterIPs, ${r.cluster.deleted} deleted, ${r.cluster.created} created); ${r.reloads.length} reloads (${r.reloadsApplied} worker reloads logged \`Running configuration SHA512\`).`);
+  L(`Cluster: ${r.cluster.initialServices} Services in ${r.cluster.namespaces} namespaces; ${r.cluster.changes} changes during the soak (${r.cluster.modified} new ClusterIPs, ${r.cluster.deleted} deleted, ${r.cluster.created} created); ${r.reloads.length} reloads (${r.reloadsApplied} logged \`Reloading complete\`, once per reload however many workers).`);
   L(`Corefile: ${r.corefileShape}`);
   L();
   L('## Load');

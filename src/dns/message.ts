@@ -305,9 +305,10 @@ export class WireWriter {
   remember(name: string, offset: number): void {
     if (plainName(name)) {
       const fq = name.endsWith('.') ? name : `${name}.`;
-      const lower = FAST_KEY + fq.toLowerCase();
+      // Byte for byte: a suffix spelled in another letter case is another suffix (names keep their case).
+      const exact = FAST_KEY + fq;
       for (let start = 0; start < fq.length && offset + start <= 0x3fff; start = fq.indexOf('.', start) + 1) {
-        const key = start === 0 ? lower : FAST_KEY + lower.slice(start + 1);
+        const key = start === 0 ? exact : FAST_KEY + exact.slice(start + 1);
         if (!this.table.has(key)) this.table.set(key, offset + start);
       }
       return;
@@ -349,14 +350,14 @@ export class WireWriter {
     return this.buf.subarray(0, this.pos);
   }
 
-  /** name() for a name without escapes or non-ASCII: suffixes are slices of one lowercased string. */
+  /** name() for a name without escapes or non-ASCII: suffixes are slices of the name as written. */
   private plainName(name: string, compress: boolean): void {
     const fq = name.endsWith('.') ? name : `${name}.`;
     if (fq.length > MAX_NAME_WIRE - 1) throw new NameError(`name longer than 255 octets: "${name.slice(0, 40)}..."`);
-    const lower = FAST_KEY + fq.toLowerCase();
+    const exact = FAST_KEY + fq;
     this.ensure(fq.length + 1);
     for (let start = 0; start < fq.length; ) {
-      const key = start === 0 ? lower : FAST_KEY + lower.slice(start + 1);
+      const key = start === 0 ? exact : FAST_KEY + exact.slice(start + 1);
       if (compress) {
         const ptr = this.table.get(key);
         if (ptr !== undefined) {

@@ -4,7 +4,7 @@
 import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { dirname, isAbsolute, resolve } from 'node:path';
-import { contentFreeMessage } from '../corefile/errors.js';
+import { contentFreeMessage } from '../text/redact.js';
 import { isRecord } from './types.js';
 
 export interface ApiConnection {

@@ -57,7 +57,7 @@ test('soak, 60 s: no wrong answer, losses like unbound at the same rate, RSS bou
     assert.equal(r.checker.servfail + r.checker.otherRcode, 0, `error rcodes${report}`);
     assert.ok(r.checker.right > 5000, `the checker checked ${r.checker.right} answers${report}`);
     assert.ok(r.cluster.changes >= 900, `only ${r.cluster.changes} Service changes${report}`);
-    assert.ok(r.reloads.length >= 3 && r.reloadsApplied >= r.reloads.length * r.config.workers, `reloads: ${r.reloads.length} sent, ${r.reloadsApplied} applied${report}`);
+    assert.ok(r.reloads.length >= 3 && r.reloadsApplied >= r.reloads.length, `reloads: ${r.reloads.length} sent, ${r.reloadsApplied} applied${report}`);
 
     assert.ok(r.peer, 'unbound was measured');
     const lostShare = r.soak.lost / r.soak.sent;
