@@ -197,10 +197,10 @@ export class KubernetesHandler implements Handler {
   private reply(req: Request, p: Prepared): Response {
     const qEnd = req.questionEnd;
     if (qEnd + p.bytes.length + (req.edns ? OPT_LENGTH : 0) > req.maxSize) {
-      // Too big for the client: the server truncates record by record and sets TC.
+      // Too big for the client: the server cuts it at a record boundary and sets TC.
       const full = fullReply(req, p.rcode, p.bytes, p.an, p.ns, p.ar);
       this.patch(req, full, qEnd, p);
-      return Response.message(decodeMessage(full), this.name);
+      return Response.wire(full, this.name);
     }
     const out = recordsReply(req, p.rcode, AA, p.bytes, p.an, p.ns, p.ar);
     this.patch(req, out, qEnd, p);

@@ -32,15 +32,20 @@ function shuffle(rrs: ResourceRecord[]): ResourceRecord[] {
   return [...cname, ...rest, ...addr, ...mx];
 }
 
+const SWAP_MAX = 64;
+const swap = Buffer.alloc(SWAP_MAX);
+
 /**
  * Shuffles the answer section of a wire reply when it is a run of address records whose
- * owners are compression pointers, optionally after CNAMEs. Returns false when the
+ * owners are compression pointers, optionally after CNAMEs, or has nothing to shuffle (no
+ * address or MX record, CNAMEs first). Returns false when the
  * shape is anything else (the caller decodes instead).
  */
 export function shuffleWireAnswers(buf: Buffer, questionEnd: number): boolean {
   const an = buf.readUInt16BE(6);
   let pos = questionEnd;
   let runStart = -1;
+  let rest = false;
   const spans: Array<[number, number]> = [];
   for (let i = 0; i < an; i++) {
     if (pos + 2 > buf.length) return false;
@@ -51,15 +56,34 @@ export function shuffleWireAnswers(buf: Buffer, questionEnd: number): boolean {
     const end = nameEnd + 10 + buf.readUInt16BE(nameEnd + 8);
     if (end > buf.length) return false;
     if (type === QType.A || type === QType.AAAA) {
-      if (!pointerOwner) return false;
+      if (!pointerOwner || rest) return false;
       if (runStart < 0) runStart = pos;
       spans.push([pos, end]);
-    } else if (type !== QType.CNAME || runStart >= 0) {
+    } else if (type === QType.CNAME && runStart < 0 && !rest) {
+      // Leading CNAMEs stay first.
+    } else if (type !== QType.CNAME && type !== QType.MX && runStart < 0) {
+      // Types that are not shuffled (SRV, TXT…) with no address after them: the order stays.
+      rest = true;
+    } else {
       return false;
     }
     pos = end;
   }
   if (spans.length < 2) return true;
+  const size = spans[0]![1] - spans[0]![0];
+  if (size <= SWAP_MAX && spans.every(([s, e]) => e - s === size)) {
+    // Records of one size (all A, or all AAAA): swapped in place, no copy of each.
+    for (let i = spans.length - 1; i > 0; i--) {
+      const j = Math.floor(Math.random() * (i + 1));
+      if (j === i) continue;
+      const a = runStart + i * size;
+      const b = runStart + j * size;
+      buf.copy(swap, 0, a, a + size);
+      buf.copy(buf, a, b, b + size);
+      swap.copy(buf, b, 0, size);
+    }
+    return true;
+  }
   const copies = spans.map(([s, e]) => Buffer.from(buf.subarray(s, e)));
   shuffleInPlace(copies);
   let at = runStart;
