@@ -15,6 +15,8 @@ export interface ClientInfo {
   family: 1 | 2;
   localAddress: string;
   localPort: number;
+  /** True once a TCP client's connection closed: its answers are no longer built. */
+  readonly gone?: boolean;
 }
 
 export class Request {

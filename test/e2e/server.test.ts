@@ -168,15 +168,24 @@ empty.test:PORT {
 });
 
 describe('TCP limits', () => {
-  test('idle TCP connections are closed after the idle timeout', { timeout: 30000 }, async () => {
+  test('a TCP connection that sends nothing is closed after 3 s, one that asked after the 10 s idle timeout (CoreDNS)', { timeout: 30000 }, async () => {
     const s = await startServer({ corefile: `.:PORT {\n bind 127.0.0.1\n whoami\n}\n` });
     try {
-      const sock = net.connect({ port: s.port, host: '127.0.0.1' });
-      sock.on('error', () => {});
-      const t0 = Date.now();
-      await new Promise<void>((r) => sock.on('close', () => r()));
-      const waited = Date.now() - t0;
-      assert.ok(waited >= 9000 && waited < 20000, `closed after ${waited} ms`);
+      const closedAfter = (sock: net.Socket, t0: number) => new Promise<number>((r) => sock.on('close', () => r(Date.now() - t0)));
+      const silent = net.connect({ port: s.port, host: '127.0.0.1' });
+      silent.on('error', () => {});
+      const silentClosed = closedAfter(silent, Date.now());
+      const asking = net.connect({ port: s.port, host: '127.0.0.1' });
+      asking.on('error', () => {});
+      await new Promise((r) => asking.on('connect', r));
+      const q = buildQuery('whoami.example.', QType.A, { id: 5 });
+      const answered = new Promise<number>((r) => asking.once('data', () => r(Date.now())));
+      asking.write(Buffer.concat([Buffer.from([0, q.length]), q]));
+      const askingClosed = closedAfter(asking, await answered);
+      const s1 = await silentClosed;
+      assert.ok(s1 >= 2500 && s1 < 8000, `silent connection closed after ${s1} ms`);
+      const s2 = await askingClosed;
+      assert.ok(s2 >= 9000 && s2 < 20000, `connection closed ${s2} ms after its answer`);
     } finally {
       await s.stop();
     }
@@ -211,13 +220,26 @@ describe('bursts and connection caps', () => {
       const first = net.connect({ port: s.port, host: '127.0.0.1' });
       await new Promise((r) => first.on('connect', r));
       socks.push(first);
+      const q0 = buildQuery('cap.test.', QType.A, { id: 76 });
+      const answered = new Promise((r) => first.once('data', r));
+      // A connection that asked once is kept for the idle timeout; one that never asks, 3 s.
+      first.write(Buffer.concat([Buffer.from([0, q0.length]), q0]));
+      await answered;
       let closedEarly = 0;
       let opened = 0;
       for (let i = 0; i < 1100; i++) {
-        const c = net.connect({ port: s.port, host: '127.0.0.1' });
+        // From 11 addresses, 100 each: the per-address cap (100) is not what refuses them.
+        const c = net.connect({ port: s.port, host: '127.0.0.1', localAddress: `127.0.0.${2 + (i % 11)}` });
+        let at = 0;
         c.on('error', () => {});
-        c.on('connect', () => opened++);
-        c.on('close', () => closedEarly++);
+        c.on('connect', () => {
+          opened++;
+          at = Date.now();
+        });
+        // Refused at once, not closed by the 3 s deadline of a connection that sends nothing.
+        c.on('close', () => {
+          if (at > 0 && Date.now() - at < 1500) closedEarly++;
+        });
         socks.push(c);
       }
       // Wait until the server has accepted (and kept or dropped) them all; slow on a busy machine.
