@@ -15,6 +15,7 @@ type SetupModule = { setup: PluginSetup };
  */
 export const pluginOrder: ReadonlyArray<readonly [string, () => Promise<SetupModule>]> = [
   ['reload', () => import('./reload/setup.js')],
+  ['bufsize', () => import('./bufsize/setup.js')],
   ['bind', () => import('./bind/setup.js')],
   ['ready', () => import('./ready/setup.js')],
   ['health', () => import('./health/setup.js')],
@@ -74,7 +75,7 @@ export const primaryServices: ReadonlyArray<() => void> = [
 /** CoreDNS plugins not built into clusterdns (a Corefile using one gets a clear error). */
 export const coreDnsOnly = new Set([
   'root', 'metadata', 'geoip', 'cancel', 'proxyproto', 'quic', 'grpc_server', 'https', 'https3',
-  'timeouts', 'multisocket', 'nsid', 'bufsize', 'debug', 'trace', 'pprof', 'shed', 'dnstap',
+  'timeouts', 'multisocket', 'nsid', 'debug', 'trace', 'pprof', 'shed', 'dnstap',
   'local', 'dns64', 'any', 'chaos', 'tsig', 'rewrite', 'acl', 'header', 'dnssec', 'tls', 'minimal',
   'template', 'transfer', 'route53', 'azure', 'clouddns', 'k8s_external', 'file', 'auto',
   'secondary', 'etcd', 'grpc', 'erratic', 'on', 'sign', 'view', 'nomad',

@@ -41,7 +41,7 @@ export function bareReply(req: Request, rcode: number, extraFlags = 0): Buffer {
  * The fast path for answers built from prepared records: header and question copied
  * from the request (so the letter case is as asked), then `records` (owner names
  * encoded relative to a question at offset 12, e.g. the pointer c0 0c), then the OPT echo.
- * Falls back to TC when it does not fit the client's buffer.
+ * When it does not fit the client's buffer, the records that fit are kept and TC is set.
  */
 export function recordsReply(
   req: Request,
@@ -54,11 +54,33 @@ export function recordsReply(
 ): Buffer {
   const qEnd = req.questionEnd;
   const opt = req.edns ? OPT_LEN : 0;
-  const len = qEnd + records.length + opt;
-  if (len > req.maxSize) return bareReply(req, rcode, extraFlags | 0x0200);
+  let len = qEnd + records.length + opt;
+  let tc = 0;
+  if (len > req.maxSize) {
+    // As many whole records as fit, found by their lengths; the rest are not copied.
+    const room = req.maxSize - qEnd - opt;
+    const total = an + ns + ar;
+    let end = 0;
+    let kept = 0;
+    while (kept < total) {
+      const at = skipName(records, end);
+      const next = at + 10 + records.readUInt16BE(at + 8);
+      if (next > room) break;
+      end = next;
+      kept++;
+    }
+    records = records.subarray(0, end);
+    const keptAn = kept < an ? kept : an;
+    const keptNs = kept - keptAn < ns ? kept - keptAn : ns;
+    ar = kept - keptAn - keptNs;
+    an = keptAn;
+    ns = keptNs;
+    len = qEnd + end + opt;
+    tc = 0x0200;
+  }
   const buf = Buffer.allocUnsafe(len);
   req.raw.copy(buf, 0, 0, qEnd);
-  buf.writeUInt16BE(replyFlags(req, rcode, extraFlags), 2);
+  buf.writeUInt16BE(replyFlags(req, rcode, extraFlags | tc), 2);
   buf.writeUInt16BE(1, 4);
   buf.writeUInt16BE(an, 6);
   buf.writeUInt16BE(ns, 8);

@@ -109,9 +109,12 @@ empty.test:PORT {
     assert.equal(r.tc, true);
     const raw = await sendUdp(s.port, buildQuery('big.sub.example.org.', QType.A));
     assert.ok(raw.length <= 512, `reply is ${raw.length} octets`);
-    const bigger = await query(s.port, 'big.sub.example.org.', QType.A, { edns: 4096 });
-    assert.equal(bigger.tc, false);
-    assert.equal(bigger.answers.length, 100);
+    // EDNS 4096: cut at the default cap on UDP answers (1232 octets), as many records as fit.
+    const biggerRaw = await sendUdp(s.port, buildQuery('big.sub.example.org.', QType.A, { edns: 4096 }));
+    assert.ok(biggerRaw.length > 1100 && biggerRaw.length <= 1232, `reply is ${biggerRaw.length} octets`);
+    const bigger = decodeMessage(biggerRaw);
+    assert.equal(bigger.tc, true);
+    assert.ok(bigger.answers.length > 60 && bigger.answers.length < 100, `${bigger.answers.length} records`);
   });
 
   test('dig retries a truncated answer over TCP and gets every record', async () => {
