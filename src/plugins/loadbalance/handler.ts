@@ -32,9 +32,6 @@ function shuffle(rrs: ResourceRecord[]): ResourceRecord[] {
   return [...cname, ...rest, ...addr, ...mx];
 }
 
-const SWAP_MAX = 64;
-const swap = Buffer.alloc(SWAP_MAX);
-
 /**
  * Shuffles the answer section of a wire reply when it is a run of address records whose
  * owners are compression pointers, optionally after CNAMEs, or has nothing to shuffle (no
@@ -46,7 +43,8 @@ export function shuffleWireAnswers(buf: Buffer, questionEnd: number): boolean {
   let pos = questionEnd;
   let runStart = -1;
   let rest = false;
-  const spans: Array<[number, number]> = [];
+  let count = 0;
+  let size = -1;
   for (let i = 0; i < an; i++) {
     if (pos + 2 > buf.length) return false;
     const pointerOwner = (buf[pos]! & 0xc0) === 0xc0;
@@ -58,7 +56,10 @@ export function shuffleWireAnswers(buf: Buffer, questionEnd: number): boolean {
     if (type === QType.A || type === QType.AAAA) {
       if (!pointerOwner || rest) return false;
       if (runStart < 0) runStart = pos;
-      spans.push([pos, end]);
+      count++;
+      // -2: the run's records are not all of one size.
+      if (size === -1) size = end - pos;
+      else if (size !== end - pos) size = -2;
     } else if (type === QType.CNAME && runStart < 0 && !rest) {
       // Leading CNAMEs stay first.
     } else if (type !== QType.CNAME && type !== QType.MX && runStart < 0) {
@@ -69,20 +70,28 @@ export function shuffleWireAnswers(buf: Buffer, questionEnd: number): boolean {
     }
     pos = end;
   }
-  if (spans.length < 2) return true;
-  const size = spans[0]![1] - spans[0]![0];
-  if (size <= SWAP_MAX && spans.every(([s, e]) => e - s === size)) {
-    // Records of one size (all A, or all AAAA): swapped in place, no copy of each.
-    for (let i = spans.length - 1; i > 0; i--) {
+  if (count < 2) return true;
+  if (size > 0) {
+    // Records of one size (all A, or all AAAA): swapped in place, octet by octet (a call to
+    // copy per record costs more than the record's 16 octets).
+    for (let i = count - 1; i > 0; i--) {
       const j = Math.floor(Math.random() * (i + 1));
       if (j === i) continue;
       const a = runStart + i * size;
       const b = runStart + j * size;
-      buf.copy(swap, 0, a, a + size);
-      buf.copy(buf, a, b, b + size);
-      swap.copy(buf, b, 0, size);
+      for (let k = 0; k < size; k++) {
+        const t = buf[a + k]!;
+        buf[a + k] = buf[b + k]!;
+        buf[b + k] = t;
+      }
     }
     return true;
+  }
+  const spans: Array<[number, number]> = [];
+  for (let i = 0, at = runStart; i < count; i++) {
+    const end = at + 12 + buf.readUInt16BE(at + 10);
+    spans.push([at, end]);
+    at = end;
   }
   const copies = spans.map(([s, e]) => Buffer.from(buf.subarray(s, e)));
   shuffleInPlace(copies);
@@ -92,6 +101,11 @@ export function shuffleWireAnswers(buf: Buffer, questionEnd: number): boolean {
     at += c.length;
   }
   return true;
+}
+
+/** Questions whose answer section can hold records worth shuffling. */
+function spreads(qtype: number): boolean {
+  return qtype === QType.A || qtype === QType.AAAA || qtype === QType.MX || qtype === QType.ANY || qtype === QType.CNAME;
 }
 
 export class LoadBalanceHandler implements Handler {
@@ -107,6 +121,11 @@ export class LoadBalanceHandler implements Handler {
     if (res.rcode !== Rcode.NOERROR || res.isBare) return res;
     if (req.qtype === QType.AXFR || req.qtype === QType.IXFR) return res;
     const w = res.peekWire();
+    if (w !== null && !spreads(req.qtype)) {
+      // An answer to any other question holds no address or MX record to spread clients over
+      // (a wire answer's other sections are left as they are): not even walked.
+      return res;
+    }
     if (w !== null) {
       if (w.length < 12 || w.readUInt16BE(6) + w.readUInt16BE(8) + w.readUInt16BE(10) < 2) return res;
       // Only the answer section matters to clients picking an address; the common shapes are
