@@ -25,8 +25,45 @@ export interface TcpLimits {
 
 /** Answers waiting past this many times `maxUnsent` (answers already being worked out when reading stopped): the client is cut off. */
 const UNSENT_CUT_FACTOR = 4;
-/** Messages handled per turn of the event loop, so one connection's pipeline does not hold every other client up. */
-const BATCH = 32;
+/** Messages one connection handles before the others waiting get their turn. */
+const BATCH = 8;
+/** TCP messages are handled for at most this long per turn of the event loop; UDP and the rest wait no longer. */
+const TURN_BUDGET_MS = 3;
+
+/** When TCP work started in this turn of the event loop, or -1. */
+let turnStart = -1;
+let turnScheduled = false;
+/** Connections with messages read and not yet handled, in turn order. */
+const waiting: TcpConnection[] = [];
+
+/** True while this turn's TCP budget lasts (the first call of a turn starts it). */
+function budgetLeft(): boolean {
+  const now = performance.now();
+  if (turnStart < 0) {
+    turnStart = now;
+    scheduleTurnEnd();
+    return true;
+  }
+  return now - turnStart < TURN_BUDGET_MS;
+}
+
+function scheduleTurnEnd(): void {
+  if (turnScheduled) return;
+  turnScheduled = true;
+  setImmediate(endTurn);
+}
+
+/**
+ * After the poll phase: what is left of this turn's budget goes to the connections that wait,
+ * in order; the next turn (its poll phase: UDP, new reads) starts with a fresh budget.
+ */
+function endTurn(): void {
+  turnScheduled = false;
+  if (turnStart < 0) turnStart = performance.now();
+  while (waiting.length > 0 && performance.now() - turnStart < TURN_BUDGET_MS) waiting.shift()!.resumeWaiting();
+  turnStart = -1;
+  if (waiting.length > 0) scheduleTurnEnd();
+}
 
 /** Hands one query to the dispatcher; `send` is called exactly once (null: no answer). */
 export type Dispatch = (msg: Buffer, client: ClientInfo, send: (out: Buffer | null) => void) => void;
@@ -99,11 +136,12 @@ export class TcpConnection implements ClientInfo {
           this.pauseReading();
           return;
         }
-        if (n === BATCH) {
+        if (n === BATCH || !budgetLeft()) {
+          // Others (TCP and UDP) get their turn first; reading stops until this one's comes.
           this.pauseReading();
           if (!this.pumpQueued) {
             this.pumpQueued = true;
-            setImmediate(this.resumePump);
+            waiting.push(this);
           }
           return;
         }
@@ -124,10 +162,11 @@ export class TcpConnection implements ClientInfo {
     }
   }
 
-  private readonly resumePump = (): void => {
+  /** @internal Its turn has come (endTurn). */
+  resumeWaiting(): void {
     this.pumpQueued = false;
     this.pump();
-  };
+  }
 
   /** True while a limit stops dispatching: too many queries in flight or too many answers unsent. */
   private held(): boolean {
@@ -144,7 +183,8 @@ export class TcpConnection implements ClientInfo {
   private readonly kick = (): void => {
     if (this.gone || this.pumping || this.pumpQueued || !this.readPaused || this.held()) return;
     this.pumpQueued = true;
-    setImmediate(this.resumePump);
+    waiting.push(this);
+    scheduleTurnEnd();
   };
 
   /** The next complete message of `rest`, or null when the chunk ends first (or the stream is broken). */
