@@ -21,13 +21,6 @@ import { printHeaderHelp } from './lib/help.mjs';
 import { startProcess, stopAll } from './lib/procs.mjs';
 import { freePort } from './lib/servers.mjs';
 
-const { values: o } = parseArgs({
-  options: { seconds: { type: 'string', default: '3' }, inflight: { type: 'string', default: '4' }, help: { type: 'boolean', short: 'h' } },
-});
-if (o.help) {
-  printHeaderHelp(import.meta.url);
-  process.exit(0);
-}
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
 /** Manifests: `big` (headless, 2,000 endpoints) and `srv` (50 ports x 100 endpoints). */
@@ -147,6 +140,13 @@ async function runTcp(port, q, seconds, inflight) {
 }
 
 async function main() {
+  const { values: o } = parseArgs({
+    options: { seconds: { type: 'string', default: '3' }, inflight: { type: 'string', default: '4' }, help: { type: 'boolean', short: 'h' } },
+  });
+  if (o.help) {
+    printHeaderHelp(import.meta.url);
+    process.exit(0);
+  }
   const dir = mkdtempSync(join(tmpdir(), 'clusterdns-trunc-'));
   const port = await freePort();
   writeFileSync(join(dir, 'cluster.yaml'), bigServices());
@@ -185,4 +185,4 @@ async function main() {
   }
 }
 
-await main();
+if (process.argv[1] === fileURLToPath(import.meta.url)) await main();
