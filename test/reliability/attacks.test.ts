@@ -13,6 +13,7 @@ import { startServer, type RunningServer } from '../helpers/server.js';
 import { query } from '../helpers/dns.js';
 import { goodClient, rssMiB, type GoodResult } from '../helpers/attack.js';
 import { QType } from '../../src/dns/constants.js';
+import { answer, FakeUpstream } from '../forward/upstreams.js';
 
 const ATTACKER = resolve('dist/test/helpers/attack.js');
 const GOOD = 'web.default.svc.cluster.local.';
@@ -190,10 +191,11 @@ describe('attacks on the real binary: a good client keeps p99 under 20 ms and RS
   });
 });
 
-test('SIGTERM is honoured within 5 s while trickle and pipelining attacks run', { timeout: 60_000 }, async () => {
+test('SIGTERM is honoured within 5 s while trickle and pipelining attacks run (and clients that wrote big queries and left)', { timeout: 60_000 }, async () => {
   const t = await startServer({ corefile: COREFILE, files: { 'cluster.yaml': CLUSTER }, probe: GOOD });
   const attacks = [
     attack('pipeline', t.port, { conns: 20, name: 'srv.default.svc.cluster.local.', qtype: QType.SRV, count: 2000, seconds: 8 }),
+    attack('pipeline', t.port, { conns: 5, name: 'srv.default.svc.cluster.local.', qtype: QType.SRV, count: 100, seconds: 2, close: true }),
     attack('trickle', t.port, { conns: 300, from: '127.0.0.3', prefill: 60_000, interval: 100, seconds: 8 }),
   ];
   await sleep(1500);
@@ -203,4 +205,28 @@ test('SIGTERM is honoured within 5 s while trickle and pipelining attacks run', 
   await Promise.all(attacks);
   assert.equal(code, 0);
   assert.ok(took < 5000, `exited ${took} ms after SIGTERM`);
+});
+
+test('pipelining to a slow upstream: one connection writing 2,000 queries puts at most 128 in flight (per frame, not per read)', { timeout: 60_000 }, async () => {
+  let holding = 0;
+  let most = 0;
+  const upstream = await FakeUpstream.start({
+    behaviour: (q, r) => {
+      holding++;
+      most = Math.max(most, holding);
+      setTimeout(() => {
+        holding--;
+        r.send(answer(q, { a: ['192.0.2.1'] }));
+      }, 300);
+    },
+  });
+  const t = await startServer({ corefile: `.:PORT {\n    bind 127.0.0.1\n    forward . 127.0.0.1:${upstream.port}\n}\n` });
+  try {
+    const report = await attack('pipeline', t.port, { conns: 1, name: 'slow.example.', qtype: QType.A, count: 2000, seconds: 3 });
+    assert.equal(report.written, 2000);
+    assert.ok(most > 50 && most <= 130, `${most} queries at the upstream at once from one connection`);
+  } finally {
+    await t.stop();
+    await upstream.close();
+  }
 });
