@@ -25,6 +25,8 @@ export interface TcpLimits {
 
 /** Answers waiting past this many times `maxUnsent` (answers already being worked out when reading stopped): the client is cut off. */
 const UNSENT_CUT_FACTOR = 4;
+/** Answers longer than this are written after their length prefix, not copied behind it. */
+const BIG_ANSWER = 4096;
 /** Messages one connection handles before the others waiting get their turn. */
 const BATCH = 8;
 /** TCP messages are handled for at most this long per turn of the event loop; UDP and the rest wait no longer. */
@@ -242,11 +244,21 @@ export class TcpConnection implements ClientInfo {
       this.kick();
       return;
     }
-    const frame = Buffer.allocUnsafe(2 + out.length);
-    frame.writeUInt16BE(out.length, 0);
-    out.copy(frame, 2);
     const sock = this.sock;
-    sock.write(frame);
+    if (out.length > BIG_ANSWER) {
+      // Length and answer in one writev rather than a copy of the whole answer.
+      const len = Buffer.allocUnsafe(2);
+      len.writeUInt16BE(out.length, 0);
+      sock.cork();
+      sock.write(len);
+      sock.write(out);
+      sock.uncork();
+    } else {
+      const frame = Buffer.allocUnsafe(2 + out.length);
+      frame.writeUInt16BE(out.length, 0);
+      out.copy(frame, 2);
+      sock.write(frame);
+    }
     const unsent = sock.writableLength;
     if (unsent > this.limits.maxUnsent) {
       // Answers already being worked out when reading stopped can still pile up; past a few
