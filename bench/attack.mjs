@@ -15,7 +15,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { cpuSnapshot, serverCpuPercent } from './lib/cpu.mjs';
 import { printHeaderHelp } from './lib/help.mjs';
-import { startProcess, stopProcess, treeRssKiB } from './lib/procs.mjs';
+import { killAllSync, startProcess, stopProcess, treeRssKiB } from './lib/procs.mjs';
 import { freePort } from './lib/servers.mjs';
 import { bigServices } from './truncation.mjs';
 
@@ -114,6 +114,8 @@ export function writeAttackTable(md) {
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  // A crash must not leave a server behind.
+  process.on('exit', () => killAllSync());
   const { values: o } = parseArgs({ options: { write: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } } });
   if (o.help) {
     printHeaderHelp(import.meta.url);

@@ -18,7 +18,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { cpuSnapshot } from './lib/cpu.mjs';
 import { printHeaderHelp } from './lib/help.mjs';
-import { startProcess, stopAll } from './lib/procs.mjs';
+import { killAllSync, startProcess, stopAll } from './lib/procs.mjs';
 import { freePort } from './lib/servers.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -185,4 +185,8 @@ async function main() {
   }
 }
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) await main();
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  // A crash must not leave a server behind.
+  process.on('exit', () => killAllSync());
+  await main();
+}
