@@ -154,6 +154,36 @@ empty.test:PORT {
     halfFrame.destroy();
   });
 
+  test('TCP frames split anywhere (one octet at a time, or two queries across reads) are answered', async () => {
+    const sock = net.connect({ port: s.port, host: '127.0.0.1' });
+    await new Promise((r) => sock.on('connect', r));
+    sock.setNoDelay(true);
+    const frames = [1, 2].map((id) => {
+      const q = buildQuery('www.sub.example.org.', QType.A, { id });
+      return Buffer.concat([Buffer.from([q.length >> 8, q.length & 255]), q]);
+    });
+    let got = Buffer.alloc(0);
+    const replies = new Promise<number[]>((resolve) =>
+      sock.on('data', (d: Buffer) => {
+        got = Buffer.concat([got, d]);
+        const ids: number[] = [];
+        for (let at = 0; at + 2 <= got.length && at + 2 + got.readUInt16BE(at) <= got.length; at += 2 + got.readUInt16BE(at)) ids.push(got.readUInt16BE(at + 2));
+        if (ids.length === 2) resolve(ids);
+      }),
+    );
+    // The first query one octet at a time, well within the 3 s deadline; the second split
+    // across two writes with its length prefix cut in half.
+    for (const b of frames[0]!) {
+      sock.write(Buffer.from([b]));
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    sock.write(frames[1]!.subarray(0, 1));
+    await new Promise((r) => setTimeout(r, 20));
+    sock.write(frames[1]!.subarray(1));
+    assert.deepEqual((await replies).sort(), [1, 2]);
+    sock.destroy();
+  });
+
   test('a frame shorter than a DNS header closes the connection', async () => {
     const sock = net.connect({ port: s.port, host: '127.0.0.1' });
     await new Promise((r) => sock.on('connect', r));
