@@ -30,7 +30,7 @@ const BIG_ANSWER = 4096;
 /** Messages one connection handles before the others waiting get their turn. */
 const BATCH = 8;
 /** TCP messages are handled for at most this long per turn of the event loop; UDP and the rest wait no longer. */
-const TURN_BUDGET_MS = 3;
+const TURN_BUDGET_MS = 1;
 
 /** When TCP work started in this turn of the event loop, or -1. */
 let turnStart = -1;
