@@ -26,6 +26,7 @@ import { machineInfo, machineLine, replaceMarked, summarize, table } from './lib
 import { clusterdnsServer, freePort, peers } from './lib/servers.mjs';
 import { makeWorkload, sampleRecords } from './lib/workload.mjs';
 import { scenarios } from './scenarios.mjs';
+import { underAttack, writeAttackTable } from './attack.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -147,6 +148,11 @@ async function main() {
   for (const mode of modes) {
     results[mode] = await measureMode(mode, workload, notes);
   }
+
+  // The "under attack" row (issue 17): a good client's latency while each attack runs.
+  const attackMd = await underAttack(log);
+  process.stdout.write('\nUnder attack:\n' + attackMd + '\n');
+  if (flags.write) writeAttackTable(attackMd);
 
   const command = ['node', 'bench/run.mjs', ...process.argv.slice(2)].join(' ');
   const md = render({ machine, command, results, notes, elapsedS: (Date.now() - t0) / 1000 });

@@ -544,18 +544,24 @@ export function encodeMessage(m: Message, opts: EncodeOptions = {}): Buffer {
   const afterQuestion = w.pos;
   const boundaries: number[] = [];
   const all = [m.answers, m.authorities, m.additionals];
-  for (const list of all) {
+  const optLen = m.edns ? optLength(m.edns) : 0;
+  const max = opts.maxSize ?? 65535;
+  let over = false;
+  // Records after the first that does not fit are not encoded at all: they would be cut.
+  write: for (const list of all) {
     for (const rr of list) {
       writeRecord(w, rr);
       boundaries.push(w.pos);
+      if (w.pos + optLen > max) {
+        over = true;
+        break write;
+      }
     }
   }
-  const optLen = m.edns ? optLength(m.edns) : 0;
-  const max = opts.maxSize ?? 65535;
   let kept = boundaries.length;
   let end = w.pos;
   let tc = m.tc;
-  if (end + optLen > max) {
+  if (over || end + optLen > max) {
     tc = true;
     kept = 0;
     end = afterQuestion;

@@ -17,6 +17,7 @@ export const pluginOrder: ReadonlyArray<readonly [string, () => Promise<SetupMod
   ['metadata', () => import('./metadata/setup.js')],
   ['reload', () => import('./reload/setup.js')],
   ['nsid', () => import('./nsid/setup.js')],
+  ['bufsize', () => import('./bufsize/setup.js')],
   ['bind', () => import('./bind/setup.js')],
   ['debug', () => import('./debug/setup.js')],
   ['ready', () => import('./ready/setup.js')],
@@ -92,7 +93,7 @@ export const primaryServices: ReadonlyArray<() => void> = [
 /** CoreDNS plugins not built into clusterdns (a Corefile using one gets a clear error). */
 export const coreDnsOnly = new Set([
   'root', 'geoip', 'cancel', 'proxyproto', 'quic', 'grpc_server', 'https', 'https3',
-  'timeouts', 'multisocket', 'bufsize', 'trace', 'shed', 'dnstap', 'tsig', 'dnssec', 'tls',
+  'timeouts', 'multisocket', 'trace', 'shed', 'dnstap', 'tsig', 'dnssec', 'tls',
   'route53', 'azure', 'clouddns', 'auto', 'secondary', 'grpc', 'erratic', 'on', 'sign', 'nomad',
 ]);
 

@@ -12,6 +12,7 @@ import { bareReply, finalizeReply } from './reply.js';
 import { Request, type ClientInfo, type HandlerResult, type Response } from './request.js';
 import { serverStats, type ZoneStats } from './stats.js';
 import { queryNames } from '../status/names.js';
+import { TcpConnection, type Dispatch, type TcpLimits } from './tcp-conn.js';
 import { FLAG_TRUNCATED, META_INTS, OUT_INTS, udpBatchAddon, type UdpBatchAddon, type UdpBatchSocket } from './udp-native.js';
 import { shardLinks, type ShardLinks } from './handoff.js';
 import { inheritedUdpFd } from './shards.js';
@@ -96,6 +97,8 @@ export interface ListenerOptions {
   ipv6Only?: boolean;
   tcpIdleMs?: number;
   tcpMaxConnections?: number;
+  /** Most TCP connections from one client address. */
+  tcpMaxPerClient?: number;
   /** Largest number of queries answered concurrently on one TCP connection. */
   tcpMaxInflightPerConn?: number;
   udpRecvBuffer?: number;
@@ -154,7 +157,8 @@ export class Dispatcher {
       const b = block;
       result.then(
         (res) => {
-          if (res.dropped) {
+          if (res.dropped || client.gone === true) {
+            // Nothing to send: `acl`'s drop, or a TCP client that left while its answer was worked out.
             send(null);
             this.done();
             return;
@@ -232,6 +236,7 @@ export class DnsListener {
   private udp: dgram.Socket | null = null;
   private tcp: net.Server | null = null;
   private readonly conns = new Set<net.Socket>();
+  private readonly connsPerClient = new Map<string, number>();
   /** The native batched socket (native/udpbatch.c), when it is used instead of `udp`. */
   private batch: NativeUdp | null = null;
   private closing = false;
@@ -421,11 +426,17 @@ export class DnsListener {
 
   private async startTcp(port: number): Promise<void> {
     const { host } = this.opts;
-    const idleMs = this.opts.tcpIdleMs ?? 10_000;
-    const maxInflight = this.opts.tcpMaxInflightPerConn ?? 128;
+    const limits: TcpLimits = {
+      firstReadMs: TCP_FIRST_READ_MS,
+      idleMs: this.opts.tcpIdleMs ?? TCP_IDLE_MS,
+      writeMs: TCP_WRITE_MS,
+      maxInflight: this.opts.tcpMaxInflightPerConn ?? TCP_MAX_INFLIGHT,
+      maxUnsent: TCP_MAX_UNSENT,
+    };
+    const perClient = this.opts.tcpMaxPerClient ?? TCP_MAX_PER_CLIENT;
     const server = net.createServer({ pauseOnConnect: false, noDelay: true });
-    server.maxConnections = this.opts.tcpMaxConnections ?? 1000;
-    server.on('connection', (sock) => this.onConnection(sock, idleMs, maxInflight));
+    server.maxConnections = this.opts.tcpMaxConnections ?? TCP_MAX_CONNECTIONS;
+    server.on('connection', (sock) => this.onConnection(sock, limits, perClient));
     server.on('error', (e) => log.error(`tcp ${this.key}: ${e.message}`));
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -437,74 +448,34 @@ export class DnsListener {
     this.tcp = server;
   }
 
-  private onConnection(sock: net.Socket, idleMs: number, maxInflight: number): void {
+  private onConnection(sock: net.Socket, limits: TcpLimits, perClient: number): void {
     if (this.closing) {
       sock.destroy();
       return;
     }
+    const from = sock.remoteAddress ?? '';
+    const open = this.connsPerClient.get(from) ?? 0;
+    if (open >= perClient) {
+      // One address cannot take the whole listener's connections from everyone else.
+      sock.destroy();
+      return;
+    }
+    this.connsPerClient.set(from, open + 1);
     this.conns.add(sock);
-    sock.setTimeout(idleMs, () => sock.destroy());
-    sock.on('error', () => sock.destroy());
-    sock.on('close', () => this.conns.delete(sock));
-    const client: ClientInfo = {
-      proto: 'tcp',
-      remoteAddress: sock.remoteAddress ?? '',
-      remotePort: sock.remotePort ?? 0,
-      family: sock.remoteFamily === 'IPv6' ? 2 : 1,
-      localAddress: sock.localAddress ?? '',
-      localPort: sock.localPort ?? 0,
-      sendMore: (msg: Buffer) => {
-        if (sock.destroyed) return;
-        const frame = Buffer.allocUnsafe(2 + msg.length);
-        frame.writeUInt16BE(msg.length, 0);
-        msg.copy(frame, 2);
-        sock.write(frame);
-      },
-    };
-    let pending: Buffer | null = null;
-    let inflight = 0;
-    let paused = false;
-    const send = (out: Buffer | null) => {
-      inflight--;
-      if (sock.destroyed || out === null) return;
-      const frame = Buffer.allocUnsafe(2 + out.length);
-      frame.writeUInt16BE(out.length, 0);
-      out.copy(frame, 2);
-      sock.write(frame);
-      // A client that does not read its answers is cut off rather than buffered without bound.
-      if (sock.writableLength > 4 * 1024 * 1024) sock.destroy();
-      if (paused && inflight < maxInflight) {
-        paused = false;
-        sock.resume();
-      }
-    };
-    sock.on('data', (chunk: Buffer) => {
-      let buf = pending ? Buffer.concat([pending, chunk]) : chunk;
-      pending = null;
-      let off = 0;
-      while (buf.length - off >= 2) {
-        const len = buf.readUInt16BE(off);
-        if (len < 12) {
-          // Not even a DNS header: the stream cannot be resynchronised.
-          sock.destroy();
-          return;
-        }
-        if (buf.length - off - 2 < len) break;
-        const msg = buf.subarray(off + 2, off + 2 + len);
-        off += 2 + len;
-        inflight++;
-        const query = Buffer.from(msg);
-        const h = this.tcpHandoff;
-        if (h === null || !h.forward(query, client, this.key, send)) this.dispatcher.handle(query, client, this.router(), send);
-        if (inflight >= maxInflight && !paused) {
-          paused = true;
-          sock.pause();
-        }
-      }
-      if (off < buf.length) pending = Buffer.from(buf.subarray(off));
-      buf = Buffer.alloc(0);
+    sock.on('close', () => {
+      this.conns.delete(sock);
+      const left = (this.connsPerClient.get(from) ?? 1) - 1;
+      if (left > 0) this.connsPerClient.set(from, left);
+      else this.connsPerClient.delete(from);
     });
+    new TcpConnection(sock, this.dispatchTcp, limits);
   }
+
+  /** A TCP query goes to the worker that owns its name (one cache); a zone transfer, several messages long, is answered here. */
+  private readonly dispatchTcp: Dispatch = (msg, client, send) => {
+    const h = this.tcpHandoff;
+    if (h === null || isZoneTransferQuery(msg) || !h.forward(msg, client, this.key, send)) this.dispatcher.handle(msg, client, this.router(), send);
+  };
 
   /** Number of open TCP connections (for tests and metrics). */
   get tcpConnections(): number {
@@ -561,6 +532,15 @@ export class DnsListener {
 }
 
 const UDP_DRAIN_MS = 1000;
+
+/** TCP defaults (README, "How a query is answered"): CoreDNS's read, idle and write timeouts. */
+const TCP_FIRST_READ_MS = 3000;
+const TCP_IDLE_MS = 10_000;
+const TCP_WRITE_MS = 5000;
+const TCP_MAX_CONNECTIONS = 1000;
+const TCP_MAX_PER_CLIENT = 100;
+const TCP_MAX_INFLIGHT = 128;
+const TCP_MAX_UNSENT = 256 * 1024;
 
 /**
  * dgram resolves the destination of every send() with dns.lookup, which for an address
@@ -742,6 +722,18 @@ class NativeUdp {
     }
     l.udpAnswered();
   }
+}
+
+/** AXFR or IXFR, read from the raw question (a name of plain labels; anything else is not one). */
+function isZoneTransferQuery(msg: Buffer): boolean {
+  let p = 12;
+  while (p < msg.length && msg[p]! !== 0) {
+    if (msg[p]! > 63) return false;
+    p += 1 + msg[p]!;
+  }
+  if (p + 3 > msg.length) return false;
+  const qtype = (msg[p + 1]! << 8) | msg[p + 2]!;
+  return qtype === 252 || qtype === 251;
 }
 
 export function listenerKey(host: string, port: number): string {

@@ -3,6 +3,7 @@
 
 import { Rcode } from '../dns/constants.js';
 import { decodeMessage, encodeMessage, type Message } from '../dns/message.js';
+import { skipName } from '../dns/name.js';
 import type { Request, Response } from './request.js';
 import { answerEdnsOptions, MALFORMED, readAsked } from './edns-options.js';
 
@@ -43,7 +44,7 @@ export function bareReply(req: Request, rcode: number, extraFlags = 0): Buffer {
  * The fast path for answers built from prepared records: header and question copied
  * from the request (so the letter case is as asked), then `records` (owner names
  * encoded relative to a question at offset 12, e.g. the pointer c0 0c), then the OPT echo.
- * Falls back to TC when it does not fit the client's buffer.
+ * When it does not fit the client's buffer, the records that fit are kept and TC is set.
  */
 export function recordsReply(
   req: Request,
@@ -56,11 +57,33 @@ export function recordsReply(
 ): Buffer {
   const qEnd = req.questionEnd;
   const opt = req.edns ? OPT_LEN : 0;
-  const len = qEnd + records.length + opt;
-  if (len > req.maxSize) return bareReply(req, rcode, extraFlags | 0x0200);
+  let len = qEnd + records.length + opt;
+  let tc = 0;
+  if (len > req.maxSize) {
+    // As many whole records as fit, found by their lengths; the rest are not copied.
+    const room = req.maxSize - qEnd - opt;
+    const total = an + ns + ar;
+    let end = 0;
+    let kept = 0;
+    while (kept < total) {
+      const at = skipName(records, end);
+      const next = at + 10 + records.readUInt16BE(at + 8);
+      if (next > room) break;
+      end = next;
+      kept++;
+    }
+    records = records.subarray(0, end);
+    const keptAn = kept < an ? kept : an;
+    const keptNs = kept - keptAn < ns ? kept - keptAn : ns;
+    ar = kept - keptAn - keptNs;
+    an = keptAn;
+    ns = keptNs;
+    len = qEnd + end + opt;
+    tc = 0x0200;
+  }
   const buf = Buffer.allocUnsafe(len);
   req.raw.copy(buf, 0, 0, qEnd);
-  buf.writeUInt16BE(replyFlags(req, rcode, extraFlags), 2);
+  buf.writeUInt16BE(replyFlags(req, rcode, extraFlags | tc), 2);
   buf.writeUInt16BE(1, 4);
   buf.writeUInt16BE(an, 6);
   buf.writeUInt16BE(ns, 8);
@@ -97,6 +120,8 @@ function encodeReply(req: Request, res: Response): Buffer {
   const wire = res.peekWire();
   if (wire !== null) {
     if (wire.length <= req.maxSize) return wire;
+    const cut = cutWire(req, wire, req.maxSize);
+    if (cut !== null) return cut;
     const m = decodeMessage(wire);
     prepareMessage(req, m);
     return encodeMessage(m, { maxSize: req.maxSize });
@@ -105,4 +130,62 @@ function encodeReply(req: Request, res: Response): Buffer {
   if (msg === null) return bareReply(req, res.rcode);
   prepareMessage(req, msg);
   return encodeMessage(msg, { maxSize: req.maxSize });
+}
+
+/** End offsets of the records of the reply being cut (reused: the event loop runs one cut at a time). */
+let ends = new Int32Array(1024);
+
+/**
+ * `wire` cut to `max` octets at a record boundary, without decoding: the records are walked
+ * by skipping owner names and RDATA, as many leading records as fit are kept (answer, then
+ * authority, then additional, as miekg/dns's Truncate), TC is set, the question and the OPT
+ * record are kept. Compression pointers only point backwards, so a kept prefix stays valid.
+ * Null when the OPT record is not the last one (the caller decodes instead). Throws on a
+ * malformed message.
+ */
+export function cutWire(req: Request, wire: Buffer, max: number): Buffer | null {
+  const qd = wire.readUInt16BE(4);
+  const an = wire.readUInt16BE(6);
+  const ns = wire.readUInt16BE(8);
+  const ar = wire.readUInt16BE(10);
+  let pos = 12;
+  for (let i = 0; i < qd; i++) pos = skipName(wire, pos) + 4;
+  if (pos > wire.length) throw new RangeError('question runs past the end');
+  const qEnd = pos;
+  const total = an + ns + ar;
+  if (ends.length < total) ends = new Int32Array(total);
+  let optStart = -1;
+  for (let i = 0; i < total; i++) {
+    const start = pos;
+    const at = skipName(wire, pos);
+    if (at + 10 > wire.length) throw new RangeError('record runs past the end');
+    pos = at + 10 + wire.readUInt16BE(at + 8);
+    if (pos > wire.length) throw new RangeError('record runs past the end');
+    if (i >= an + ns && wire.readUInt16BE(at) === 41) {
+      if (i !== total - 1) return null;
+      optStart = start;
+    }
+    ends[i] = pos;
+  }
+  const records = optStart < 0 ? total : total - 1;
+  // The OPT sent: the reply's own when it has one, else an echo of the request's; none for a
+  // client without EDNS unless it carries extended rcode bits.
+  let optLen = 0;
+  if (optStart >= 0 && (req.edns !== null || wire[skipName(wire, optStart) + 4] !== 0)) optLen = pos - optStart;
+  else if (optStart < 0 && req.edns !== null) optLen = OPT_LEN;
+  let kept = 0;
+  let end = qEnd;
+  while (kept < records && ends[kept]! + optLen <= max) end = ends[kept++]!;
+  const out = Buffer.allocUnsafe(end + optLen);
+  wire.copy(out, 0, 0, end);
+  out.writeUInt16BE(req.id, 0);
+  out[2] = out[2]! | 0x82;
+  const keptAn = kept < an ? kept : an;
+  const keptNs = kept - keptAn < ns ? kept - keptAn : ns;
+  out.writeUInt16BE(keptAn, 6);
+  out.writeUInt16BE(keptNs, 8);
+  out.writeUInt16BE(kept - keptAn - keptNs + (optLen > 0 ? 1 : 0), 10);
+  if (optStart >= 0 && optLen > 0) wire.copy(out, end, optStart, optStart + optLen);
+  else if (optLen > 0) writeOptEcho(out, end, req, wire[3]! & 0xf);
+  return out;
 }

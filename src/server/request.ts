@@ -8,6 +8,13 @@ import type { Metadata } from './metadata.js';
 
 export type Transport = 'udp' | 'tcp';
 
+/**
+ * UDP answers are never larger than this by default, whatever buffer the client advertises:
+ * an EDNS 65535 query would otherwise draw a datagram 1,000 times its size (the reflection
+ * attack). 1232 is DNS Flag Day 2020's size and bufsize's default; bufsize replaces it.
+ */
+export const DEFAULT_UDP_CAP = 1232;
+
 export interface ClientInfo {
   proto: Transport;
   remoteAddress: string;
@@ -18,6 +25,8 @@ export interface ClientInfo {
   localPort: number;
   /** TCP only: writes one more message on the connection (after the reply `send` wrote). */
   sendMore?: (msg: Buffer) => void;
+  /** True once a TCP client's connection closed: its answers are no longer built. */
+  readonly gone?: boolean;
 }
 
 export class Request {
@@ -32,8 +41,11 @@ export class Request {
   readonly qtype: number;
   readonly qclass: number;
   readonly questionEnd: number;
-  readonly edns: EdnsInfo | null;
+  /** The request's EDNS; `limitUdpSize` (bufsize) may lower its buffer size. */
+  edns: EdnsInfo | null;
   readonly client: ClientInfo;
+  /** The largest UDP answer sent whatever buffer the client advertises (README, "UDP answer size"). */
+  udpCap = DEFAULT_UDP_CAP;
   /** The zone of the server block that is answering (lowercase FQDN). */
   zone = '.';
   /** The server block's address, as CoreDNS labels metrics: "dns://:53". */
@@ -73,8 +85,20 @@ export class Request {
   get maxSize(): number {
     if (this.client.proto === 'tcp') return 65535;
     if (this.edns === null) return 512;
-    // 65,507 octets is the most an IPv4 UDP datagram carries: a bigger reply is never sent at all.
-    return this.edns.udpSize < 512 ? 512 : this.edns.udpSize > 65507 ? 65507 : this.edns.udpSize;
+    const size = this.edns.udpSize;
+    return size < 512 ? 512 : size > this.udpCap ? this.udpCap : size;
+  }
+
+  /**
+   * bufsize: a buffer size above `size` is lowered to it (in the query bytes too, which forward
+   * sends upstream), and `size` replaces the default cap on UDP answers.
+   */
+  limitUdpSize(size: number): void {
+    this.udpCap = size;
+    const e = this.edns;
+    if (e === null || e.udpSize <= size) return;
+    this.edns = { ...e, udpSize: size };
+    this.raw.writeUInt16BE(size, e.optOffset + 3);
   }
 
   /** A reply skeleton: same ID, opcode, RD and CD, the question as asked, QR set. */
@@ -118,6 +142,7 @@ export class Request {
     );
     r.zone = this.zone;
     r.server = this.server;
+    r.udpCap = this.udpCap;
     r.depth = this.depth + 1;
     r.metadata = this.metadata;
     return r;

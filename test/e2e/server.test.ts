@@ -109,9 +109,12 @@ empty.test:PORT {
     assert.equal(r.tc, true);
     const raw = await sendUdp(s.port, buildQuery('big.sub.example.org.', QType.A));
     assert.ok(raw.length <= 512, `reply is ${raw.length} octets`);
-    const bigger = await query(s.port, 'big.sub.example.org.', QType.A, { edns: 4096 });
-    assert.equal(bigger.tc, false);
-    assert.equal(bigger.answers.length, 100);
+    // EDNS 4096: cut at the default cap on UDP answers (1232 octets), as many records as fit.
+    const biggerRaw = await sendUdp(s.port, buildQuery('big.sub.example.org.', QType.A, { edns: 4096 }));
+    assert.ok(biggerRaw.length > 1100 && biggerRaw.length <= 1232, `reply is ${biggerRaw.length} octets`);
+    const bigger = decodeMessage(biggerRaw);
+    assert.equal(bigger.tc, true);
+    assert.ok(bigger.answers.length > 60 && bigger.answers.length < 100, `${bigger.answers.length} records`);
   });
 
   test('dig retries a truncated answer over TCP and gets every record', async () => {
@@ -151,6 +154,36 @@ empty.test:PORT {
     halfFrame.destroy();
   });
 
+  test('TCP frames split anywhere (one octet at a time, or two queries across reads) are answered', async () => {
+    const sock = net.connect({ port: s.port, host: '127.0.0.1' });
+    await new Promise((r) => sock.on('connect', r));
+    sock.setNoDelay(true);
+    const frames = [1, 2].map((id) => {
+      const q = buildQuery('www.sub.example.org.', QType.A, { id });
+      return Buffer.concat([Buffer.from([q.length >> 8, q.length & 255]), q]);
+    });
+    let got = Buffer.alloc(0);
+    const replies = new Promise<number[]>((resolve) =>
+      sock.on('data', (d: Buffer) => {
+        got = Buffer.concat([got, d]);
+        const ids: number[] = [];
+        for (let at = 0; at + 2 <= got.length && at + 2 + got.readUInt16BE(at) <= got.length; at += 2 + got.readUInt16BE(at)) ids.push(got.readUInt16BE(at + 2));
+        if (ids.length === 2) resolve(ids);
+      }),
+    );
+    // The first query one octet at a time, well within the 3 s deadline; the second split
+    // across two writes with its length prefix cut in half.
+    for (const b of frames[0]!) {
+      sock.write(Buffer.from([b]));
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    sock.write(frames[1]!.subarray(0, 1));
+    await new Promise((r) => setTimeout(r, 20));
+    sock.write(frames[1]!.subarray(1));
+    assert.deepEqual((await replies).sort(), [1, 2]);
+    sock.destroy();
+  });
+
   test('a frame shorter than a DNS header closes the connection', async () => {
     const sock = net.connect({ port: s.port, host: '127.0.0.1' });
     await new Promise((r) => sock.on('connect', r));
@@ -168,15 +201,24 @@ empty.test:PORT {
 });
 
 describe('TCP limits', () => {
-  test('idle TCP connections are closed after the idle timeout', { timeout: 30000 }, async () => {
+  test('a TCP connection that sends nothing is closed after 3 s, one that asked after the 10 s idle timeout (CoreDNS)', { timeout: 30000 }, async () => {
     const s = await startServer({ corefile: `.:PORT {\n bind 127.0.0.1\n whoami\n}\n` });
     try {
-      const sock = net.connect({ port: s.port, host: '127.0.0.1' });
-      sock.on('error', () => {});
-      const t0 = Date.now();
-      await new Promise<void>((r) => sock.on('close', () => r()));
-      const waited = Date.now() - t0;
-      assert.ok(waited >= 9000 && waited < 20000, `closed after ${waited} ms`);
+      const closedAfter = (sock: net.Socket, t0: number) => new Promise<number>((r) => sock.on('close', () => r(Date.now() - t0)));
+      const silent = net.connect({ port: s.port, host: '127.0.0.1' });
+      silent.on('error', () => {});
+      const silentClosed = closedAfter(silent, Date.now());
+      const asking = net.connect({ port: s.port, host: '127.0.0.1' });
+      asking.on('error', () => {});
+      await new Promise((r) => asking.on('connect', r));
+      const q = buildQuery('whoami.example.', QType.A, { id: 5 });
+      const answered = new Promise<number>((r) => asking.once('data', () => r(Date.now())));
+      asking.write(Buffer.concat([Buffer.from([0, q.length]), q]));
+      const askingClosed = closedAfter(asking, await answered);
+      const s1 = await silentClosed;
+      assert.ok(s1 >= 2500 && s1 < 8000, `silent connection closed after ${s1} ms`);
+      const s2 = await askingClosed;
+      assert.ok(s2 >= 9000 && s2 < 20000, `connection closed ${s2} ms after its answer`);
     } finally {
       await s.stop();
     }
@@ -211,13 +253,26 @@ describe('bursts and connection caps', () => {
       const first = net.connect({ port: s.port, host: '127.0.0.1' });
       await new Promise((r) => first.on('connect', r));
       socks.push(first);
+      const q0 = buildQuery('cap.test.', QType.A, { id: 76 });
+      const answered = new Promise((r) => first.once('data', r));
+      // A connection that asked once is kept for the idle timeout; one that never asks, 3 s.
+      first.write(Buffer.concat([Buffer.from([0, q0.length]), q0]));
+      await answered;
       let closedEarly = 0;
       let opened = 0;
       for (let i = 0; i < 1100; i++) {
-        const c = net.connect({ port: s.port, host: '127.0.0.1' });
+        // From 11 addresses, 100 each: the per-address cap (100) is not what refuses them.
+        const c = net.connect({ port: s.port, host: '127.0.0.1', localAddress: `127.0.0.${2 + (i % 11)}` });
+        let at = 0;
         c.on('error', () => {});
-        c.on('connect', () => opened++);
-        c.on('close', () => closedEarly++);
+        c.on('connect', () => {
+          opened++;
+          at = Date.now();
+        });
+        // Refused at once, not closed by the 3 s deadline of a connection that sends nothing.
+        c.on('close', () => {
+          if (at > 0 && Date.now() - at < 1500) closedEarly++;
+        });
         socks.push(c);
       }
       // Wait until the server has accepted (and kept or dropped) them all; slow on a busy machine.

@@ -196,23 +196,27 @@ export class KubernetesHandler implements Handler {
   /** Sends a prepared answer: the serial and the query's spelling of the zone are written in. */
   private reply(req: Request, p: Prepared): Response {
     const qEnd = req.questionEnd;
-    if (qEnd + p.bytes.length + (req.edns ? OPT_LENGTH : 0) > req.maxSize) {
-      // Too big for the client: the server truncates record by record and sets TC.
+    const opt = req.edns ? OPT_LENGTH : 0;
+    if (qEnd + p.bytes.length + opt > req.maxSize && mayShuffle(req.qtype)) {
+      // Too big for the client, and loadbalance may shuffle it: the whole answer, which the
+      // server cuts at a record boundary (TC), so the records kept are any of them.
       const full = fullReply(req, p.rcode, p.bytes, p.an, p.ns, p.ar);
-      this.patch(req, full, qEnd, p);
-      return Response.message(decodeMessage(full), this.name);
+      this.patch(req, full, qEnd, p, full.length);
+      return Response.wire(full, this.name);
     }
+    // Too big or not: only the records that fit are copied (TC when some do not).
     const out = recordsReply(req, p.rcode, AA, p.bytes, p.an, p.ns, p.ar);
-    this.patch(req, out, qEnd, p);
+    this.patch(req, out, qEnd, p, out.length - opt);
     return Response.wire(out, this.name);
   }
 
-  private patch(req: Request, out: Buffer, qEnd: number, p: Prepared): void {
-    if (p.serialAt >= 0) out.writeUInt32BE(this.index.serial >>> 0, qEnd + p.serialAt);
+  /** Writes the serial and the zone's spelling in, where they lie before `end` (the records kept). */
+  private patch(req: Request, out: Buffer, qEnd: number, p: Prepared, end: number): void {
+    if (p.serialAt >= 0 && qEnd + p.serialAt + 4 <= end) out.writeUInt32BE(this.index.serial >>> 0, qEnd + p.serialAt);
     if (p.zoneAt !== null && req.qname !== req.name && !req.qname.endsWith(p.zone)) {
       const from = zoneOffset(qEnd, p.zone);
       const to = from + wireLength(p.zone) - 1;
-      for (const off of p.zoneAt) req.raw.copy(out, qEnd + off, from, to);
+      for (const off of p.zoneAt) if (qEnd + off + (to - from) <= end) req.raw.copy(out, qEnd + off, from, to);
     }
   }
 
@@ -259,6 +263,11 @@ export class KubernetesHandler implements Handler {
       data: { mname: under('ns.dns'), rname: under('hostmaster'), serial: this.index.serial, refresh: 7200, retry: 1800, expire: 86400, minimum: this.o.ttl },
     };
   }
+}
+
+/** Questions whose answers loadbalance shuffles (A, AAAA, MX records): kept whole until the server cuts them. */
+function mayShuffle(qtype: number): boolean {
+  return qtype === QType.A || qtype === QType.AAAA || qtype === QType.MX || qtype === QType.ANY || qtype === QType.CNAME;
 }
 
 /** Header and question of `req`, then `records`, no OPT: for answers the server must truncate. */

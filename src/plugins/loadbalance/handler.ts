@@ -34,14 +34,17 @@ function shuffle(rrs: ResourceRecord[]): ResourceRecord[] {
 
 /**
  * Shuffles the answer section of a wire reply when it is a run of address records whose
- * owners are compression pointers, optionally after CNAMEs. Returns false when the
+ * owners are compression pointers, optionally after CNAMEs, or has nothing to shuffle (no
+ * address or MX record, CNAMEs first). Returns false when the
  * shape is anything else (the caller decodes instead).
  */
 export function shuffleWireAnswers(buf: Buffer, questionEnd: number): boolean {
   const an = buf.readUInt16BE(6);
   let pos = questionEnd;
   let runStart = -1;
-  const spans: Array<[number, number]> = [];
+  let rest = false;
+  let count = 0;
+  let size = -1;
   for (let i = 0; i < an; i++) {
     if (pos + 2 > buf.length) return false;
     const pointerOwner = (buf[pos]! & 0xc0) === 0xc0;
@@ -51,15 +54,45 @@ export function shuffleWireAnswers(buf: Buffer, questionEnd: number): boolean {
     const end = nameEnd + 10 + buf.readUInt16BE(nameEnd + 8);
     if (end > buf.length) return false;
     if (type === QType.A || type === QType.AAAA) {
-      if (!pointerOwner) return false;
+      if (!pointerOwner || rest) return false;
       if (runStart < 0) runStart = pos;
-      spans.push([pos, end]);
-    } else if (type !== QType.CNAME || runStart >= 0) {
+      count++;
+      // -2: the run's records are not all of one size.
+      if (size === -1) size = end - pos;
+      else if (size !== end - pos) size = -2;
+    } else if (type === QType.CNAME && runStart < 0 && !rest) {
+      // Leading CNAMEs stay first.
+    } else if (type !== QType.CNAME && type !== QType.MX && runStart < 0) {
+      // Types that are not shuffled (SRV, TXT…) with no address after them: the order stays.
+      rest = true;
+    } else {
       return false;
     }
     pos = end;
   }
-  if (spans.length < 2) return true;
+  if (count < 2) return true;
+  if (size > 0) {
+    // Records of one size (all A, or all AAAA): swapped in place, octet by octet (a call to
+    // copy per record costs more than the record's 16 octets).
+    for (let i = count - 1; i > 0; i--) {
+      const j = Math.floor(Math.random() * (i + 1));
+      if (j === i) continue;
+      const a = runStart + i * size;
+      const b = runStart + j * size;
+      for (let k = 0; k < size; k++) {
+        const t = buf[a + k]!;
+        buf[a + k] = buf[b + k]!;
+        buf[b + k] = t;
+      }
+    }
+    return true;
+  }
+  const spans: Array<[number, number]> = [];
+  for (let i = 0, at = runStart; i < count; i++) {
+    const end = at + 12 + buf.readUInt16BE(at + 10);
+    spans.push([at, end]);
+    at = end;
+  }
   const copies = spans.map(([s, e]) => Buffer.from(buf.subarray(s, e)));
   shuffleInPlace(copies);
   let at = runStart;
@@ -68,6 +101,11 @@ export function shuffleWireAnswers(buf: Buffer, questionEnd: number): boolean {
     at += c.length;
   }
   return true;
+}
+
+/** Questions whose answer section can hold records worth shuffling. */
+function spreads(qtype: number): boolean {
+  return qtype === QType.A || qtype === QType.AAAA || qtype === QType.MX || qtype === QType.ANY || qtype === QType.CNAME;
 }
 
 export class LoadBalanceHandler implements Handler {
@@ -83,6 +121,11 @@ export class LoadBalanceHandler implements Handler {
     if (res.rcode !== Rcode.NOERROR || res.isBare) return res;
     if (req.qtype === QType.AXFR || req.qtype === QType.IXFR) return res;
     const w = res.peekWire();
+    if (w !== null && !spreads(req.qtype)) {
+      // An answer to any other question holds no address or MX record to spread clients over
+      // (a wire answer's other sections are left as they are): not even walked.
+      return res;
+    }
     if (w !== null) {
       if (w.length < 12 || w.readUInt16BE(6) + w.readUInt16BE(8) + w.readUInt16BE(10) < 2) return res;
       // Only the answer section matters to clients picking an address; the common shapes are
