@@ -76,7 +76,7 @@ process.on('exit', () => killAllSync());
 const BUCKETS = [
   'kernel: recvmmsg', 'kernel: sendmmsg', 'kernel: sendto/sendmsg', 'kernel: recvfrom/recvmsg', 'kernel: epoll_wait',
   'kernel: other syscalls', 'kernel: interrupts/faults', 'addon (C)', 'N-API crossing', 'JS (JIT code)',
-  'JS (V8 builtins)', 'GC', 'V8/Node other', 'libuv', 'libc', 'Knot (its code)', 'other',
+  'JS (V8 builtins)', 'GC', 'V8 compiler', 'V8/Node other', 'libuv', 'libc', 'Knot (its code)', 'other',
 ];
 
 const GC_RE = /v8::internal::(Heap|Scavenge|Scavenger|MarkCompact|MinorMarkCompact|Sweeper|Marking|ConcurrentMarking|IncrementalMarking|Evacuat|MemoryAllocator|PagedSpace|SemiSpace|NewSpace|LargeObjectSpace|GCTracer|ObjectVisitor|MainMarkingVisitor|YoungGeneration|RememberedSet|SlotSet|PointersUpdating|MemoryChunk|LocalHeap|Safepoint|ArrayBufferSweeper|Page)/;
@@ -106,7 +106,8 @@ function bucketOf(frames, comm, isKnot) {
     return 'Knot (its code)';
   }
   // Any GC frame on the stack (V8 helper threads mark and sweep concurrently) → GC.
-  if (/V8 DefaultWorke|V8 Worker/.test(comm) || frames.some((f) => GC_RE.test(f.sym))) return 'GC';
+  if (frames.some((f) => GC_RE.test(f.sym))) return 'GC';
+  if (/V8 (Default|Worker)|TurboFan|Compile/.test(comm) || frames.some((f) => /v8::internal::(compiler|maglev|baseline|Compiler|OptimizingCompileDispatcher|Turbofan)/.test(f.sym))) return 'V8 compiler';
   if (leaf.dso.includes('udpbatch')) return 'addon (C)';
   if (/perf-\d+\.map|\[JIT\]|jitted/.test(leaf.dso) || /^(LazyCompile|Function|JS|Script|Eval):/.test(leaf.sym)) return 'JS (JIT code)';
   if (/^Builtins?_|^Builtin:/.test(leaf.sym) && !CROSS_RE.test(leaf.sym)) return 'JS (V8 builtins)';
@@ -176,8 +177,10 @@ async function measureOne(target, ctx, queryFile, round) {
     userUs: ((t1.user - t0.user) * 1e4) / q,
     sysUs: ((t1.sys - t0.sys) * 1e4) / q,
     // GC pauses of the main thread over the measurement (lib/gc-observer.mjs), µs per query.
-    gcPauseUs: gc ? gc.reduce((a, g) => a + g.durNs, 0) / 1e3 / q : null,
-    gcCount: gc ? gc.length : null,
+    // Scavenges only: a major GC's entry spans its concurrent marking, not a pause.
+    gcPauseUs: gc ? gc.filter((g) => g.kind === 'minor').reduce((a, g) => a + g.durNs, 0) / 1e3 / q : null,
+    gcCount: gc ? gc.filter((g) => g.kind === 'minor').length : null,
+    majorGcs: gc ? gc.filter((g) => g.kind === 'major').length : null,
     otherCpu: otherCpuPercent(snap0, snap1),
     load: Number(readFileSync('/proc/loadavg', 'latin1').split(' ')[0]),
     ...cls,
@@ -194,7 +197,7 @@ function render(machine, results, elapsedS) {
   L('Server `taskset -c 1` (clusterdns `-workers 1`, `--perf-basic-prof` and lib/gc-observer.mjs; Knot 1 UDP worker), dnsperf `taskset -c 0` closed loop as in `npm run bench`; ' +
     `\`perf record -e cpu-clock -F ${opt.frequency} -g -p PID\` over the same ${seconds} s. CPU µs/query from /proc (utime + stime of every thread) ÷ answered queries; ` +
     'each bucket = that × its share of the samples (medians over rounds); *GC* holds every sample with a V8 heap/GC frame on its stack, on any thread. ' +
-    '*GC pauses of the main thread*: the PerformanceObserver\'s GC durations in the window ÷ queries (part of the GC bucket).');
+    '*scavenge pauses*: the PerformanceObserver\'s minor-GC durations in the window ÷ queries (part of the GC bucket). *V8 compiler*: TurboFan/Maglev work (should be ~0 after the 5 s warm-up).');
   L('');
   const byName = new Map();
   for (const r of results) (byName.get(r.name) ?? byName.set(r.name, []).get(r.name)).push(r);
@@ -215,8 +218,9 @@ function render(machine, results, elapsedS) {
     if (!results.some((r) => r.buckets[b] > 0)) continue;
     row(b, (r) => (r.usPerQuery * r.buckets[b]) / r.total);
   }
-  row('GC pauses of the main thread (observer)', (r) => r.gcPauseUs ?? NaN);
-  row('GCs per second', (r) => (r.gcCount ?? NaN) / seconds);
+  row('scavenge pauses of the main thread (observer)', (r) => r.gcPauseUs ?? NaN);
+  row('scavenges per second', (r) => (r.gcCount ?? NaN) / seconds);
+  row('mark-compacts in the window', (r) => r.majorGcs ?? NaN);
   row('perf samples', (r) => r.total);
   row('other work (% of machine)', (r) => r.otherCpu);
   row('load average', (r) => r.load);
@@ -259,7 +263,7 @@ async function main() {
     await waitAnswering(t.ctx.port, samples[0].name, 30000, () => t.proc.child.exitCode === null);
     const problems = await checkAnswers(t.ctx.port, samples);
     if (problems.length) throw new Error(`${t.name} answers wrong: ${problems.join('; ')}`);
-    await runDnsperf({ port: t.ctx.port, queryFile: t.def.queries(t.ctx), seconds: 2, pin: 0 }); // warm-up
+    await runDnsperf({ port: t.ctx.port, queryFile: t.def.queries(t.ctx), seconds: 5, pin: 0 }); // warm-up: JIT, caches
   }
   const results = [];
   for (let round = 0; round < rounds; round++) {
