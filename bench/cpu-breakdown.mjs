@@ -3,9 +3,10 @@
 // bench/scenarios.mjs and Knot DNS, each pinned to CPU 1 in turn, under the closed-loop dnsperf
 // load of bench/run.mjs (pinned to CPU 0), profiled with `perf record -e cpu-clock` (a software
 // clock: no hardware counters needed) over every thread of the server. clusterdns runs with
-// `--perf-basic-prof` (JIT'd JS gets names) and `--trace-gc` (GC pause totals from V8 itself).
+// `--perf-basic-prof` (JIT'd JS gets names) and lib/gc-observer.mjs (scavenge pauses).
 // Each sample is put in one bucket by its stack: kernel work under recvmmsg / sendmmsg / sendto /
-// epoll_wait / other syscalls / interrupts; the native addon's C; the N-API crossing (napi_*,
+// epoll_wait / other syscalls / no syscall frame (loopback softirq delivery, or a stack cut
+// short); the native addon's C; the N-API crossing (napi_*,
 // node's callback scope, V8's JS entry); JS (JIT'd code and V8's builtins); GC; the rest of V8
 // and Node; libc. CPU µs per query = the process's utime + stime (from /proc) ÷ answered
 // queries, split by the buckets' sample shares. Rounds interleave the servers.
@@ -75,7 +76,7 @@ process.on('exit', () => killAllSync());
 // ---- buckets -----------------------------------------------------------------------------
 const BUCKETS = [
   'kernel: recvmmsg', 'kernel: sendmmsg', 'kernel: sendto/sendmsg', 'kernel: recvfrom/recvmsg', 'kernel: epoll_wait',
-  'kernel: other syscalls', 'kernel: interrupts/faults', 'addon (C)', 'N-API crossing', 'JS (JIT code)',
+  'kernel: other syscalls', 'kernel: no syscall frame', 'addon (C)', 'N-API crossing', 'JS (JIT code)',
   'JS (V8 builtins)', 'GC', 'V8 compiler', 'V8/Node other', 'libuv', 'libc', 'Knot (its code)', 'other',
 ];
 
@@ -99,7 +100,7 @@ function bucketOf(frames, comm, isKnot) {
     if (sc === 'recvfrom' || sc === 'recvmsg') return 'kernel: recvfrom/recvmsg';
     if (sc && /^epoll_/.test(sc)) return 'kernel: epoll_wait';
     if (sc) return 'kernel: other syscalls';
-    return 'kernel: interrupts/faults';
+    return 'kernel: no syscall frame'; // softirq delivery on loopback, or a stack perf cut short
   }
   if (isKnot) {
     if (/libc[.-]/.test(leaf.dso)) return 'libc';
