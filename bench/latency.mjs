@@ -9,7 +9,12 @@
 //
 //   node bench/latency.mjs [--scenario cache,kubernetes] [--seconds 20] [--max-qps N]
 //        [--load-percent 50] [--load dnsperf|node] [--pace spin|timer] [--sample-qps 2000]
-//        [--rounds 1] [--gc] [--no-peer] [--json FILE] [--keep]
+//        [--rounds 1] [--gc] [--no-peer | --peers auto|NAME,...] [--json FILE] [--keep]
+//   node bench/latency.mjs --scenario forward --max-qps 10000 --load-percent 100   # what forward adds
+//
+// --peers (default auto): the servers measured at the same rate, interleaved with clusterdns:
+//   unbound and Knot DNS; for `forward` the upstream itself and unbound forwarding (cache
+//   off) asking that same upstream; for `cache` unbound forwarding with its cache, and Knot.
 //   node bench/latency.mjs --scenario cache --seconds 60 --gc      # GC pauses over 60 s
 //
 // --load dnsperf (default): `dnsperf -Q <rate - sample-qps> -q 1000` sends the load (paced per
@@ -28,7 +33,7 @@
 // for clusterdns, e.g. "--single-threaded-gc"). Writes bench/results/latency-latest.md.
 
 import { printHeaderHelp } from './lib/help.mjs';
-import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -64,6 +69,7 @@ const { values: opt } = parseArgs({
     'server-node-args': { type: 'string', default: '' },
     'client-priority': { type: 'string', default: 'auto' },
     'no-peer': { type: 'boolean', default: false },
+    peers: { type: 'string', default: 'auto' },
     json: { type: 'string' },
     keep: { type: 'boolean', default: false },
     help: { type: 'boolean', short: 'h', default: false },
@@ -91,6 +97,7 @@ const cfg = {
   clientPriority: opt['client-priority'],
   serverNodeArgs: opt['server-node-args'].split(/\s+/).filter(Boolean),
   peer: !opt['no-peer'],
+  peers: opt.peers.split(',').map((s) => s.trim()).filter(Boolean),
 };
 for (const n of cfg.scenarios) {
   if (!scenarios.some((s) => s.name === n)) {
@@ -165,12 +172,30 @@ function udpDrops(port) {
  * waiting for a CPU (/proc/PID/task/PID/schedstat), in ms: other work on its core, or its own
  * helper threads (V8's GC tasks share the pinned core).
  */
-function runQueueWaitMs(pid) {
+function runQueueWaitMs(pid, tid = pid) {
   try {
-    return Number(readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'latin1').split(' ')[1]) / 1e6;
+    return Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'latin1').split(' ')[1]) / 1e6;
   } catch {
     return NaN;
   }
+}
+
+/**
+ * The thread that has run longest: the event loop for clusterdns and unbound, the UDP worker
+ * for Knot (its main thread only waits), so that the run-queue wait compares like with like.
+ */
+function busiestThread(pid) {
+  let best = pid;
+  let most = -1;
+  try {
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      const ran = Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'latin1').split(' ')[0]);
+      if (ran > most) [best, most] = [Number(tid), ran];
+    }
+  } catch {
+    /* not Linux, or gone */
+  }
+  return best;
 }
 
 /** CPU time (s) of this process's reaped children: the client and dnsperf, once they have exited. */
@@ -189,6 +214,20 @@ function childrenCpuS() {
 // and that wait lands in every server's percentiles. `nice` (default unless the client spins):
 // nice -10, so the scheduler lets it run soon after an answer arrives. (SCHED_FIFO is no
 // option: Node's helper threads inherit it and spin-yield each other into RT throttling.)
+/**
+ * The peers measured at the same rate as clusterdns on a scenario. `auto`: unbound (its `mix`
+ * variant for `mix`) and Knot DNS; for `forward`, the upstream itself (what clusterdns adds
+ * over it) and unbound forwarding with its cache off; for `cache`, unbound forwarding with its
+ * cache on and Knot. `upstream` names the scenario's own upstream, measured directly.
+ */
+function peerNames(sc) {
+  if (!cfg.peer) return [];
+  if (!(cfg.peers.length === 1 && cfg.peers[0] === 'auto')) return cfg.peers;
+  if (sc.name === 'forward') return ['upstream', 'unbound-forward'];
+  if (sc.name === 'cache') return ['unbound-forward-cache', 'knot'];
+  return [peers.some((p) => p.name === `unbound-${sc.name}`) ? `unbound-${sc.name}` : 'unbound', 'knot'];
+}
+
 let prio = [process.execPath];
 async function setClientPriority() {
   const want = cfg.clientPriority === 'nice' ? ['nice', '-n', '-10'] : [];
@@ -225,7 +264,8 @@ async function measure(name, proc, ctx, queryFile, rate, tag) {
   const serverDrops0 = udpDrops(ctx.port).server;
   const before = cpuSnapshot(proc.pid);
   const children0 = childrenCpuS();
-  const wait0 = runQueueWaitMs(proc.pid);
+  const tid = busiestThread(proc.pid);
+  const wait0 = runQueueWaitMs(proc.pid, tid);
   // The client's sockets exist only while it runs: sample their drops just before it ends.
   let clientDrops = 0;
   const dropWatch = setInterval(() => (clientDrops = Math.max(clientDrops, udpDrops(ctx.port).client)), 200);
@@ -241,7 +281,7 @@ async function measure(name, proc, ctx, queryFile, rate, tag) {
   const after = cpuSnapshot(proc.pid);
   const loadGenCpu = (100 * (childrenCpuS() - children0)) / (Number(after.at - before.at) / 1e9);
   // Other work on the server's core shows as time its threads waited to run.
-  const serverRunQueueWaitMs = runQueueWaitMs(proc.pid) - wait0;
+  const serverRunQueueWaitMs = runQueueWaitMs(proc.pid, tid) - wait0;
   const udp1 = udpCounters();
   const serverDrops = udpDrops(ctx.port).server - serverDrops0;
   if (res.code !== 0) throw new Error(`latency client failed (${res.code ?? res.signal}): ${res.stderr}`);
@@ -295,19 +335,37 @@ async function runScenario(sc, workload) {
   const cqueries = cdef.queries(cctx);
 
   // The peer answers the same query file: unbound-mix for `mix`, unbound otherwise.
-  let pdef = null;
-  let pctx = null;
-  let pproc = null;
-  if (cfg.peer) {
-    pdef = peers.find((p) => p.name === `unbound-${sc.name}`) ?? peers.find((p) => p.name === 'unbound');
-    pdef = { ...pdef, extraLines: [...(pdef.extraLines ?? []), '  so-rcvbuf: 4m'] };
-    pctx = { root, dir: tmp, workload, mode: 'latency', pin: 1, workers: 1, port: await freePort(taken), startProcess };
-    pproc = await startServer(pdef, pctx);
+  const others = []; // { who, def, proc, ctx }
+  for (const pname of peerNames(sc)) {
+    if (pname === 'upstream') {
+      if (!cctx.upstream) throw new Error(`--peers upstream: scenario ${sc.name} has no upstream`);
+      const u = cctx.upstream;
+      const def = { name: `upstream (${u.name})`, queries: cdef.queries };
+      others.push({ who: def.name, def, proc: { pid: u.pid }, ctx: { ...cctx, port: u.port } });
+      continue;
+    }
+    let def = peers.find((p) => p.name === pname);
+    if (!def) throw new Error(`--peers: unknown "${pname}"; known: upstream, ${peers.map((p) => p.name).join(', ')}`);
+    const why = def.available?.();
+    if (why) {
+      log(`${pname}: skipped, ${why}`);
+      continue;
+    }
+    // unbound's receive buffer as clusterdns's (Knot has no such option).
+    if (def.extraLines || pname === 'unbound') def = { ...def, extraLines: [...(def.extraLines ?? []), '  so-rcvbuf: 4m'] };
+    const ctx = { root, dir: tmp, workload, mode: 'latency', pin: 1, workers: 1, port: await freePort(taken), startProcess };
+    // A forwarder asks the same upstream as clusterdns.
+    if (def.setup && cctx.upstreamPort) {
+      ctx.upstreamPort = cctx.upstreamPort;
+      ctx.upstream = cctx.upstream;
+      def = { ...def, setup: undefined };
+    }
+    others.push({ who: def.name, def, proc: await startServer(def, ctx), ctx });
   }
 
   // Warm-up (JIT, the cache), then the maximum, closed loop.
   await runDnsperf({ port: cctx.port, queryFile: cqueries, seconds: 2, pin: 0 });
-  if (pproc) await runDnsperf({ port: pctx.port, queryFile: pdef.queries(pctx), seconds: 1, pin: 0 });
+  for (const o of others) await runDnsperf({ port: o.ctx.port, queryFile: o.def.queries(o.ctx), seconds: 1, pin: 0 });
   let maxQps = cfg.maxQps;
   let probe = null;
   if (maxQps === null) {
@@ -318,13 +376,13 @@ async function runScenario(sc, workload) {
   const rate = Math.round((maxQps * cfg.loadPercent) / 100);
   log(`${sc.name}: measuring at ${rate} QPS (${cfg.loadPercent}% of ${Math.round(maxQps)}), ${cfg.rounds} round(s) × ${cfg.seconds} s, load: ${cfg.load}`);
 
-  const runs = { clusterdns: [], peer: [] };
+  const all = [{ who: 'clusterdns', def: cdef, proc: cproc, ctx: cctx }, ...others];
+  const runs = Object.fromEntries(all.map((x) => [x.who, []]));
   for (let round = 0; round < cfg.rounds; round++) {
-    const order = round % 2 === 0 ? ['clusterdns', 'peer'] : ['peer', 'clusterdns'];
-    for (const who of order) {
-      if (who === 'peer' && !pproc) continue;
-      const [def, proc, ctx] = who === 'clusterdns' ? [cdef, cproc, cctx] : [pdef, pproc, pctx];
-      const m = await measure(def.name, proc, ctx, def.queries(ctx), rate, `${sc.name}-${def.name}-r${round}`);
+    // The order rotates every round, so that no server always runs right after the same one.
+    for (let k = 0; k < all.length; k++) {
+      const { who, def, proc, ctx } = all[(round + k) % all.length];
+      const m = await measure(def.name, proc, ctx, def.queries(ctx), rate, `${sc.name}-${def.name.replace(/\W+/g, '_')}-r${round}`);
       m.windows = windows(m.raw);
       if (who === 'clusterdns' && cfg.gc) {
         await sleep(1500); // the observer writes once a second
@@ -335,8 +393,8 @@ async function runScenario(sc, workload) {
     }
   }
   await stopProcess(cproc);
-  if (pproc) await stopProcess(pproc);
-  return { scenario: sc.name, server: cdef.name, peer: pdef?.name ?? null, maxQps: Math.round(maxQps), probe, rate, runs };
+  for (const o of others) if (o.proc.child) await stopProcess(o.proc);
+  return { scenario: sc.name, server: cdef.name, peers: others.map((o) => o.who), maxQps: Math.round(maxQps), probe, rate, runs };
 }
 
 /** Start of a process on CLOCK_MONOTONIC in ms (from /proc/PID/stat's starttime, in clock ticks of 10 ms). */
@@ -456,8 +514,8 @@ function render(machine, results, elapsedS) {
   L('');
   L(`Command: \`node bench/latency.mjs ${process.argv.slice(2).join(' ')}\` (whole run ${Math.round(elapsedS)} s, ${new Date().toISOString().slice(0, 10)}).`);
   L('');
-  L(`Server \`taskset -c 1\` (clusterdns \`-workers 1\`${cfg.serverNodeArgs.length ? ` with node flags \`${cfg.serverNodeArgs.join(' ')}\`` : ''}, unbound 1 thread); client \`taskset -c 0\`. Rate: ${cfg.loadPercent}% of clusterdns's ` +
-    `maximum (${cfg.maxQps ? '--max-qps' : `dnsperf closed loop, ${cfg.probeSeconds} s`}), the same rate for unbound. ` +
+  L(`Server \`taskset -c 1\` (clusterdns \`-workers 1\`${cfg.serverNodeArgs.length ? ` with node flags \`${cfg.serverNodeArgs.join(' ')}\`` : ''}, unbound 1 thread, Knot 1 UDP worker; a forwarding scenario's upstream on CPU 0); client \`taskset -c 0\`. Rate: ${cfg.loadPercent}% of clusterdns's ` +
+    `maximum (${cfg.maxQps ? '--max-qps' : `dnsperf closed loop, ${cfg.probeSeconds} s`}), the same rate for every peer (measured in turn, interleaved). ` +
     (cfg.load === 'node'
       ? `Load: the Node client alone, open loop, every query recorded (pace ${cfg.pace}, ${cfg.sockets} sockets).`
       : `Load: \`dnsperf -Q <rate − ${cfg.sampleQps}> -q 1000\`, plus the Node client sending and recording ${cfg.sampleQps} QPS of it.`) +
@@ -468,12 +526,12 @@ function render(machine, results, elapsedS) {
     '*send lag*: how late the recording client sent against its schedule (its own stalls: GC, other work on CPU 0). ' +
     '*outside client stalls*: the same percentiles without the queries that were in flight while the client\'s send loop stood still ' +
     'for more than 3 ms (their delay is at least partly the client\'s); the share set aside in parentheses. ' +
-    '*server run-queue wait*: time the server\'s main thread was ready to run but waited for CPU 1 (other work on its core, or its own helper threads), in % of the run.');
+    '*server run-queue wait*: time the server\'s busiest thread (event loop; Knot\'s UDP worker) was ready to run but waited for CPU 1 (other work on its core, or its own helper threads), in % of the run.');
   L('');
   L('| scenario | server | max QPS | rate | recorded | lost | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | outside client stalls: p99 / p99.9 / max ms (set aside) | server CPU | client CPU (work) | client + dnsperf CPU | send lag p99 / max ms | other work | server run-queue wait |');
   L('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|');
   for (const r of results) {
-    for (const who of ['clusterdns', 'peer']) {
+    for (const who of Object.keys(r.runs)) {
       const ms = r.runs[who];
       if (!ms.length) continue;
       const p = pooled(ms);
@@ -487,9 +545,9 @@ function render(machine, results, elapsedS) {
   }
   for (const r of results) {
     L('');
-    L(`${r.scenario}: p99 / max per 5 s window (ms): ` + ['clusterdns', 'peer'].filter((w) => r.runs[w].length)
+    L(`${r.scenario}: p99 / max per 5 s window (ms): ` + Object.keys(r.runs).filter((w) => r.runs[w].length)
       .map((w) => `${r.runs[w][0].name} ${r.runs[w].map((m) => m.windows.map((x) => `${f2(x.p99Ms)}/${f2(x.maxMs)}`).join(' ')).join(' | ')}`).join('; '));
-    const drops = [...r.runs.clusterdns, ...r.runs.peer]
+    const drops = Object.values(r.runs).flat()
       .map((m) => `${m.name} ${m.serverSocketDrops} / ${m.clientSocketDrops} / ${Math.max(0, (m.udpRcvbufErrors ?? 0) - m.serverSocketDrops - m.clientSocketDrops)}`).join(', ');
     L(`${r.scenario}: UDP receive-buffer drops per run, at the server's socket / the recording client's / elsewhere (dnsperf's, other processes'): ${drops}`);
   }
@@ -539,7 +597,7 @@ async function main() {
   log('wrote bench/results/latency-latest.md');
   if (opt.json) {
     const strip = (m) => ({ ...m, raw: undefined });
-    writeFileSync(opt.json, JSON.stringify({ config: cfg, machine, results: results.map((r) => ({ ...r, runs: { clusterdns: r.runs.clusterdns.map(strip), peer: r.runs.peer.map(strip) } })) }, null, 2));
+    writeFileSync(opt.json, JSON.stringify({ config: cfg, machine, results: results.map((r) => ({ ...r, runs: Object.fromEntries(Object.entries(r.runs).map(([k, v]) => [k, v.map(strip)])) })) }, null, 2));
     log(`wrote ${opt.json}`);
   }
 }

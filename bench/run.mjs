@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `npm run bench`: clusterdns against unbound, dnsmasq, kresd and a bare Node responder,
+// `npm run bench`: clusterdns against unbound, dnsmasq, kresd, Knot DNS and a bare Node responder,
 // measured with dnsperf, interleaved round-robin, medians. See BENCHMARKS.md.
 //
 //   node bench/run.mjs [--rounds 3] [--seconds 10] [--only name,name] [--pinned|--unpinned|--both]
@@ -11,7 +11,7 @@
 // Default: both modes; single-threaded peers (dnsmasq, kresd) are measured pinned only
 // unless --all or --only names them, which keeps the default run around 5 minutes.
 // Server names for --only: clusterdns (every scenario) or clusterdns-<scenario>, unbound,
-// dnsmasq, kresd, bare-node.
+// dnsmasq, kresd, knot, bare-node, unbound-forward, unbound-forward-cache, dnsmasq-forward.
 
 import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -243,9 +243,11 @@ async function measureMode(mode, workload, notes) {
       res.serverCpu = serverCpuPercent(before, after);
       res.cpuUsPerQuery = before && after && res.completed > 0 ? ((after.server - before.server) * 1e4) / res.completed : NaN;
       res.otherCpu = otherCpuPercent(before, after);
+      // The same split into user and kernel (system) time: where the server's CPU goes.
+      res.sysUsPerQuery = before && after && res.completed > 0 ? ((after.serverSys - before.serverSys) * 1e4) / res.completed : NaN;
       r.runs.push(res);
       log(`  round ${round + 1}/${rounds} ${r.name.padEnd(18)} ${(res.qps / 1000).toFixed(1).padStart(6)}k QPS  ` +
-        `${(res.avgLatencyS * 1000).toFixed(2)} ms  lost ${res.lost}  server CPU ${res.serverCpu.toFixed(0)}% (${res.cpuUsPerQuery.toFixed(1)} µs/query)  ` +
+        `${(res.avgLatencyS * 1000).toFixed(2)} ms  lost ${res.lost}  server CPU ${res.serverCpu.toFixed(0)}% (${res.cpuUsPerQuery.toFixed(1)} µs/query, ${res.sysUsPerQuery.toFixed(1)} of it system)  ` +
         `other work ${res.otherCpu.toFixed(0)}% of the machine`);
       await sleep(200);
     }
@@ -340,6 +342,16 @@ function targetVerdicts(results) {
       const ratio = p / pu;
       out.push(`\`${sc.name}\` pinned ≥ ${sc.targets.pinnedVsUnbound} × unbound: ${ratio.toFixed(2)} × — ` +
         `${ratio >= sc.targets.pinnedVsUnbound ? 'met' : 'NOT met'}`);
+    }
+    // Issue 23: CPU per answered query against Knot's (pinned), and forwarding against unbound's.
+    const cpu = (n) => results.pinned?.find((r) => r.name === n)?.summary?.cpuUsPerQuery;
+    if (sc.targets.cpuVsKnot && cpu(name) && cpu('knot')) {
+      const x = cpu(name) / cpu('knot');
+      out.push(`\`${sc.name}\` pinned CPU per query ≤ ${sc.targets.cpuVsKnot} × Knot's: ${cpu(name).toFixed(1)} vs ${cpu('knot').toFixed(1)} µs (${x.toFixed(2)} ×) — ${x <= sc.targets.cpuVsKnot ? 'met' : 'NOT met'}`);
+    }
+    if (sc.targets.cpuVsUnboundForward && cpu(name) && cpu('unbound-forward')) {
+      const x = cpu(name) / cpu('unbound-forward');
+      out.push(`\`${sc.name}\` pinned CPU per query ≤ ${sc.targets.cpuVsUnboundForward} × unbound forwarding (cache off): ${cpu(name).toFixed(1)} vs ${cpu('unbound-forward').toFixed(1)} µs (${x.toFixed(2)} ×) — ${x <= sc.targets.cpuVsUnboundForward ? 'met' : 'NOT met'}`);
     }
     if (sc.targets.unpinnedBeatsPinned && p && u) {
       out.push(`\`${sc.name}\` unpinned (2 workers) > one core's worth (pinned, 1 worker): ` +

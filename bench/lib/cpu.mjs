@@ -22,16 +22,18 @@ function machineBusy() {
 }
 
 function treeTime(pid) {
-  let t = 0;
+  let user = 0;
+  let sys = 0;
   for (const p of [pid, ...descendants(pid)]) {
     try {
       const f = statFields(p);
-      t += Number(f[11]) + Number(f[12]); // utime stime
+      user += Number(f[11]); // utime
+      sys += Number(f[12]); // stime: the kernel's send/receive work done in the server's context
     } catch {
       /* exited */
     }
   }
-  return t;
+  return { user, sys };
 }
 
 function selfTime() {
@@ -43,8 +45,10 @@ function selfTime() {
 export function cpuSnapshot(serverPid) {
   try {
     const pids = Array.isArray(serverPid) ? serverPid : [serverPid];
-    const server = pids.reduce((t, p) => t + treeTime(p), 0);
-    return { at: process.hrtime.bigint(), busy: machineBusy(), server, self: selfTime() };
+    const times = pids.map(treeTime);
+    const serverUser = times.reduce((t, x) => t + x.user, 0);
+    const serverSys = times.reduce((t, x) => t + x.sys, 0);
+    return { at: process.hrtime.bigint(), busy: machineBusy(), server: serverUser + serverSys, serverUser, serverSys, self: selfTime() };
   } catch {
     return null;
   }

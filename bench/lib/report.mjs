@@ -20,6 +20,7 @@ const ms = (s) => (Number.isFinite(s) ? `${(s * 1000).toFixed(2)} ms` : '—');
 const pct = (p) => (Number.isFinite(p) ? `${p.toFixed(0)}%` : '—');
 // CPU per query and, in parentheses, unbound's CPU per query ÷ this one (1 = as cheap as unbound).
 const us = (u, base) => (Number.isFinite(u) ? `${u.toFixed(1)}${base ? ` (${(base / u).toFixed(2)} ×)` : ''}` : '—');
+const us1 = (u) => (Number.isFinite(u) ? u.toFixed(1) : '—');
 const mib = (kib) => (kib > 0 ? `${(kib / 1024).toFixed(0)} MB` : '—');
 
 /** Summarises one server's rounds. */
@@ -37,6 +38,7 @@ export function summarize(runs) {
     perRound: runs.map((r) => r.qps),
     serverCpu: median(runs.map((r) => r.serverCpu)),
     cpuUsPerQuery: median(runs.map((r) => r.cpuUsPerQuery)),
+    sysUsPerQuery: median(runs.map((r) => r.sysUsPerQuery)),
     otherCpu: median(runs.map((r) => r.otherCpu)),
   };
 }
@@ -48,19 +50,22 @@ export function table(rows) {
   const baseRow = rows.find((r) => r.name === 'unbound' && r.summary)?.summary;
   const base = baseRow?.qps;
   const baseUs = baseRow?.cpuUsPerQuery;
+  // With Knot in the run, each row's CPU per query ÷ Knot's too (the mark of issue 23).
+  const knotUs = rows.find((r) => r.name === 'knot' && r.summary)?.summary?.cpuUsPerQuery;
+  const knotCol = (u) => (knotUs ? ` ${Number.isFinite(u) ? `${(u / knotUs).toFixed(2)} ×` : '—'} |` : '');
   const out = [
-    '| server | QPS (median) | ratio vs unbound | avg latency | lost | RSS | QPS per round | server CPU | CPU µs/query (vs unbound) | other work |',
-    '|---|---:|---:|---:|---:|---:|---|---:|---:|---:|',
+    `| server | QPS (median) | ratio vs unbound | avg latency | lost | RSS | QPS per round | server CPU | CPU µs/query (vs unbound) | of it system |${knotUs ? ' CPU/query ÷ Knot\'s |' : ''} other work |`,
+    `|---|---:|---:|---:|---:|---:|---|---:|---:|---:|${knotUs ? '---:|' : ''}---:|`,
   ];
   for (const r of rows) {
     if (!r.summary) {
-      out.push(`| ${r.label} | — | — | — | — | — | not measured: ${r.note ?? ''} | — | — | — |`);
+      out.push(`| ${r.label} | — | — | — | — | — | not measured: ${r.note ?? ''} | — | — | — |${knotCol(NaN)} — |`);
       continue;
     }
     const s = r.summary;
     const ratio = base ? `${(s.qps / base).toFixed(2)} ×` : '—';
     const lostPct = s.sent ? ` (${((100 * s.lost) / s.sent).toFixed(2)}%)` : '';
-    out.push(`| ${r.label} | ${kqps(s.qps)} | ${ratio} | ${ms(s.latency)} | ${s.lost}${lostPct} | ${mib(r.rssKiB)} | ${s.perRound.map(kqps).join(', ')} | ${pct(s.serverCpu)} | ${us(s.cpuUsPerQuery, baseUs)} | ${pct(s.otherCpu)} |`);
+    out.push(`| ${r.label} | ${kqps(s.qps)} | ${ratio} | ${ms(s.latency)} | ${s.lost}${lostPct} | ${mib(r.rssKiB)} | ${s.perRound.map(kqps).join(', ')} | ${pct(s.serverCpu)} | ${us(s.cpuUsPerQuery, baseUs)} | ${us1(s.sysUsPerQuery)} |${knotCol(s.cpuUsPerQuery)} ${pct(s.otherCpu)} |`);
   }
   return out.join('\n');
 }
@@ -89,17 +94,18 @@ export async function machineInfo() {
   } catch {
     /* use availableParallelism */
   }
-  const [dnsperf, unbound, dnsmasq, kresd] = await Promise.all([
+  const [dnsperf, unbound, dnsmasq, kresd, knot] = await Promise.all([
     dnsperfVersion(),
     versionOf('unbound', ['-V'], /Version\s+(\S+)/),
     versionOf('dnsmasq', ['--version'], /Dnsmasq version\s+(\S+)/),
     versionOf('kresd', ['--version'], /version\s+(\S+)/i),
+    versionOf('knotd', ['-V'], /version\s+(\S+)/i),
   ]);
-  return { nproc, cpu, node: process.version, dnsperf, unbound, dnsmasq, kresd };
+  return { nproc, cpu, node: process.version, dnsperf, unbound, dnsmasq, kresd, knot };
 }
 
 export function machineLine(m) {
-  return `${m.nproc} CPUs (nproc), ${m.cpu}; Node ${m.node}, dnsperf ${m.dnsperf}, unbound ${m.unbound}, dnsmasq ${m.dnsmasq}, kresd ${m.kresd}`;
+  return `${m.nproc} CPUs (nproc), ${m.cpu}; Node ${m.node}, dnsperf ${m.dnsperf}, unbound ${m.unbound}, dnsmasq ${m.dnsmasq}, kresd ${m.kresd}, Knot ${m.knot}`;
 }
 
 /** Replaces the text between the markers in file; throws when the markers are missing. */

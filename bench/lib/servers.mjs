@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import dgram from 'node:dgram';
 import net from 'node:net';
 import { startProcess } from './procs.mjs';
+import { waitAnswering } from './check.mjs';
 import { mixQueries, mixSamples } from './mix.mjs';
 
 function logFile(ctx, name) {
@@ -144,16 +145,88 @@ export const bareNode = {
   },
 };
 
+/** Writes Knot's config and the cluster.local zone (SOA, NS and the workload's A records) into `dir`. */
+function knotConfig(ctx, dir, port) {
+  mkdirSync(dir, { recursive: true });
+  const w = ctx.workload;
+  const zone = join(dir, 'cluster.local.zone');
+  writeFileSync(zone, [
+    '$ORIGIN cluster.local.',
+    `@ ${w.ttl} IN SOA ns.dns.cluster.local. hostmaster.cluster.local. 1 7200 1800 86400 ${w.ttl}`,
+    `@ ${w.ttl} IN NS ns.dns.cluster.local.`,
+    `ns.dns ${w.ttl} IN A 127.0.0.1`,
+    ...w.records.map((r) => `${r.name}. ${w.ttl} IN A ${r.ip}`),
+    '',
+  ].join('\n'));
+  const conf = join(dir, 'knot.conf');
+  writeFileSync(conf, [
+    'server:',
+    `  rundir: "${dir}"`,
+    '  user: root:root',
+    `  listen: 127.0.0.1@${port}`,
+    // One thread per kind, as one pinned core gets: the per-core comparison.
+    '  udp-workers: 1',
+    '  tcp-workers: 1',
+    '  background-workers: 1',
+    'database:',
+    `  storage: "${dir}"`,
+    'control:',
+    `  listen: "${join(dir, 'knot.sock')}"`,
+    'log:',
+    '  - target: stderr',
+    '    any: warning',
+    'template:',
+    '  - id: default',
+    `    storage: "${dir}"`,
+    '    zonefile-sync: -1',
+    '    journal-content: none',
+    'zone:',
+    '  - domain: cluster.local',
+    `    file: "${zone}"`,
+    '',
+  ].join('\n'));
+  return conf;
+}
+
+const knotAvailable = () => (onPath('knotd') || existsSync('/usr/sbin/knotd') ? null : 'knotd is not installed (Debian: knot)');
+const knotd = () => (onPath('knotd') ? 'knotd' : '/usr/sbin/knotd');
+
+// Knot DNS, authoritative for cluster.local with the workload's names: the fastest server
+// measured here per query, the mark the issue sets for clusterdns's CPU and tail.
+export const knot = {
+  name: 'knot',
+  kind: 'peer',
+  optional: true,
+  unpinnedByDefault: false, // one UDP worker: the per-core comparison is the pinned one
+  available: knotAvailable,
+  label: () => 'Knot DNS (authoritative zone, 1 UDP worker)',
+  queries: (ctx) => ctx.workload.queryFile,
+  start(ctx) {
+    const conf = knotConfig(ctx, join(ctx.dir, `${this.name}-${ctx.mode}`), ctx.port);
+    return startProcess(this.name, knotd(), ['-c', conf], { pin: ctx.pin, logFile: logFile(ctx, this.name) });
+  },
+};
+
 /**
- * An upstream for forwarding measurements: the bare responder serving the workload on its
- * own port, pinned with the server it feeds. Sets ctx.upstreamPort.
+ * An upstream for forwarding measurements: Knot DNS (the bare Node responder if knotd is
+ * missing) serving the workload on its own port. Pinned, it runs on CPU 0 with the load
+ * generator, not on the server's CPU 1: there it would take the server's core (and its
+ * cycles would show as the forwarder's lost throughput), while on CPU 0 it costs ~7 µs a
+ * query next to dnsperf, far below what saturates that core at forwarding rates. Sets
+ * ctx.upstreamPort; ctx.upstream = { pid, name } for scripts that measure it directly.
  */
 export async function startUpstream(ctx) {
   const port = await freePort(new Set([ctx.port]));
-  startProcess(`upstream-${ctx.mode}-${ctx.port}`, process.execPath, [join(ctx.root, 'bench/bare-responder.mjs'), '--port', String(port),
-    '--hosts', ctx.workload.hostsFile, '--ttl', String(ctx.workload.ttl)], { pin: ctx.pin, logFile: join(ctx.dir, `upstream-${ctx.mode}-${ctx.port}.log`) });
+  const name = `upstream-${ctx.mode}-${ctx.port}`;
+  const pin = ctx.pin == null ? null : 0;
+  const logFile = join(ctx.dir, `${name}.log`);
+  const proc = knotAvailable() === null
+    ? startProcess(name, knotd(), ['-c', knotConfig(ctx, join(ctx.dir, name), port)], { pin, logFile })
+    : startProcess(name, process.execPath, [join(ctx.root, 'bench/bare-responder.mjs'), '--port', String(port),
+      '--hosts', ctx.workload.hostsFile, '--ttl', String(ctx.workload.ttl)], { pin, logFile });
   ctx.upstreamPort = port;
-  await new Promise((r) => setTimeout(r, 300));
+  ctx.upstream = { pid: proc.pid, name: knotAvailable() === null ? 'Knot DNS' : 'bare Node responder', port };
+  await waitAnswering(port, ctx.workload.records[0].name, 20000, () => proc.child.exitCode === null && proc.child.signalCode === null);
 }
 
 /** Sample checks of the data only, for servers whose TTLs legitimately differ (caches off or counting down). */
@@ -188,19 +261,31 @@ export const unboundForward = {
   queries: (ctx) => ctx.workload.queryFile,
   samples: dataSamples, // cache-max-ttl 0 gives TTL 0
   setup: startUpstream,
+  // unbound has no switch for its cache: the smallest caches it takes, and nothing kept
+  // (cache-max-ttl 0), so every query goes to the upstream.
+  cacheLines: ['  cache-max-ttl: 0', '  cache-max-negative-ttl: 0', '  msg-cache-size: 0', '  rrset-cache-size: 0', '  msg-cache-slabs: 1', '  rrset-cache-slabs: 1'],
   start(ctx) {
-    const conf = join(ctx.dir, `unbound-forward-${ctx.mode}.conf`);
+    const conf = join(ctx.dir, `${this.name}-${ctx.mode}.conf`);
     writeFileSync(conf, [
       'server:',
       `  interface: 127.0.0.1@${ctx.port}`,
       '  do-daemonize: no', '  chroot: ""', '  username: ""', '  pidfile: ""', '  use-syslog: no',
       `  directory: "${ctx.dir}"`, '  num-threads: 1', '  do-not-query-localhost: no',
-      '  cache-max-ttl: 0', '  cache-max-negative-ttl: 0', '  prefetch: no', '  module-config: "iterator"',
+      ...this.cacheLines, '  prefetch: no', '  module-config: "iterator"',
       '  access-control: 127.0.0.0/8 allow',
       'forward-zone:', '  name: "."', `  forward-addr: 127.0.0.1@${ctx.upstreamPort}`, '',
     ].join('\n'));
     return startProcess(this.name, 'unbound', ['-d', '-c', conf], { pin: ctx.pin, logFile: logFile(ctx, this.name) });
   },
+};
+
+// The same forwarder with its default caches, next to clusterdns `cache` (cache + forward).
+export const unboundForwardCache = {
+  ...unboundForward,
+  name: 'unbound-forward-cache',
+  label: () => 'unbound forwarding, cache on',
+  samples: dataSamples, // TTLs count down
+  cacheLines: [],
 };
 
 // The peers of the `mix` scenario (lib/mix.mjs): the same servers and names, asked the mix's
@@ -247,7 +332,7 @@ export const kresdMix = {
   ],
 };
 
-export const peers = [unbound, dnsmasq, kresd, bareNode, dnsmasqForward, unboundForward, unboundMix, dnsmasqMix, kresdMix];
+export const peers = [unbound, dnsmasq, kresd, knot, bareNode, dnsmasqForward, unboundForward, unboundForwardCache, unboundMix, dnsmasqMix, kresdMix];
 
 /** A port in 20000–59999 that is free for both UDP and TCP on 127.0.0.1. */
 export async function freePort(taken = new Set()) {
