@@ -153,3 +153,22 @@ test('a worker that stops reading the watch gets the current state when it reads
     await api.close();
   }
 });
+
+test('a first list bigger than the relay bound reaches every worker: one batch to a worker that acknowledged everything is sent, not held', { timeout: 60000 }, async () => {
+  const api = await KubeApiServer.create();
+  api.apply(namespace('default'));
+  for (let i = 0; i < 120; i++) api.apply(service('default', `svc-${i}`, [`10.96.2.${i}`], [['http', 'TCP', 80]]));
+  const s = await startServer({
+    corefile: `cluster.local:PORT {\n bind 127.0.0.1\n kubernetes {\n endpoint http://127.0.0.1:${api.port}\n }\n}\n`,
+    workers: 2,
+    env: { CLUSTERDNS_RELAY_MAX_UNACKED: '50' },
+  });
+  try {
+    // The old relay marked both workers "behind" at their first batch and never sent them anything: SERVFAIL for ever.
+    await until('every worker answers from the first list', 15000, () => allAnswer(s.port, 'svc-119.default.svc.cluster.local.', '10.96.2.119'));
+    assert.doesNotMatch(s.output(), /fell behind the watch \(0 events unacknowledged\)/);
+  } finally {
+    await s.stop();
+    await api.close();
+  }
+});

@@ -292,7 +292,9 @@ class SharedSource {
     this.pending = [];
     if (events.length === 0) return;
     for (const sub of this.subscribers.values()) {
-      if (sub.behind === null && sub.unackedEvents + events.length > MAX_UNACKED_EVENTS) {
+      // Behind means unacknowledged events piling up; one big batch (a whole list at once) to a
+      // worker that has acknowledged everything is simply sent.
+      if (sub.behind === null && sub.unackedEvents > 0 && sub.unackedEvents + events.length > MAX_UNACKED_EVENTS) {
         sub.behind = new Set();
         this.log.warn(`worker ${sub.worker.process.pid} fell behind the watch (${sub.unackedEvents} events unacknowledged); it gets the current state once it catches up`);
       }
@@ -302,6 +304,8 @@ class SharedSource {
           else if (ev.op === 'synced') sub.behindSynced = true;
           else sub.behindConnection = true;
         }
+        // Caught up meanwhile (no ack is still to come): send it the current state now.
+        if (sub.acked === sub.seq) this.catchUp(sub);
         continue;
       }
       this.sendTo(sub, events, true);
