@@ -65,9 +65,13 @@ const BUSY_MACHINE_P99_MS = 10;
 /** What is still asserted then: no stall of the event loop (the attacks once caused seconds). */
 const BUSY_MACHINE_BOUND_MS = 250;
 
-/** The p99 bound for a run whose good client saw `atRest` before the attack began. */
+/**
+ * The p99 bound for a run whose good client saw `atRest` before the attack began: 20 ms above
+ * what the machine gives at rest (as the attack tests count it), so a CI core's own few ms of
+ * noise do not fail it; a machine too busy to judge still gets the stall check.
+ */
 export function goodP99Bound(atRest: GoodClientResult): number {
-  return atRest.p99 <= BUSY_MACHINE_P99_MS ? GOOD_P99_MS : BUSY_MACHINE_BOUND_MS;
+  return atRest.p99 <= BUSY_MACHINE_P99_MS ? GOOD_P99_MS + atRest.p99 : BUSY_MACHINE_BOUND_MS;
 }
 
 /** The good client's numbers for `ms` with nothing else going on. */
