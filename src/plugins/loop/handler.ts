@@ -6,6 +6,7 @@
 import cluster from 'node:cluster';
 import dgram from 'node:dgram';
 import { randomBytes } from 'node:crypto';
+import { shardOf, workerShard } from '../../server/shards.js';
 import { QClass, QType } from '../../dns/constants.js';
 import { isSubdomain } from '../../dns/name.js';
 import { emptyMessage, encodeMessage } from '../../dns/message.js';
@@ -47,6 +48,21 @@ export function fatalExit(log: Logger): LoopExit {
   };
 }
 
+/**
+ * With several workers each question name belongs to one of them (shards.ts): a worker's probe
+ * must come back to that worker to be counted, so it takes a name its own shard owns.
+ */
+function ownProbeName(zone: string): string {
+  const shard = workerShard();
+  let name = probeName(zone);
+  for (let i = 0; shard !== null && i < 1000; i++, name = probeName(zone)) {
+    const m = emptyMessage(0);
+    m.questions.push({ name, type: QType.HINFO, class: QClass.IN });
+    if (shardOf(encodeMessage(m), shard.count) === shard.index) break;
+  }
+  return name;
+}
+
 export class LoopHandler implements Handler {
   readonly name = 'loop';
   readonly qname: string;
@@ -63,7 +79,7 @@ export class LoopHandler implements Handler {
     readonly zone: string,
     private readonly exit: LoopExit,
   ) {
-    this.qname = probeName(zone);
+    this.qname = ownProbeName(zone);
     selfProbeNames.add(this.qname);
   }
 
