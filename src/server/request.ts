@@ -3,7 +3,7 @@
 
 import { QClass, QType, Rcode } from '../dns/constants.js';
 import type { EdnsInfo, ParsedQuery } from '../dns/query.js';
-import { decodeMessage, emptyMessage, encodeMessage, type Message } from '../dns/message.js';
+import { decodeMessage, emptyMessage, encodeMessage, type EdnsOption, type Message } from '../dns/message.js';
 import type { Metadata } from './metadata.js';
 
 export type Transport = 'udp' | 'tcp';
@@ -248,4 +248,36 @@ export interface Handler {
 /** True for types a zone apex can be asked about without being about a name below it. */
 export function isZoneTransfer(qtype: number): boolean {
   return qtype === QType.AXFR || qtype === QType.IXFR;
+}
+
+/** The options of the query's OPT record, copied (none without OPT; a truncated option ends the list). */
+export function requestOptions(req: Request): EdnsOption[] {
+  const out: EdnsOption[] = [];
+  const e = req.edns;
+  if (e === null) return out;
+  const raw = req.raw;
+  let p = e.optOffset + 11;
+  const end = Math.min(e.optOffset + e.optLength, raw.length);
+  while (p + 4 <= end) {
+    const code = raw.readUInt16BE(p);
+    const len = raw.readUInt16BE(p + 2);
+    if (p + 4 + len > end) break;
+    out.push({ code, data: Buffer.from(raw.subarray(p + 4, p + 4 + len)) });
+    p += 4 + len;
+  }
+  return out;
+}
+
+/** True when the query's OPT record holds option `code` (walks the options; nothing is copied). */
+export function hasRequestOption(req: Request, code: number): boolean {
+  const e = req.edns;
+  if (e === null) return false;
+  const raw = req.raw;
+  let p = e.optOffset + 11;
+  const end = Math.min(e.optOffset + e.optLength, raw.length);
+  while (p + 4 <= end) {
+    if (raw.readUInt16BE(p) === code) return true;
+    p += 4 + raw.readUInt16BE(p + 2);
+  }
+  return false;
 }

@@ -1,25 +1,11 @@
 // RFC 5001: when a query carries the NSID option, the reply's OPT carries this server's identifier.
 
 import { hostname } from 'node:os';
-import type { Handler, HandlerResult, Next, Request, Response } from '../../server/request.js';
+import { hasRequestOption, type Handler, type HandlerResult, type Next, type Request, type Response } from '../../server/request.js';
 import type { PluginSetup } from '../plugin.js';
 import { noBlock, once } from '../args.js';
 
 const NSID = 3;
-
-/** True when the request's OPT record holds option `code` (walks the options; nothing is copied). */
-export function requestHasOption(req: Request, code: number): boolean {
-  const e = req.edns;
-  if (e === null) return false;
-  const raw = req.raw;
-  let p = e.optOffset + 11;
-  const end = e.optOffset + e.optLength;
-  while (p + 4 <= end) {
-    if (raw.readUInt16BE(p) === code) return true;
-    p += 4 + raw.readUInt16BE(p + 2);
-  }
-  return false;
-}
 
 export class NsidHandler implements Handler {
   readonly name = 'nsid';
@@ -27,7 +13,7 @@ export class NsidHandler implements Handler {
   constructor(private readonly data: Buffer) {}
 
   serveDNS(req: Request, next: Next): HandlerResult {
-    if (!requestHasOption(req, NSID)) return next(req);
+    if (!hasRequestOption(req, NSID)) return next(req);
     const r = next(req);
     if (r instanceof Promise) return r.then((res) => this.add(req, res));
     return this.add(req, r);

@@ -5,7 +5,7 @@
 import { QType, Rcode } from '../../dns/constants.js';
 import { emptyMessage, encodeMessage, type Message, type ResourceRecord } from '../../dns/message.js';
 import { parseQuery } from '../../dns/query.js';
-import { Request, Response, type Handler, type HandlerResult, type Next } from '../../server/request.js';
+import { Request, requestOptions, Response, type Handler, type HandlerResult, type Next } from '../../server/request.js';
 import { isValidName, type NameMatch } from './names.js';
 import { AutoAnswerRule, RewriteState, type Rule } from './rules.js';
 import { rebuildQuery, swapQuestion } from './wire.js';
@@ -42,18 +42,7 @@ function rebuild(req: Request, st: RewriteState): Request | null {
   if (req.edns !== null || (options !== null && options.length > 0)) {
     // A query without OPT gets one of 4096 octets when a rule adds an option (CoreDNS's SetEdns0).
     m.edns = { udpSize: req.edns?.udpSize ?? 4096, version: 0, do: req.do, zflags: 0, options: options ?? [] };
-    if (options === null && req.edns !== null) {
-      const raw = req.raw;
-      m.edns.options = [];
-      let p = req.edns.optOffset + 11;
-      const end = Math.min(req.edns.optOffset + req.edns.optLength, raw.length);
-      while (p + 4 <= end) {
-        const len = raw.readUInt16BE(p + 2);
-        if (p + 4 + len > end) break;
-        m.edns.options.push({ code: raw.readUInt16BE(p), data: Buffer.from(raw.subarray(p + 4, p + 4 + len)) });
-        p += 4 + len;
-      }
-    }
+    if (options === null && req.edns !== null) m.edns.options = requestOptions(req);
   }
   let raw: Buffer;
   try {

@@ -4,7 +4,7 @@
 
 import type { EdnsOption, Message, ResourceRecord } from '../../dns/message.js';
 import { QType } from '../../dns/constants.js';
-import type { Request } from '../../server/request.js';
+import { requestOptions, type Request } from '../../server/request.js';
 import { fillGroups, NameMatch } from './names.js';
 
 /** The query as the rules have left it so far, and what the response will need. */
@@ -31,27 +31,9 @@ export class RewriteState {
   }
 
   ednsOptions(): EdnsOption[] {
-    if (this.options === null) this.options = readOptions(this.req);
+    if (this.options === null) this.options = requestOptions(this.req);
     return this.options;
   }
-}
-
-/** The options of the query's OPT record (none when it has no OPT). */
-function readOptions(req: Request): EdnsOption[] {
-  const out: EdnsOption[] = [];
-  const e = req.edns;
-  if (e === null) return out;
-  const raw = req.raw;
-  let p = e.optOffset + 11;
-  const end = Math.min(e.optOffset + e.optLength, raw.length);
-  while (p + 4 <= end) {
-    const code = raw.readUInt16BE(p);
-    const len = raw.readUInt16BE(p + 2);
-    if (p + 4 + len > end) break;
-    out.push({ code, data: Buffer.from(raw.subarray(p + 4, p + 4 + len)) });
-    p += 4 + len;
-  }
-  return out;
 }
 
 export interface Rule {
