@@ -8,39 +8,11 @@ import { startServer, type RunningServer } from '../helpers/server.js';
 import { query } from '../helpers/dns.js';
 import { freePort } from '../helpers/ports.js';
 import { childrenOf } from '../helpers/procs.js';
+import { addressOf, allAnswer, scrape, total, until } from '../helpers/workers.js';
 import { QType, Rcode } from '../../src/dns/constants.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function scrape(port: number): Promise<string> {
-  return (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-}
-
-/** The sum of every sample of `name` in an exposition text. */
-function total(text: string, name: string): number {
-  let sum = 0;
-  for (const line of text.split('\n')) if (line.startsWith(name + '{') || line.startsWith(name + ' ')) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
-  return sum;
-}
-
-function addressOf(m: { answers: Array<{ data: unknown }> }): string | undefined {
-  return (m.answers[0]?.data as { address?: string } | undefined)?.address;
-}
-
-async function until(what: string, ms: number, check: () => Promise<boolean>): Promise<void> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await check().catch(() => false)) return;
-    await sleep(100);
-  }
-  assert.fail(`timed out: ${what}`);
-}
-
-/** Every one of `n` queries answers `ip`. */
-async function allAnswer(port: number, name: string, ip: string, n = 30): Promise<boolean> {
-  for (let i = 0; i < n; i++) if (addressOf(await query(port, name, QType.A, { timeoutMs: 1000 })) !== ip) return false;
-  return true;
-}
 
 const hostsConf = (ip: string, reload = 'reload 2s 1s') => `.:PORT {\n    bind 127.0.0.1\n    ${reload}\n    hosts {\n        ${ip} a.example\n    }\n}\n`;
 
