@@ -65,7 +65,15 @@ function workload(alpha, oneHitShare, seed) {
   return names;
 }
 
-const reply = { body: Buffer.alloc(0), an: 0, ns: 0, ar: 0, flags: 0x8180, ttlOffsets: new Uint16Array(0), questionEnd: 12 };
+const reply = {
+  body: Buffer.alloc(0),
+  an: 0,
+  ns: 0,
+  ar: 0,
+  flags: 0x8180,
+  ttlOffsets: new Uint16Array(0),
+  questionEnd: 12,
+};
 
 function runSieve(names) {
   const store = new CacheStore({ successCapacity: CAPACITY, denialCapacity: 1 });
@@ -144,7 +152,9 @@ const cases = [
   { alpha: 1.2, oneHit: 0 },
   { alpha: 0.9, oneHit: 0.3 },
 ];
-console.log(`requests ${REQUESTS}, distinct names ${KEYS}, capacity ${CAPACITY} (CoreDNS: 256 shards x ${Math.max(Math.floor(CAPACITY / 256), 4)})`);
+console.log(
+  `requests ${REQUESTS}, distinct names ${KEYS}, capacity ${CAPACITY} (CoreDNS: 256 shards x ${Math.max(Math.floor(CAPACITY / 256), 4)})`,
+);
 console.log('| workload | SIEVE (clusterdns) | random-in-shard (CoreDNS) | LRU | SIEVE - CoreDNS |');
 console.log('|---|---|---|---|---|');
 for (const c of cases) {

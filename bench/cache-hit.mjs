@@ -26,7 +26,14 @@ function query(name, edns) {
   return encodeMessage(m);
 }
 
-const client = { proto: 'udp', remoteAddress: '127.0.0.1', remotePort: 5353, family: 1, localAddress: '127.0.0.1', localPort: 53 };
+const client = {
+  proto: 'udp',
+  remoteAddress: '127.0.0.1',
+  remotePort: 5353,
+  family: 1,
+  localAddress: '127.0.0.1',
+  localPort: 53,
+};
 const directive = { name: 'cache', args: [], block: null, file: 'Corefile', line: 1 };
 const h = new CacheHandler(parseCache([directive], ['.'], 'dns://:53'));
 h.start();

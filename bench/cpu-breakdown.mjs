@@ -54,7 +54,10 @@ if (opt.help) {
 }
 const seconds = Number(opt.seconds);
 const rounds = Number(opt.rounds);
-const names = opt.scenario.split(',').map((s) => s.trim()).filter(Boolean);
+const names = opt.scenario
+  .split(',')
+  .map((s) => s.trim())
+  .filter(Boolean);
 for (const n of names) {
   if (!scenarios.some((s) => s.name === n)) {
     console.error(`--scenario: unknown "${n}"`);
@@ -75,18 +78,35 @@ process.on('exit', () => killAllSync());
 
 // ---- buckets -----------------------------------------------------------------------------
 const BUCKETS = [
-  'kernel: recvmmsg', 'kernel: sendmmsg', 'kernel: sendto/sendmsg', 'kernel: recvfrom/recvmsg', 'kernel: epoll_wait',
-  'kernel: other syscalls', 'kernel: no syscall frame', 'addon (C)', 'N-API crossing', 'JS (JIT code)',
-  'JS (V8 builtins)', 'GC', 'V8 compiler', 'V8/Node other', 'libuv', 'libc', 'Knot (its code)', 'other',
+  'kernel: recvmmsg',
+  'kernel: sendmmsg',
+  'kernel: sendto/sendmsg',
+  'kernel: recvfrom/recvmsg',
+  'kernel: epoll_wait',
+  'kernel: other syscalls',
+  'kernel: no syscall frame',
+  'addon (C)',
+  'N-API crossing',
+  'JS (JIT code)',
+  'JS (V8 builtins)',
+  'GC',
+  'V8 compiler',
+  'V8/Node other',
+  'libuv',
+  'libc',
+  'Knot (its code)',
+  'other',
 ];
 
-const GC_RE = /v8::internal::(Heap|Scavenge|Scavenger|MarkCompact|MinorMarkCompact|Sweeper|Marking|ConcurrentMarking|IncrementalMarking|Evacuat|MemoryAllocator|PagedSpace|SemiSpace|NewSpace|LargeObjectSpace|GCTracer|ObjectVisitor|MainMarkingVisitor|YoungGeneration|RememberedSet|SlotSet|PointersUpdating|MemoryChunk|LocalHeap|Safepoint|ArrayBufferSweeper|Page)/;
-const CROSS_RE = /napi_|v8impl|node::InternalCallbackScope|node::InternalMakeCallback|node::MakeCallback|node::CallbackScope|node::AsyncWrap|node::Environment::RunAndClear|v8::Function::Call|v8::internal::Execution|Builtins_JSEntry|Builtins_JSEntryTrampoline|Builtins_CallApiCallback|Builtins_CEntry|v8::internal::Builtin_HandleApiCall|v8::internal::FunctionCallbackArguments|v8::(Object|ArrayBuffer|Int32Array|Number|Integer|HandleScope|EscapableHandleScope|Isolate)::/;
+const GC_RE =
+  /v8::internal::(Heap|Scavenge|Scavenger|MarkCompact|MinorMarkCompact|Sweeper|Marking|ConcurrentMarking|IncrementalMarking|Evacuat|MemoryAllocator|PagedSpace|SemiSpace|NewSpace|LargeObjectSpace|GCTracer|ObjectVisitor|MainMarkingVisitor|YoungGeneration|RememberedSet|SlotSet|PointersUpdating|MemoryChunk|LocalHeap|Safepoint|ArrayBufferSweeper|Page)/;
+const CROSS_RE =
+  /napi_|v8impl|node::InternalCallbackScope|node::InternalMakeCallback|node::MakeCallback|node::CallbackScope|node::AsyncWrap|node::Environment::RunAndClear|v8::Function::Call|v8::internal::Execution|Builtins_JSEntry|Builtins_JSEntryTrampoline|Builtins_CallApiCallback|Builtins_CEntry|v8::internal::Builtin_HandleApiCall|v8::internal::FunctionCallbackArguments|v8::(Object|ArrayBuffer|Int32Array|Number|Integer|HandleScope|EscapableHandleScope|Isolate)::/;
 
 /** One sample's frames (leaf first: `sym (dso)`) → bucket. */
 function bucketOf(frames, comm, isKnot) {
   const leaf = frames[0] ?? { sym: '', dso: '' };
-  const kernel = (f) => f.dso.includes('kernel') || f.dso === '[unknown]' && /^0xffff/.test(f.addr ?? '');
+  const kernel = (f) => f.dso.includes('kernel') || (f.dso === '[unknown]' && /^0xffff/.test(f.addr ?? ''));
   if (kernel(leaf)) {
     // The syscall entry nearest the root names the call (sendmmsg runs ___sys_sendmsg inside).
     let sc = null;
@@ -108,9 +128,16 @@ function bucketOf(frames, comm, isKnot) {
   }
   // Any GC frame on the stack (V8 helper threads mark and sweep concurrently) → GC.
   if (frames.some((f) => GC_RE.test(f.sym))) return 'GC';
-  if (/V8 (Default|Worker)|TurboFan|Compile/.test(comm) || frames.some((f) => /v8::internal::(compiler|maglev|baseline|Compiler|OptimizingCompileDispatcher|Turbofan)/.test(f.sym))) return 'V8 compiler';
+  if (
+    /V8 (Default|Worker)|TurboFan|Compile/.test(comm) ||
+    frames.some((f) =>
+      /v8::internal::(compiler|maglev|baseline|Compiler|OptimizingCompileDispatcher|Turbofan)/.test(f.sym),
+    )
+  )
+    return 'V8 compiler';
   if (leaf.dso.includes('udpbatch')) return 'addon (C)';
-  if (/perf-\d+\.map|\[JIT\]|jitted/.test(leaf.dso) || /^(LazyCompile|Function|JS|Script|Eval):/.test(leaf.sym)) return 'JS (JIT code)';
+  if (/perf-\d+\.map|\[JIT\]|jitted/.test(leaf.dso) || /^(LazyCompile|Function|JS|Script|Eval):/.test(leaf.sym))
+    return 'JS (JIT code)';
   if (/^Builtins?_|^Builtin:/.test(leaf.sym) && !CROSS_RE.test(leaf.sym)) return 'JS (V8 builtins)';
   if (CROSS_RE.test(leaf.sym)) return 'N-API crossing';
   if (/^uv_|^uv__/.test(leaf.sym) || /libuv/.test(leaf.dso)) return 'libuv';
@@ -159,8 +186,25 @@ async function measureOne(target, ctx, queryFile, round) {
   const t0 = statTimes(target.proc.pid);
   const snap0 = cpuSnapshot(target.proc.pid);
   const from = process.hrtime.bigint();
-  const perf = runCommand('perf', ['record', '-e', 'cpu-clock', '-F', opt.frequency, '-g', '-p', String(target.proc.pid),
-    '-o', data, '--', 'sleep', String(seconds)], { timeoutMs: (seconds + 60) * 1000 });
+  const perf = runCommand(
+    'perf',
+    [
+      'record',
+      '-e',
+      'cpu-clock',
+      '-F',
+      opt.frequency,
+      '-g',
+      '-p',
+      String(target.proc.pid),
+      '-o',
+      data,
+      '--',
+      'sleep',
+      String(seconds),
+    ],
+    { timeoutMs: (seconds + 60) * 1000 },
+  );
   const dp = await runDnsperf({ port: ctx.port, queryFile, seconds, pin: 0 });
   const pr = await perf;
   const t1 = statTimes(target.proc.pid);
@@ -171,9 +215,16 @@ async function measureOne(target, ctx, queryFile, round) {
   const q = dp.completed;
   const to = process.hrtime.bigint();
   await new Promise((r) => setTimeout(r, 1500)); // the GC observer writes once a second
-  const gc = target.gcLog ? readGcLog(target.gcLog).filter((g) => g.pid === target.proc.pid && g.startNs >= Number(from) && g.startNs < Number(to)) : null;
+  const gc = target.gcLog
+    ? readGcLog(target.gcLog).filter(
+        (g) => g.pid === target.proc.pid && g.startNs >= Number(from) && g.startNs < Number(to),
+      )
+    : null;
   return {
-    name: target.name, round, qps: dp.qps, completed: q,
+    name: target.name,
+    round,
+    qps: dp.qps,
+    completed: q,
     usPerQuery: ((t1.user - t0.user + t1.sys - t0.sys) * 1e4) / q,
     userUs: ((t1.user - t0.user) * 1e4) / q,
     sysUs: ((t1.sys - t0.sys) * 1e4) / q,
@@ -193,12 +244,16 @@ function render(machine, results, elapsedS) {
   const L = (s) => out.push(s);
   L(`Machine: ${machineLine(machine)}.`);
   L('');
-  L(`Command: \`node bench/cpu-breakdown.mjs ${process.argv.slice(2).join(' ')}\` (${rounds} round(s) × ${seconds} s per server, interleaved; whole run ${Math.round(elapsedS)} s, ${new Date().toISOString().slice(0, 10)}).`);
+  L(
+    `Command: \`node bench/cpu-breakdown.mjs ${process.argv.slice(2).join(' ')}\` (${rounds} round(s) × ${seconds} s per server, interleaved; whole run ${Math.round(elapsedS)} s, ${new Date().toISOString().slice(0, 10)}).`,
+  );
   L('');
-  L('Server `taskset -c 1` (clusterdns `-workers 1`, `--perf-basic-prof` and lib/gc-observer.mjs; Knot 1 UDP worker), dnsperf `taskset -c 0` closed loop as in `npm run bench`; ' +
-    `\`perf record -e cpu-clock -F ${opt.frequency} -g -p PID\` over the same ${seconds} s. CPU µs/query from /proc (utime + stime of every thread) ÷ answered queries; ` +
-    'each bucket = that × its share of the samples (medians over rounds); *GC* holds every sample with a V8 heap/GC frame on its stack, on any thread. ' +
-    '*scavenge pauses*: the PerformanceObserver\'s minor-GC durations in the window ÷ queries (part of the GC bucket). *V8 compiler*: TurboFan/Maglev work (should be ~0 after the 5 s warm-up).');
+  L(
+    'Server `taskset -c 1` (clusterdns `-workers 1`, `--perf-basic-prof` and lib/gc-observer.mjs; Knot 1 UDP worker), dnsperf `taskset -c 0` closed loop as in `npm run bench`; ' +
+      `\`perf record -e cpu-clock -F ${opt.frequency} -g -p PID\` over the same ${seconds} s. CPU µs/query from /proc (utime + stime of every thread) ÷ answered queries; ` +
+      'each bucket = that × its share of the samples (medians over rounds); *GC* holds every sample with a V8 heap/GC frame on its stack, on any thread. ' +
+      "*scavenge pauses*: the PerformanceObserver's minor-GC durations in the window ÷ queries (part of the GC bucket). *V8 compiler*: TurboFan/Maglev work (should be ~0 after the 5 s warm-up).",
+  );
   L('');
   const byName = new Map();
   for (const r of results) (byName.get(r.name) ?? byName.set(r.name, []).get(r.name)).push(r);
@@ -214,7 +269,7 @@ function render(machine, results, elapsedS) {
   row('QPS (k)', (r) => r.qps / 1000);
   row('**CPU µs/query (utime + stime)**', (r) => r.usPerQuery);
   row('of it user', (r) => r.userUs);
-  row('of it system (kernel, in the process\'s context)', (r) => r.sysUs);
+  row("of it system (kernel, in the process's context)", (r) => r.sysUs);
   for (const b of BUCKETS) {
     if (!results.some((r) => r.buckets[b] > 0)) continue;
     row(b, (r) => (r.usPerQuery * r.buckets[b]) / r.total);
@@ -227,8 +282,13 @@ function render(machine, results, elapsedS) {
   row('load average', (r) => r.load);
   for (const [name, rs] of byName) {
     L('');
-    L(`${name}, round 1, hottest leaves (bucket | symbol, share of samples): ` +
-      rs[0].topLeaf.slice(0, 18).map(([k, n]) => `${k} ${((100 * n) / rs[0].total).toFixed(1)}%`).join('; '));
+    L(
+      `${name}, round 1, hottest leaves (bucket | symbol, share of samples): ` +
+        rs[0].topLeaf
+          .slice(0, 18)
+          .map(([k, n]) => `${k} ${((100 * n) / rs[0].total).toFixed(1)}%`)
+          .join('; '),
+    );
   }
   return out.join('\n');
 }
@@ -239,7 +299,15 @@ async function main() {
   const workload = makeWorkload(tmp);
   const machine = await machineInfo();
   log(`machine: ${machineLine(machine)}; temp dir ${tmp}`);
-  const probe = await runCommand('perf', ['record', '-e', 'cpu-clock', '-o', join(tmp, 'probe.perf'), '--', 'true']).catch((e) => ({ code: 1, stderr: e.message }));
+  const probe = await runCommand('perf', [
+    'record',
+    '-e',
+    'cpu-clock',
+    '-o',
+    join(tmp, 'probe.perf'),
+    '--',
+    'true',
+  ]).catch((e) => ({ code: 1, stderr: e.message }));
   if (probe.code !== 0) throw new Error(`perf record does not work here: ${probe.stderr.trim()}`);
 
   const taken = new Set();
@@ -247,20 +315,40 @@ async function main() {
   for (const n of names) {
     const sc = scenarios.find((s) => s.name === n);
     const def = clusterdnsServer(sc);
-    const ctx = { root, dir: tmp, workload, mode: 'breakdown', pin: 1, workers: 1, port: await freePort(taken), startProcess,
+    const ctx = {
+      root,
+      dir: tmp,
+      workload,
+      mode: 'breakdown',
+      pin: 1,
+      workers: 1,
+      port: await freePort(taken),
+      startProcess,
       nodeArgs: ['--perf-basic-prof', '--import', pathToFileURL(join(root, 'bench/lib/gc-observer.mjs')).href],
-      env: { ...process.env, CLUSTERDNS_GC_LOG: join(tmp, `gc-${n}.log`) } };
+      env: { ...process.env, CLUSTERDNS_GC_LOG: join(tmp, `gc-${n}.log`) },
+    };
     if (def.setup) await def.setup(ctx);
     const proc = def.start(ctx);
     perfMaps.push(`/tmp/perf-${proc.pid}.map`);
     targets.push({ name: def.name, kind: 'clusterdns', def, ctx, proc, gcLog: ctx.env.CLUSTERDNS_GC_LOG });
   }
   if (!opt['no-knot'] && !knot.available()) {
-    const ctx = { root, dir: tmp, workload, mode: 'breakdown', pin: 1, workers: 1, port: await freePort(taken), startProcess };
+    const ctx = {
+      root,
+      dir: tmp,
+      workload,
+      mode: 'breakdown',
+      pin: 1,
+      workers: 1,
+      port: await freePort(taken),
+      startProcess,
+    };
     targets.push({ name: 'knot', kind: 'knot', def: knot, ctx, proc: knot.start(ctx) });
   }
   for (const t of targets) {
-    const samples = t.def.samples?.(t.ctx) ?? sampleRecords(workload.records).map((r) => ({ name: r.name, type: 'A', data: r.ip, ttl: workload.ttl }));
+    const samples =
+      t.def.samples?.(t.ctx) ??
+      sampleRecords(workload.records).map((r) => ({ name: r.name, type: 'A', data: r.ip, ttl: workload.ttl }));
     await waitAnswering(t.ctx.port, samples[0].name, 30000, () => t.proc.child.exitCode === null);
     const problems = await checkAnswers(t.ctx.port, samples);
     if (problems.length) throw new Error(`${t.name} answers wrong: ${problems.join('; ')}`);
@@ -272,9 +360,13 @@ async function main() {
       const t = targets[(round + k) % targets.length];
       const r = await measureOne(t, t.ctx, t.def.queries(t.ctx), round);
       results.push(r);
-      log(`${t.name} r${round + 1}: ${(r.qps / 1000).toFixed(1)}k QPS, ${r.usPerQuery.toFixed(2)} µs/query (user ${r.userUs.toFixed(2)}, sys ${r.sysUs.toFixed(2)}), ` +
-        `${r.total} samples: ${BUCKETS.filter((b) => r.buckets[b]).map((b) => `${b} ${((100 * r.buckets[b]) / r.total).toFixed(1)}%`).join(', ')}` +
-        `${r.gcPauseUs !== null ? `; GC pauses ${r.gcPauseUs.toFixed(2)} µs/query (${r.gcCount})` : ''}; other work ${r.otherCpu.toFixed(0)}%`);
+      log(
+        `${t.name} r${round + 1}: ${(r.qps / 1000).toFixed(1)}k QPS, ${r.usPerQuery.toFixed(2)} µs/query (user ${r.userUs.toFixed(2)}, sys ${r.sysUs.toFixed(2)}), ` +
+          `${r.total} samples: ${BUCKETS.filter((b) => r.buckets[b])
+            .map((b) => `${b} ${((100 * r.buckets[b]) / r.total).toFixed(1)}%`)
+            .join(', ')}` +
+          `${r.gcPauseUs !== null ? `; GC pauses ${r.gcPauseUs.toFixed(2)} µs/query (${r.gcCount})` : ''}; other work ${r.otherCpu.toFixed(0)}%`,
+      );
     }
   }
   for (const t of targets) await stopProcess(t.proc);

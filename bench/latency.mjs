@@ -81,7 +81,10 @@ if (opt.help) {
   process.exit(0);
 }
 const cfg = {
-  scenarios: opt.scenario.split(',').map((s) => s.trim()).filter(Boolean),
+  scenarios: opt.scenario
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean),
   seconds: Number(opt.seconds),
   maxQps: opt['max-qps'] === undefined ? null : Number(opt['max-qps']),
   probeSeconds: Number(opt['probe-seconds']),
@@ -97,7 +100,10 @@ const cfg = {
   clientPriority: opt['client-priority'],
   serverNodeArgs: opt['server-node-args'].split(/\s+/).filter(Boolean),
   peer: !opt['no-peer'],
-  peers: opt.peers.split(',').map((s) => s.trim()).filter(Boolean),
+  peers: opt.peers
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean),
 };
 for (const n of cfg.scenarios) {
   if (!scenarios.some((s) => s.name === n)) {
@@ -106,8 +112,15 @@ for (const n of cfg.scenarios) {
   }
 }
 if (cfg.clientPriority === 'auto') cfg.clientPriority = cfg.load === 'node' && cfg.pace === 'spin' ? 'normal' : 'nice';
-if (!['nice', 'normal'].includes(cfg.clientPriority) || !['node', 'dnsperf'].includes(cfg.load) || !['spin', 'timer'].includes(cfg.pace) || !(cfg.seconds >= 1) ||
-  !(cfg.loadPercent > 0) || !(cfg.rounds >= 1) || (cfg.maxQps !== null && !(cfg.maxQps > 0))) {
+if (
+  !['nice', 'normal'].includes(cfg.clientPriority) ||
+  !['node', 'dnsperf'].includes(cfg.load) ||
+  !['spin', 'timer'].includes(cfg.pace) ||
+  !(cfg.seconds >= 1) ||
+  !(cfg.loadPercent > 0) ||
+  !(cfg.rounds >= 1) ||
+  (cfg.maxQps !== null && !(cfg.maxQps > 0))
+) {
   console.error('bad options; see --help');
   process.exit(2);
 }
@@ -137,7 +150,9 @@ process.on('exit', () => killAllSync());
 /** UDP counters of this network namespace: receive-buffer drops show where queries were lost. */
 function udpCounters() {
   try {
-    const lines = readFileSync('/proc/net/snmp', 'latin1').split('\n').filter((l) => l.startsWith('Udp:'));
+    const lines = readFileSync('/proc/net/snmp', 'latin1')
+      .split('\n')
+      .filter((l) => l.startsWith('Udp:'));
     const k = lines[0].split(/\s+/);
     const v = lines[1].split(/\s+/).map(Number);
     return Object.fromEntries(k.map((name, i) => [name, v[i]]));
@@ -246,9 +261,15 @@ async function startServer(def, ctx) {
     if (typeof skip === 'string') throw new Error(`${def.name}: ${skip}`);
   }
   const proc = def.start(ctx);
-  const samples = def.samples?.(ctx) ??
+  const samples =
+    def.samples?.(ctx) ??
     sampleRecords(ctx.workload.records).map((r) => ({ name: r.name, type: 'A', data: r.ip, ttl: ctx.workload.ttl }));
-  await waitAnswering(ctx.port, samples[0].name, 30000, () => proc.child.exitCode === null && proc.child.signalCode === null);
+  await waitAnswering(
+    ctx.port,
+    samples[0].name,
+    30000,
+    () => proc.child.exitCode === null && proc.child.signalCode === null,
+  );
   const problems = await checkAnswers(ctx.port, samples);
   if (problems.length) throw new Error(`${def.name} answers wrong:\n  ${problems.join('\n  ')}`);
   log(`${def.name}: pid ${proc.pid} on 127.0.0.1:${ctx.port} (CPU 1), ${samples.length} sample answers right`);
@@ -269,13 +290,36 @@ async function measure(name, proc, ctx, queryFile, rate, tag) {
   // The client's sockets exist only while it runs: sample their drops just before it ends.
   let clientDrops = 0;
   const dropWatch = setInterval(() => (clientDrops = Math.max(clientDrops, udpDrops(ctx.port).client)), 200);
-  const client = runCommand(prio[0], [...prio.slice(1), clientPath, '--port', String(ctx.port), '--rate', String(clientRate),
-    '--seconds', String(total), '--queries', queryFile, '--sockets', String(cfg.sockets),
-    '--pace', cfg.load === 'node' ? cfg.pace : 'timer', '--skip', String(cfg.skip), '--timeout-ms', String(cfg.timeoutMs), '--raw', raw],
-  { pin: 0, timeoutMs: (total + 60) * 1000 });
-  const perf = cfg.load === 'dnsperf' && rate - clientRate >= 1 // (-Q 0 would mean no limit)
-    ? runDnsperf({ port: ctx.port, queryFile, seconds: total, pin: 0, maxQps: rate - clientRate, outstanding: 1000 })
-    : null;
+  const client = runCommand(
+    prio[0],
+    [
+      ...prio.slice(1),
+      clientPath,
+      '--port',
+      String(ctx.port),
+      '--rate',
+      String(clientRate),
+      '--seconds',
+      String(total),
+      '--queries',
+      queryFile,
+      '--sockets',
+      String(cfg.sockets),
+      '--pace',
+      cfg.load === 'node' ? cfg.pace : 'timer',
+      '--skip',
+      String(cfg.skip),
+      '--timeout-ms',
+      String(cfg.timeoutMs),
+      '--raw',
+      raw,
+    ],
+    { pin: 0, timeoutMs: (total + 60) * 1000 },
+  );
+  const perf =
+    cfg.load === 'dnsperf' && rate - clientRate >= 1 // (-Q 0 would mean no limit)
+      ? runDnsperf({ port: ctx.port, queryFile, seconds: total, pin: 0, maxQps: rate - clientRate, outstanding: 1000 })
+      : null;
   const [res, dp] = await Promise.all([client, perf]);
   clearInterval(dropWatch);
   const after = cpuSnapshot(proc.pid);
@@ -287,7 +331,12 @@ async function measure(name, proc, ctx, queryFile, rate, tag) {
   if (res.code !== 0) throw new Error(`latency client failed (${res.code ?? res.signal}): ${res.stderr}`);
   const c = JSON.parse(res.stdout.trim().split('\n').pop());
   const m = {
-    name, rate, tag, raw, client: c, dnsperf: dp,
+    name,
+    rate,
+    tag,
+    raw,
+    client: c,
+    dnsperf: dp,
     serverCpu: serverCpuPercent(before, after),
     loadGenCpu, // client + dnsperf, % of one core (CPU 0)
     serverRunQueueWaitMs,
@@ -297,10 +346,12 @@ async function measure(name, proc, ctx, queryFile, rate, tag) {
     clientSocketDrops: clientDrops,
   };
   const L = c.latencyMs;
-  log(`  ${name.padEnd(20)} ${rate} QPS: p50 ${L.p50} p90 ${L.p90} p99 ${L.p99} p99.9 ${L.p999} max ${L.max} ms, lost ${c.lost}/${c.sent}` +
-    `${dp ? ` (dnsperf: ${dp.sent} sent, ${dp.lost} lost, ${Math.round(dp.qps)} QPS)` : ''}; server CPU ${m.serverCpu.toFixed(0)}%, ` +
-    `client CPU ${c.clientCpuPercent}% (work ${c.clientWorkPercent ?? '?'}%)${dp ? `, client + dnsperf ${loadGenCpu.toFixed(0)}%` : ''}, send lag p99 ${c.sendLagMs.p99} ms, other work ${m.otherCpu.toFixed(0)}%, server waited ${serverRunQueueWaitMs.toFixed(0)} ms for its CPU, ` +
-    `UDP receive-buffer drops: server socket ${serverDrops}, client sockets ${clientDrops} (whole machine ${m.udpRcvbufErrors})`);
+  log(
+    `  ${name.padEnd(20)} ${rate} QPS: p50 ${L.p50} p90 ${L.p90} p99 ${L.p99} p99.9 ${L.p999} max ${L.max} ms, lost ${c.lost}/${c.sent}` +
+      `${dp ? ` (dnsperf: ${dp.sent} sent, ${dp.lost} lost, ${Math.round(dp.qps)} QPS)` : ''}; server CPU ${m.serverCpu.toFixed(0)}%, ` +
+      `client CPU ${c.clientCpuPercent}% (work ${c.clientWorkPercent ?? '?'}%)${dp ? `, client + dnsperf ${loadGenCpu.toFixed(0)}%` : ''}, send lag p99 ${c.sendLagMs.p99} ms, other work ${m.otherCpu.toFixed(0)}%, server waited ${serverRunQueueWaitMs.toFixed(0)} ms for its CPU, ` +
+      `UDP receive-buffer drops: server socket ${serverDrops}, client sockets ${clientDrops} (whole machine ${m.udpRcvbufErrors})`,
+  );
   return m;
 }
 
@@ -311,14 +362,19 @@ function windows(rawFile, seconds = 5) {
   const out = [];
   for (let i = from; i < r.send.length; i++) {
     const w = Math.floor((i - from) / (r.rate * seconds));
-    (out[w] ??= { lat: [], lost: 0 });
+    out[w] ??= { lat: [], lost: 0 };
     if (Number.isNaN(r.lat[i])) out[w].lost++;
     else out[w].lat.push(r.lat[i]);
   }
   return out.filter(Boolean).map((w, k) => {
     const s = Float64Array.from(w.lat).sort();
     const p = (q) => (s.length ? Math.round(s[Math.min(s.length - 1, Math.ceil(q * s.length) - 1)] / 1e4) / 100 : NaN);
-    return { fromS: k * seconds, p99Ms: p(0.99), maxMs: s.length ? Math.round(s[s.length - 1] / 1e4) / 100 : NaN, lost: w.lost };
+    return {
+      fromS: k * seconds,
+      p99Ms: p(0.99),
+      maxMs: s.length ? Math.round(s[s.length - 1] / 1e4) / 100 : NaN,
+      lost: w.lost,
+    };
   });
 }
 
@@ -327,8 +383,18 @@ async function runScenario(sc, workload) {
   const cdef = clusterdnsServer(sc);
   const gcLog = join(tmp, `gc-${sc.name}.log`);
   const cctx = {
-    root, dir: tmp, workload, mode: 'latency', pin: 1, workers: 1, port: await freePort(taken), startProcess,
-    nodeArgs: [...cfg.serverNodeArgs, ...(cfg.gc ? ['--trace-gc', '--import', pathToFileURL(join(root, 'bench/lib/gc-observer.mjs')).href] : [])],
+    root,
+    dir: tmp,
+    workload,
+    mode: 'latency',
+    pin: 1,
+    workers: 1,
+    port: await freePort(taken),
+    startProcess,
+    nodeArgs: [
+      ...cfg.serverNodeArgs,
+      ...(cfg.gc ? ['--trace-gc', '--import', pathToFileURL(join(root, 'bench/lib/gc-observer.mjs')).href] : []),
+    ],
     ...(cfg.gc ? { env: { ...process.env, CLUSTERDNS_GC_LOG: gcLog } } : {}),
   };
   const cproc = await startServer(cdef, cctx);
@@ -352,8 +418,18 @@ async function runScenario(sc, workload) {
       continue;
     }
     // unbound's receive buffer as clusterdns's (Knot has no such option).
-    if (def.extraLines || pname === 'unbound') def = { ...def, extraLines: [...(def.extraLines ?? []), '  so-rcvbuf: 4m'] };
-    const ctx = { root, dir: tmp, workload, mode: 'latency', pin: 1, workers: 1, port: await freePort(taken), startProcess };
+    if (def.extraLines || pname === 'unbound')
+      def = { ...def, extraLines: [...(def.extraLines ?? []), '  so-rcvbuf: 4m'] };
+    const ctx = {
+      root,
+      dir: tmp,
+      workload,
+      mode: 'latency',
+      pin: 1,
+      workers: 1,
+      port: await freePort(taken),
+      startProcess,
+    };
     // A forwarder asks the same upstream as clusterdns.
     if (def.setup && cctx.upstreamPort) {
       ctx.upstreamPort = cctx.upstreamPort;
@@ -371,10 +447,14 @@ async function runScenario(sc, workload) {
   if (maxQps === null) {
     probe = await runDnsperf({ port: cctx.port, queryFile: cqueries, seconds: cfg.probeSeconds, pin: 0 });
     maxQps = probe.qps;
-    log(`${cdef.name}: maximum ${Math.round(maxQps)} QPS (dnsperf closed loop, ${cfg.probeSeconds} s, 100 outstanding, avg ${(probe.avgLatencyS * 1000).toFixed(2)} ms)`);
+    log(
+      `${cdef.name}: maximum ${Math.round(maxQps)} QPS (dnsperf closed loop, ${cfg.probeSeconds} s, 100 outstanding, avg ${(probe.avgLatencyS * 1000).toFixed(2)} ms)`,
+    );
   }
   const rate = Math.round((maxQps * cfg.loadPercent) / 100);
-  log(`${sc.name}: measuring at ${rate} QPS (${cfg.loadPercent}% of ${Math.round(maxQps)}), ${cfg.rounds} round(s) × ${cfg.seconds} s, load: ${cfg.load}`);
+  log(
+    `${sc.name}: measuring at ${rate} QPS (${cfg.loadPercent}% of ${Math.round(maxQps)}), ${cfg.rounds} round(s) × ${cfg.seconds} s, load: ${cfg.load}`,
+  );
 
   const all = [{ who: 'clusterdns', def: cdef, proc: cproc, ctx: cctx }, ...others];
   const runs = Object.fromEntries(all.map((x) => [x.who, []]));
@@ -382,7 +462,14 @@ async function runScenario(sc, workload) {
     // The order rotates every round, so that no server always runs right after the same one.
     for (let k = 0; k < all.length; k++) {
       const { who, def, proc, ctx } = all[(round + k) % all.length];
-      const m = await measure(def.name, proc, ctx, def.queries(ctx), rate, `${sc.name}-${def.name.replace(/\W+/g, '_')}-r${round}`);
+      const m = await measure(
+        def.name,
+        proc,
+        ctx,
+        def.queries(ctx),
+        rate,
+        `${sc.name}-${def.name.replace(/\W+/g, '_')}-r${round}`,
+      );
       m.windows = windows(m.raw);
       if (who === 'clusterdns' && cfg.gc) {
         await sleep(1500); // the observer writes once a second
@@ -394,7 +481,15 @@ async function runScenario(sc, workload) {
   }
   await stopProcess(cproc);
   for (const o of others) if (o.proc.child) await stopProcess(o.proc);
-  return { scenario: sc.name, server: cdef.name, peers: others.map((o) => o.who), maxQps: Math.round(maxQps), probe, rate, runs };
+  return {
+    scenario: sc.name,
+    server: cdef.name,
+    peers: others.map((o) => o.who),
+    maxQps: Math.round(maxQps),
+    probe,
+    rate,
+    runs,
+  };
 }
 
 /** Start of a process on CLOCK_MONOTONIC in ms (from /proc/PID/stat's starttime, in clock ticks of 10 ms). */
@@ -448,16 +543,23 @@ function gcReport(ctx, pid, gcLog, m) {
   }
   // Spread of the pairing, around its median.
   const spread = diffs.length ? diffs[Math.floor(diffs.length * 0.9)] - diffs[Math.floor(diffs.length * 0.1)] : null;
-  const tracedInRun = offsetMs === null ? traced : traced.filter((e) => {
-    const t = (e.atMs + offsetMs) * 1e6;
-    return t >= t0 && t < t1;
-  });
+  const tracedInRun =
+    offsetMs === null
+      ? traced
+      : traced.filter((e) => {
+          const t = (e.atMs + offsetMs) * 1e6;
+          return t >= t0 && t < t1;
+        });
   const seconds = (t1 - t0) / 1e9;
   return {
     seconds: Math.round(seconds),
     // How well the --trace-gc lines were put on the clients' clock: matched GCs, and the spread
     // (10th to 90th percentile) of their differences after the offset.
-    alignment: { matched: diffs.length, of: traced.length, spreadMs: spread === null ? null : Math.round(spread * 100) / 100 },
+    alignment: {
+      matched: diffs.length,
+      of: traced.length,
+      spreadMs: spread === null ? null : Math.round(spread * 100) / 100,
+    },
     trace: summarizeTrace(tracedInRun, seconds),
     traceWholeProcess: { count: traced.length, over10ms: traced.filter((e) => e.pauseMs > 10).length },
     observer: {
@@ -468,7 +570,10 @@ function gcReport(ctx, pid, gcLog, m) {
     },
     correlation: correlate(raw, observed, { timeoutNs: cfg.timeoutMs * 1e6 }),
     // The same without the queries in flight during one of the recording client's own stalls.
-    correlationOutsideClientStalls: correlate(raw, observed, { timeoutNs: cfg.timeoutMs * 1e6, skip: overlapping(raw, raw.stalls, cfg.timeoutMs * 1e6) }),
+    correlationOutsideClientStalls: correlate(raw, observed, {
+      timeoutNs: cfg.timeoutMs * 1e6,
+      skip: overlapping(raw, raw.stalls, cfg.timeoutMs * 1e6),
+    }),
   };
 }
 
@@ -498,7 +603,12 @@ function pooled(ms) {
     const p = (q) => (s.length ? s[Math.min(s.length - 1, Math.ceil((q / 100) * s.length) - 1)] / 1e6 : NaN);
     return { p50: p(50), p90: p(90), p99: p(99), p999: p(99.9), max: s.length ? s[s.length - 1] / 1e6 : NaN };
   };
-  return { sent, lost, ...pcts(lat), clean: { ...pcts(clean), excludedPercent: lat.length ? (100 * (lat.length - clean.length)) / lat.length : 0 } };
+  return {
+    sent,
+    lost,
+    ...pcts(lat),
+    clean: { ...pcts(clean), excludedPercent: lat.length ? (100 * (lat.length - clean.length)) / lat.length : 0 },
+  };
 }
 
 const f2 = (x) => (Number.isFinite(x) ? (x >= 10 ? x.toFixed(1) : x.toFixed(2)) : '—');
@@ -512,23 +622,29 @@ function render(machine, results, elapsedS) {
   const L = (s) => out.push(s);
   L(`Machine: ${machineLine(machine)}.`);
   L('');
-  L(`Command: \`node bench/latency.mjs ${process.argv.slice(2).join(' ')}\` (whole run ${Math.round(elapsedS)} s, ${new Date().toISOString().slice(0, 10)}).`);
+  L(
+    `Command: \`node bench/latency.mjs ${process.argv.slice(2).join(' ')}\` (whole run ${Math.round(elapsedS)} s, ${new Date().toISOString().slice(0, 10)}).`,
+  );
   L('');
-  L(`Server \`taskset -c 1\` (clusterdns \`-workers 1\`${cfg.serverNodeArgs.length ? ` with node flags \`${cfg.serverNodeArgs.join(' ')}\`` : ''}, unbound 1 thread, Knot 1 UDP worker; a forwarding scenario's upstream on CPU 0); client \`taskset -c 0\`. Rate: ${cfg.loadPercent}% of clusterdns's ` +
-    `maximum (${cfg.maxQps ? '--max-qps' : `dnsperf closed loop, ${cfg.probeSeconds} s`}), the same rate for every peer (measured in turn, interleaved). ` +
-    (cfg.load === 'node'
-      ? `Load: the Node client alone, open loop, every query recorded (pace ${cfg.pace}, ${cfg.sockets} sockets).`
-      : `Load: \`dnsperf -Q <rate − ${cfg.sampleQps}> -q 1000\`, plus the Node client sending and recording ${cfg.sampleQps} QPS of it.`) +
-    ` Recording client priority: ${cfg.clientPriority === 'nice' ? 'nice -10' : 'normal'}.` +
-    ` ${cfg.rounds} round(s) × ${cfg.seconds} s (first ${cfg.skip} s of each not counted); lost = no answer within ${cfg.timeoutMs} ms. ` +
-    'Percentiles over all recorded queries of all rounds. *client CPU*: the recording client process (a spinning one takes all it gets); ' +
-    '*work*: its time in send() and in answer handling; *client + dnsperf CPU*: both load generators on CPU 0, in % of that core; ' +
-    '*send lag*: how late the recording client sent against its schedule (its own stalls: GC, other work on CPU 0). ' +
-    '*outside client stalls*: the same percentiles without the queries that were in flight while the client\'s send loop stood still ' +
-    'for more than 3 ms (their delay is at least partly the client\'s); the share set aside in parentheses. ' +
-    '*server run-queue wait*: time the server\'s busiest thread (event loop; Knot\'s UDP worker) was ready to run but waited for CPU 1 (other work on its core, or its own helper threads), in % of the run.');
+  L(
+    `Server \`taskset -c 1\` (clusterdns \`-workers 1\`${cfg.serverNodeArgs.length ? ` with node flags \`${cfg.serverNodeArgs.join(' ')}\`` : ''}, unbound 1 thread, Knot 1 UDP worker; a forwarding scenario's upstream on CPU 0); client \`taskset -c 0\`. Rate: ${cfg.loadPercent}% of clusterdns's ` +
+      `maximum (${cfg.maxQps ? '--max-qps' : `dnsperf closed loop, ${cfg.probeSeconds} s`}), the same rate for every peer (measured in turn, interleaved). ` +
+      (cfg.load === 'node'
+        ? `Load: the Node client alone, open loop, every query recorded (pace ${cfg.pace}, ${cfg.sockets} sockets).`
+        : `Load: \`dnsperf -Q <rate − ${cfg.sampleQps}> -q 1000\`, plus the Node client sending and recording ${cfg.sampleQps} QPS of it.`) +
+      ` Recording client priority: ${cfg.clientPriority === 'nice' ? 'nice -10' : 'normal'}.` +
+      ` ${cfg.rounds} round(s) × ${cfg.seconds} s (first ${cfg.skip} s of each not counted); lost = no answer within ${cfg.timeoutMs} ms. ` +
+      'Percentiles over all recorded queries of all rounds. *client CPU*: the recording client process (a spinning one takes all it gets); ' +
+      '*work*: its time in send() and in answer handling; *client + dnsperf CPU*: both load generators on CPU 0, in % of that core; ' +
+      '*send lag*: how late the recording client sent against its schedule (its own stalls: GC, other work on CPU 0). ' +
+      "*outside client stalls*: the same percentiles without the queries that were in flight while the client's send loop stood still " +
+      "for more than 3 ms (their delay is at least partly the client's); the share set aside in parentheses. " +
+      "*server run-queue wait*: time the server's busiest thread (event loop; Knot's UDP worker) was ready to run but waited for CPU 1 (other work on its core, or its own helper threads), in % of the run.",
+  );
   L('');
-  L('| scenario | server | max QPS | rate | recorded | lost | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | outside client stalls: p99 / p99.9 / max ms (set aside) | server CPU | client CPU (work) | client + dnsperf CPU | send lag p99 / max ms | other work | server run-queue wait |');
+  L(
+    '| scenario | server | max QPS | rate | recorded | lost | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | outside client stalls: p99 / p99.9 / max ms (set aside) | server CPU | client CPU (work) | client + dnsperf CPU | send lag p99 / max ms | other work | server run-queue wait |',
+  );
   L('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|');
   for (const r of results) {
     for (const who of Object.keys(r.runs)) {
@@ -536,46 +652,83 @@ function render(machine, results, elapsedS) {
       if (!ms.length) continue;
       const p = pooled(ms);
       const dpLost = ms.reduce((a, m) => a + (m.dnsperf?.lost ?? 0), 0);
-      L(`| ${r.scenario} | ${ms[0].name} | ${who === 'clusterdns' ? r.maxQps : ''} | ${r.rate} | ${p.sent} | ${p.lost}${cfg.load === 'dnsperf' ? ` (+${dpLost} of dnsperf's)` : ''} | ` +
-        `${f2(p.p50)} | ${f2(p.p90)} | ${f2(p.p99)} | ${f2(p.p999)} | ${f2(p.max)} | ` +
-        `${f2(p.clean.p99)} / ${f2(p.clean.p999)} / ${f2(p.clean.max)} (${p.clean.excludedPercent.toFixed(1)}%) | ${med(ms.map((m) => m.serverCpu)).toFixed(0)}% | ` +
-        `${med(ms.map((m) => m.client.clientCpuPercent)).toFixed(0)}% (${med(ms.map((m) => m.client.clientWorkPercent)).toFixed(0)}%) | ${med(ms.map((m) => m.loadGenCpu)).toFixed(0)}% | ` +
-        `${f2(med(ms.map((m) => m.client.sendLagMs.p99)))} / ${f2(Math.max(...ms.map((m) => m.client.sendLagMs.max)))} | ${med(ms.map((m) => m.otherCpu)).toFixed(0)}% | ${(ms.reduce((a, m) => a + m.serverRunQueueWaitMs, 0) / ms.length / cfg.seconds / 10).toFixed(1)}% |`);
+      L(
+        `| ${r.scenario} | ${ms[0].name} | ${who === 'clusterdns' ? r.maxQps : ''} | ${r.rate} | ${p.sent} | ${p.lost}${cfg.load === 'dnsperf' ? ` (+${dpLost} of dnsperf's)` : ''} | ` +
+          `${f2(p.p50)} | ${f2(p.p90)} | ${f2(p.p99)} | ${f2(p.p999)} | ${f2(p.max)} | ` +
+          `${f2(p.clean.p99)} / ${f2(p.clean.p999)} / ${f2(p.clean.max)} (${p.clean.excludedPercent.toFixed(1)}%) | ${med(ms.map((m) => m.serverCpu)).toFixed(0)}% | ` +
+          `${med(ms.map((m) => m.client.clientCpuPercent)).toFixed(0)}% (${med(ms.map((m) => m.client.clientWorkPercent)).toFixed(0)}%) | ${med(ms.map((m) => m.loadGenCpu)).toFixed(0)}% | ` +
+          `${f2(med(ms.map((m) => m.client.sendLagMs.p99)))} / ${f2(Math.max(...ms.map((m) => m.client.sendLagMs.max)))} | ${med(ms.map((m) => m.otherCpu)).toFixed(0)}% | ${(ms.reduce((a, m) => a + m.serverRunQueueWaitMs, 0) / ms.length / cfg.seconds / 10).toFixed(1)}% |`,
+      );
     }
   }
   for (const r of results) {
     L('');
-    L(`${r.scenario}: p99 / max per 5 s window (ms): ` + Object.keys(r.runs).filter((w) => r.runs[w].length)
-      .map((w) => `${r.runs[w][0].name} ${r.runs[w].map((m) => m.windows.map((x) => `${f2(x.p99Ms)}/${f2(x.maxMs)}`).join(' ')).join(' | ')}`).join('; '));
-    const drops = Object.values(r.runs).flat()
-      .map((m) => `${m.name} ${m.serverSocketDrops} / ${m.clientSocketDrops} / ${Math.max(0, (m.udpRcvbufErrors ?? 0) - m.serverSocketDrops - m.clientSocketDrops)}`).join(', ');
-    L(`${r.scenario}: UDP receive-buffer drops per run, at the server's socket / the recording client's / elsewhere (dnsperf's, other processes'): ${drops}`);
+    L(
+      `${r.scenario}: p99 / max per 5 s window (ms): ` +
+        Object.keys(r.runs)
+          .filter((w) => r.runs[w].length)
+          .map(
+            (w) =>
+              `${r.runs[w][0].name} ${r.runs[w].map((m) => m.windows.map((x) => `${f2(x.p99Ms)}/${f2(x.maxMs)}`).join(' ')).join(' | ')}`,
+          )
+          .join('; '),
+    );
+    const drops = Object.values(r.runs)
+      .flat()
+      .map(
+        (m) =>
+          `${m.name} ${m.serverSocketDrops} / ${m.clientSocketDrops} / ${Math.max(0, (m.udpRcvbufErrors ?? 0) - m.serverSocketDrops - m.clientSocketDrops)}`,
+      )
+      .join(', ');
+    L(
+      `${r.scenario}: UDP receive-buffer drops per run, at the server's socket / the recording client's / elsewhere (dnsperf's, other processes'): ${drops}`,
+    );
   }
   const gcs = results.flatMap((r) => r.runs.clusterdns.filter((m) => m.gc).map((m) => ({ r, m })));
   if (gcs.length) {
     L('');
     L('### GC pauses (clusterdns under the same load, `--trace-gc` + PerformanceObserver)');
     L('');
-    L('| scenario | run | GCs (trace) | per s | total pause ms | % of run | max pause ms | p99 pause ms | > 1 ms | > 10 ms | incremental marking steps | observer: GCs / total / max ms |');
+    L(
+      '| scenario | run | GCs (trace) | per s | total pause ms | % of run | max pause ms | p99 pause ms | > 1 ms | > 10 ms | incremental marking steps | observer: GCs / total / max ms |',
+    );
     L('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|');
     for (const { r, m } of gcs) {
       const t = m.gc.trace;
-      const inc = t.incrementalSteps ? `${t.incrementalSteps.cycles} cycles, ${t.incrementalSteps.totalMs} ms, biggest ${t.incrementalSteps.biggestStepMs} ms` : 'none';
-      L(`| ${r.scenario} | ${m.gc.seconds} s | ${t.count} | ${t.perSecond} | ${t.totalMs} | ${t.shareOfRunPercent}% | ${t.maxMs} | ${t.p99Ms} | ${t.over1ms} | ${t.over10ms} | ${inc} | ${m.gc.observer.count} / ${m.gc.observer.totalMs} / ${m.gc.observer.maxMs} |`);
+      const inc = t.incrementalSteps
+        ? `${t.incrementalSteps.cycles} cycles, ${t.incrementalSteps.totalMs} ms, biggest ${t.incrementalSteps.biggestStepMs} ms`
+        : 'none';
+      L(
+        `| ${r.scenario} | ${m.gc.seconds} s | ${t.count} | ${t.perSecond} | ${t.totalMs} | ${t.shareOfRunPercent}% | ${t.maxMs} | ${t.p99Ms} | ${t.over1ms} | ${t.over10ms} | ${inc} | ${m.gc.observer.count} / ${m.gc.observer.totalMs} / ${m.gc.observer.maxMs} |`,
+      );
     }
     for (const { r, m } of gcs) {
-      const kinds = Object.entries(m.gc.trace.byKind).map(([k, v]) => `${k} ${v.count} (max ${v.maxMs} ms)`).join(', ');
+      const kinds = Object.entries(m.gc.trace.byKind)
+        .map(([k, v]) => `${k} ${v.count} (max ${v.maxMs} ms)`)
+        .join(', ');
       L('');
-      L(`${r.scenario}: ${kinds}; any pause > 10 ms: **${m.gc.trace.over10ms > 0 || m.gc.observer.over10ms > 0 ? 'yes' : 'no'}** ` +
-        `(trace lines put on the client's clock: ${m.gc.alignment.matched} of ${m.gc.alignment.of} matched, spread ${m.gc.alignment.spreadMs} ms).`);
-      for (const [label, c] of [['all recorded queries', m.gc.correlation], ['outside client stalls', m.gc.correlationOutsideClientStalls]]) {
+      L(
+        `${r.scenario}: ${kinds}; any pause > 10 ms: **${m.gc.trace.over10ms > 0 || m.gc.observer.over10ms > 0 ? 'yes' : 'no'}** ` +
+          `(trace lines put on the client's clock: ${m.gc.alignment.matched} of ${m.gc.alignment.of} matched, spread ${m.gc.alignment.spreadMs} ms).`,
+      );
+      for (const [label, c] of [
+        ['all recorded queries', m.gc.correlation],
+        ['outside client stalls', m.gc.correlationOutsideClientStalls],
+      ]) {
         const lift = c.all.percent > 0 ? (c.atLeastP99.percent / c.all.percent).toFixed(1) : '—';
-        L(`- ${label}: in flight during a GC pause: ${c.all.percent}% of all queries, ${c.atLeastP99.percent}% of those ≥ p99 (${c.p99Ms} ms; ${lift} × the base rate), ` +
-          `${c.atLeastP999.percent}% of those ≥ p99.9 (${c.p999Ms} ms). Of the queries that met a pause, ${c.slowAmongMet.percent}% were ≥ p99 (1% if unrelated).`);
-        L(`  slowest: ${c.slowest.map((s) => `${s.latencyMs} ms at ${s.atS} s${s.gc ? ` [met ${s.gc}]` : ''}`).join('; ')}`);
+        L(
+          `- ${label}: in flight during a GC pause: ${c.all.percent}% of all queries, ${c.atLeastP99.percent}% of those ≥ p99 (${c.p99Ms} ms; ${lift} × the base rate), ` +
+            `${c.atLeastP999.percent}% of those ≥ p99.9 (${c.p999Ms} ms). Of the queries that met a pause, ${c.slowAmongMet.percent}% were ≥ p99 (1% if unrelated).`,
+        );
+        L(
+          `  slowest: ${c.slowest.map((s) => `${s.latencyMs} ms at ${s.atS} s${s.gc ? ` [met ${s.gc}]` : ''}`).join('; ')}`,
+        );
       }
       const c = m.gc.correlation;
-      if (c.longPauses.length) L(`- longest pauses in the run: ${c.longPauses.map((p) => `${p.kind} ${p.pauseMs} ms at ${p.atS} s (slowest query in flight ${p.slowestQueryMs} ms)`).join('; ')}`);
+      if (c.longPauses.length)
+        L(
+          `- longest pauses in the run: ${c.longPauses.map((p) => `${p.kind} ${p.pauseMs} ms at ${p.atS} s (slowest query in flight ${p.slowestQueryMs} ms)`).join('; ')}`,
+        );
     }
   }
   return out.join('\n');
@@ -589,7 +742,13 @@ async function main() {
   log(`machine: ${machineLine(machine)}; temp dir ${tmp}`);
   await setClientPriority();
   const results = [];
-  for (const name of cfg.scenarios) results.push(await runScenario(scenarios.find((s) => s.name === name), workload));
+  for (const name of cfg.scenarios)
+    results.push(
+      await runScenario(
+        scenarios.find((s) => s.name === name),
+        workload,
+      ),
+    );
   const md = render(machine, results, (Date.now() - t0) / 1000);
   process.stdout.write('\n' + md + '\n');
   mkdirSync(join(root, 'bench/results'), { recursive: true });
@@ -597,7 +756,21 @@ async function main() {
   log('wrote bench/results/latency-latest.md');
   if (opt.json) {
     const strip = (m) => ({ ...m, raw: undefined });
-    writeFileSync(opt.json, JSON.stringify({ config: cfg, machine, results: results.map((r) => ({ ...r, runs: Object.fromEntries(Object.entries(r.runs).map(([k, v]) => [k, v.map(strip)])) })) }, null, 2));
+    writeFileSync(
+      opt.json,
+      JSON.stringify(
+        {
+          config: cfg,
+          machine,
+          results: results.map((r) => ({
+            ...r,
+            runs: Object.fromEntries(Object.entries(r.runs).map(([k, v]) => [k, v.map(strip)])),
+          })),
+        },
+        null,
+        2,
+      ),
+    );
     log(`wrote ${opt.json}`);
   }
 }

@@ -150,9 +150,15 @@ function sliceObject(i, podCount) {
       name: `${name}-${hex(i, 5)}`,
       namespace: nsOf(i),
       generateName: `${name}-`,
-      labels: { 'kubernetes.io/service-name': name, 'endpointslice.kubernetes.io/managed-by': 'endpointslice-controller.k8s.io', app: name },
+      labels: {
+        'kubernetes.io/service-name': name,
+        'endpointslice.kubernetes.io/managed-by': 'endpointslice-controller.k8s.io',
+        app: name,
+      },
       annotations: { 'endpoints.kubernetes.io/last-change-trigger-time': STAMP },
-      ownerReferences: [{ apiVersion: 'v1', kind: 'Service', name, uid: uid(1, i), controller: true, blockOwnerDeletion: true }],
+      ownerReferences: [
+        { apiVersion: 'v1', kind: 'Service', name, uid: uid(1, i), controller: true, blockOwnerDeletion: true },
+      ],
     },
     addressType: 'IPv4',
     endpoints: [
@@ -177,7 +183,16 @@ function podObject(j) {
       namespace: nsOf(j),
       generateName: `${app}-7d4b9c-`,
       labels: { app, 'pod-template-hash': '7d4b9c' },
-      ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: `${app}-7d4b9c`, uid: uid(3, j % 1000), controller: true, blockOwnerDeletion: true }],
+      ownerReferences: [
+        {
+          apiVersion: 'apps/v1',
+          kind: 'ReplicaSet',
+          name: `${app}-7d4b9c`,
+          uid: uid(3, j % 1000),
+          controller: true,
+          blockOwnerDeletion: true,
+        },
+      ],
     },
     spec: {
       containers: [
@@ -201,14 +216,27 @@ function podObject(j) {
     },
     status: {
       phase: 'Running',
-      conditions: ['Initialized', 'Ready', 'ContainersReady', 'PodScheduled'].map((type) => ({ type, status: 'True', lastTransitionTime: STAMP })),
+      conditions: ['Initialized', 'Ready', 'ContainersReady', 'PodScheduled'].map((type) => ({
+        type,
+        status: 'True',
+        lastTransitionTime: STAMP,
+      })),
       hostIP: nthIp(192, 168, j % 50),
       podIP: podIp(j),
       podIPs: [{ ip: podIp(j) }],
       startTime: STAMP,
       qosClass: 'Burstable',
       containerStatuses: [
-        { name: 'main', ready: true, started: true, restartCount: 0, image: `registry.example/${app}:1.4.2`, imageID: '', containerID: `containerd://${hex(j, 16)}`, state: { running: { startedAt: STAMP } } },
+        {
+          name: 'main',
+          ready: true,
+          started: true,
+          restartCount: 0,
+          image: `registry.example/${app}:1.4.2`,
+          imageID: '',
+          containerID: `containerd://${hex(j, 16)}`,
+          state: { running: { startedAt: STAMP } },
+        },
       ],
     },
   };
@@ -216,8 +244,12 @@ function podObject(j) {
 
 /** A test API server holding `services` Services (+ one slice each) and `pods` Pods. */
 async function cluster(services, pods) {
-  const api = await KubeApiServer.create({ eventWindow: 1000, ...(args.tls ? { tls: true, clientCertAuth: true } : {}) });
-  for (let n = 0; n < namespaceCount; n++) api.apply({ kind: 'Namespace', apiVersion: 'v1', metadata: { name: `team-${n}` } });
+  const api = await KubeApiServer.create({
+    eventWindow: 1000,
+    ...(args.tls ? { tls: true, clientCertAuth: true } : {}),
+  });
+  for (let n = 0; n < namespaceCount; n++)
+    api.apply({ kind: 'Namespace', apiVersion: 'v1', metadata: { name: `team-${n}` } });
   for (let i = 0; i < services; i++) {
     api.apply(serviceObject(i));
     api.apply(sliceObject(i, pods));
@@ -360,7 +392,8 @@ async function runOne({ label, services, pods, workers }) {
   );
   const logFile = join(dir, 'clusterdns.log');
   // The last object of each list (the test API server lists by `ns/name`): an answer for it means the list is in.
-  const byKey = (n, name) => Array.from({ length: n }, (_, i) => [`${nsOf(i)}/${name(i)}`, i]).sort((a, b) => a[0].localeCompare(b[0]));
+  const byKey = (n, name) =>
+    Array.from({ length: n }, (_, i) => [`${nsOf(i)}/${name(i)}`, i]).sort((a, b) => a[0].localeCompare(b[0]));
   const lastSvc = services > 0 ? byKey(services, (i) => `svc-${i}`).at(-1)[1] : -1;
   const lastPod = pods > 0 ? byKey(pods, (j) => `pod-${j}`).at(-1)[1] : -1;
   const svcName = (i) => `svc-${i}.${nsOf(i)}.svc.cluster.local`;
@@ -368,18 +401,26 @@ async function runOne({ label, services, pods, workers }) {
 
   const cdnsArgs = ['-conf', corefile, ...(workers > 0 ? ['-workers', String(workers)] : []), '-quiet'];
   // As a user starts it (bin/clusterdns and the flags on its #! line), or with other Node flags.
-  const proc = args['node-flags'] === undefined
-    ? startProcess('clusterdns', join(root, 'bin/clusterdns'), cdnsArgs, { logFile, cwd: dir })
-    : startProcess('clusterdns', process.execPath, [...args['node-flags'].split(' ').filter(Boolean), join(root, 'bin/clusterdns'), ...cdnsArgs], { logFile, cwd: dir });
+  const proc =
+    args['node-flags'] === undefined
+      ? startProcess('clusterdns', join(root, 'bin/clusterdns'), cdnsArgs, { logFile, cwd: dir })
+      : startProcess(
+          'clusterdns',
+          process.execPath,
+          [...args['node-flags'].split(' ').filter(Boolean), join(root, 'bin/clusterdns'), ...cdnsArgs],
+          { logFile, cwd: dir },
+        );
   const spawned = performance.now();
-  const alive = () => proc.pid !== undefined && (() => {
-    try {
-      process.kill(proc.pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
-  })();
+  const alive = () =>
+    proc.pid !== undefined &&
+    (() => {
+      try {
+        process.kill(proc.pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    })();
   const deadline = spawned + 600_000;
   let readyMs = NaN;
   let answerMs = NaN;
@@ -393,10 +434,15 @@ async function runOne({ label, services, pods, workers }) {
   const answerLoop = (async () => {
     while (performance.now() < deadline && alive()) {
       // With no objects: the zone's dns-version TXT record.
-      const okSvc = lastSvc < 0
-        ? (lastPod >= 0 || (await dig(dnsPort, 'dns-version.cluster.local', 'TXT')).answers.some((a) => a.type === 'TXT'))
-        : (await dig(dnsPort, svcName(lastSvc))).answers.some((a) => a.type === 'A' && a.data === serviceIp(lastSvc));
-      const okPod = okSvc && (lastPod < 0 || (await dig(dnsPort, podName(lastPod))).answers.some((a) => a.type === 'A' && a.data === podIp(lastPod)));
+      const okSvc =
+        lastSvc < 0
+          ? lastPod >= 0 ||
+            (await dig(dnsPort, 'dns-version.cluster.local', 'TXT')).answers.some((a) => a.type === 'TXT')
+          : (await dig(dnsPort, svcName(lastSvc))).answers.some((a) => a.type === 'A' && a.data === serviceIp(lastSvc));
+      const okPod =
+        okSvc &&
+        (lastPod < 0 ||
+          (await dig(dnsPort, podName(lastPod))).answers.some((a) => a.type === 'A' && a.data === podIp(lastPod)));
       if (okSvc && okPod) return (answerMs = performance.now() - spawned);
       await sleep(50);
     }
@@ -446,7 +492,9 @@ async function runOne({ label, services, pods, workers }) {
       below: queried.rss / MiB < formulaMiB(objects) && settled.rss / MiB < formulaMiB(objects),
     };
   } catch (e) {
-    process.stderr.write(`--- ${label}: ${e.message}; clusterdns log:\n${readFileSync(logFile, 'utf8').slice(-4000)}\n`);
+    process.stderr.write(
+      `--- ${label}: ${e.message}; clusterdns log:\n${readFileSync(logFile, 'utf8').slice(-4000)}\n`,
+    );
     throw e;
   } finally {
     await stopProcess(proc);
@@ -467,16 +515,36 @@ if (args['serve-api'] !== undefined) {
 
 const cases = [];
 for (const n of sizes) {
-  for (const w of workerCounts) cases.push({ label: `${n} objects`, services: Math.floor(n / 2), pods: n - Math.floor(n / 2), workers: w });
+  for (const w of workerCounts)
+    cases.push({ label: `${n} objects`, services: Math.floor(n / 2), pods: n - Math.floor(n / 2), workers: w });
 }
-if (readyServices > 0) for (const w of workerCounts) cases.push({ label: `${readyServices} Services`, services: readyServices, pods: 0, workers: w });
+if (readyServices > 0)
+  for (const w of workerCounts)
+    cases.push({ label: `${readyServices} Services`, services: readyServices, pods: 0, workers: w });
 
 process.stdout.write(
   `clusterdns memory and start-up, node ${process.version}; objects = Services + Pods; each Service has one EndpointSlice with one ready endpoint; ` +
     `${namespaceCount} namespaces; Corefile: kubernetes cluster.local { endpoint <test API server>${args.tls ? ' (HTTPS, client certificate)' : ' (HTTP)'}; pods verified }; settle ${settleMs / 1000} s; ` +
     `RSS = VmRSS summed over the process tree; formula = CoreDNS's (Pods + Services) / 1000 + 54 MB.\n\n`,
 );
-const header = ['case', 'workers', 'Services', 'slices', 'Pods', 'ready s', 'answer s', 'RSS settled', 'RSS queried', 'peak', 'anon', 'bin once', 'PSS queried', '× 1 worker', 'formula', 'below'];
+const header = [
+  'case',
+  'workers',
+  'Services',
+  'slices',
+  'Pods',
+  'ready s',
+  'answer s',
+  'RSS settled',
+  'RSS queried',
+  'peak',
+  'anon',
+  'bin once',
+  'PSS queried',
+  '× 1 worker',
+  'formula',
+  'below',
+];
 const rows = [];
 const results = [];
 const fmtRow = (r) => r.map((c, i) => String(c).padStart(i === 0 ? 18 : Math.max(7, header[i].length))).join(' ');
@@ -507,15 +575,27 @@ try {
       r.below ? 'yes' : 'no',
     ];
     rows.push(row);
-    process.stdout.write(fmtRow(row) + `   (${r.queries.good}/${r.queries.sent} queries answered with records; PSS per process ${r.pssEachAfterQueriesMiB.join(' + ')})\n`);
+    process.stdout.write(
+      fmtRow(row) +
+        `   (${r.queries.good}/${r.queries.sent} queries answered with records; PSS per process ${r.pssEachAfterQueriesMiB.join(' + ')})\n`,
+    );
   }
 } finally {
   await stopAll();
 }
-process.stdout.write('\nMiB throughout. ready = spawn to /ready 200; answer = spawn to dig answering right for the last-listed Service and Pod; ' +
-  'RSS queried = after the queries and a short settle; peak = VmHWM summed over processes; anon = RssAnon (private memory) after the queries; ' +
-  'bin once = anon plus the file-backed pages (the node binary, shared by the processes) counted once; below = RSS settled and RSS queried both under the formula.\n');
+process.stdout.write(
+  '\nMiB throughout. ready = spawn to /ready 200; answer = spawn to dig answering right for the last-listed Service and Pod; ' +
+    'RSS queried = after the queries and a short settle; peak = VmHWM summed over processes; anon = RssAnon (private memory) after the queries; ' +
+    'bin once = anon plus the file-backed pages (the node binary, shared by the processes) counted once; below = RSS settled and RSS queried both under the formula.\n',
+);
 if (args['write-json']) {
-  writeFileSync(args['write-json'], JSON.stringify({ node: process.version, date: new Date().toISOString(), namespaces: namespaceCount, results }, null, 2) + '\n');
+  writeFileSync(
+    args['write-json'],
+    JSON.stringify(
+      { node: process.version, date: new Date().toISOString(), namespaces: namespaceCount, results },
+      null,
+      2,
+    ) + '\n',
+  );
   process.stdout.write(`wrote ${args['write-json']}\n`);
 }

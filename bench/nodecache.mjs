@@ -63,7 +63,10 @@ const inNs = (ns, file, args) => run('ip', ['netns', 'exec', ns, file, ...args],
 
 function startIn(ns, name, args, env) {
   const log = join(dir, `${name}.log`);
-  const child = spawn('ip', ['netns', 'exec', ns, 'taskset', '-c', '1', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn('ip', ['netns', 'exec', ns, 'taskset', '-c', '1', ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   child.stdout.on('data', (d) => (out += d));
   child.stderr.on('data', (d) => (out += d));
@@ -116,7 +119,24 @@ let serverPids = [];
 async function dnsperf(server, queryFile, mode) {
   const cpu0 = serverPids.reduce((a, pid) => a + cpuSeconds(pid), 0);
   const load = mode === 'max' ? ['-q', '100', '-Q', '1000000'] : ['-q', '100', '-Q', String(rate)];
-  const { stdout } = await inNs(NODE, 'taskset', ['-c', '0', 'dnsperf', '-s', server, '-p', '53', '-d', queryFile, '-c', '4', '-T', '1', ...load, '-l', String(seconds)]);
+  const { stdout } = await inNs(NODE, 'taskset', [
+    '-c',
+    '0',
+    'dnsperf',
+    '-s',
+    server,
+    '-p',
+    '53',
+    '-d',
+    queryFile,
+    '-c',
+    '4',
+    '-T',
+    '1',
+    ...load,
+    '-l',
+    String(seconds),
+  ]);
   const r = parseDnsperf(stdout);
   if (!Number.isFinite(r.qps)) throw new Error(`dnsperf against ${server} failed:\n${stdout}`);
   // Both servers' CPU per answered query: robust when other jobs share the machine.
@@ -143,26 +163,97 @@ async function main() {
   await inNs(DNS, 'ip', ['link', 'set', 'cdv1', 'up']);
   await inNs(NODE, 'ip', ['route', 'add', 'default', 'via', dnsAddr]);
   for (const proto of ['udp', 'tcp']) {
-    await inNs(NODE, 'iptables', ['-w', '5', '-t', 'nat', '-A', 'OUTPUT', '-d', '10.96.0.10/32', '-p', proto, '--dport', '53', '-j', 'DNAT', '--to-destination', `${dnsAddr}:53`]);
+    await inNs(NODE, 'iptables', [
+      '-w',
+      '5',
+      '-t',
+      'nat',
+      '-A',
+      'OUTPUT',
+      '-d',
+      '10.96.0.10/32',
+      '-p',
+      proto,
+      '--dport',
+      '53',
+      '-j',
+      'DNAT',
+      '--to-destination',
+      `${dnsAddr}:53`,
+    ]);
   }
-  await inNs(NODE, 'iptables', ['-w', '5', '-A', 'INPUT', '-m', 'conntrack', '--ctstate', 'ESTABLISHED,RELATED', '-j', 'ACCEPT']);
+  await inNs(NODE, 'iptables', [
+    '-w',
+    '5',
+    '-A',
+    'INPUT',
+    '-m',
+    'conntrack',
+    '--ctstate',
+    'ESTABLISHED,RELATED',
+    '-j',
+    'ACCEPT',
+  ]);
 
-  writeFileSync(join(dir, 'cluster.Corefile'), `.:53 {\n    bind ${dnsAddr}\n    kubernetes cluster.local in-addr.arpa ip6.arpa {\n        manifests ${join(root, 'examples/demo/cluster.yaml')}\n        pods insecure\n        fallthrough in-addr.arpa ip6.arpa\n    }\n    prometheus 127.0.0.1:9153\n}\n`);
-  const cluster = startIn(DNS, 'cluster', [process.execPath, BIN, '-conf', join(dir, 'cluster.Corefile'), '-workers', '1', '-quiet']);
+  writeFileSync(
+    join(dir, 'cluster.Corefile'),
+    `.:53 {\n    bind ${dnsAddr}\n    kubernetes cluster.local in-addr.arpa ip6.arpa {\n        manifests ${join(root, 'examples/demo/cluster.yaml')}\n        pods insecure\n        fallthrough in-addr.arpa ip6.arpa\n    }\n    prometheus 127.0.0.1:9153\n}\n`,
+  );
+  const cluster = startIn(DNS, 'cluster', [
+    process.execPath,
+    BIN,
+    '-conf',
+    join(dir, 'cluster.Corefile'),
+    '-workers',
+    '1',
+    '-quiet',
+  ]);
   writeFileSync(join(dir, 'resolv.conf'), `nameserver ${dnsAddr}\n`);
-  const agent = startIn(NODE, 'agent', [
-    process.execPath, BIN, 'nodecache', '-localip', '169.254.20.10,10.96.0.10', '-conf', join(dir, 'Corefile'),
-    '-upstreamsvc', 'kube-dns-upstream', '-resolvconf', join(dir, 'resolv.conf'), '-pidfile', join(dir, 'pid'),
-    '-metrics-listen-address', '127.0.0.1:9353', '-quiet',
-  ], { KUBE_DNS_UPSTREAM_SERVICE_HOST: dnsAddr });
-  await waitFor('the cluster DNS', async () => (await inNs(NODE, 'dig', [`@${dnsAddr}`, '+short', '+time=1', '+tries=1', 'backend.default.svc.cluster.local'])).stdout.trim() === '10.96.120.15');
-  await waitFor('the agent', async () => existsSync(join(dir, 'pid')) || (agent.child.exitCode !== null && Promise.reject(new Error(agent.output()))));
+  const agent = startIn(
+    NODE,
+    'agent',
+    [
+      process.execPath,
+      BIN,
+      'nodecache',
+      '-localip',
+      '169.254.20.10,10.96.0.10',
+      '-conf',
+      join(dir, 'Corefile'),
+      '-upstreamsvc',
+      'kube-dns-upstream',
+      '-resolvconf',
+      join(dir, 'resolv.conf'),
+      '-pidfile',
+      join(dir, 'pid'),
+      '-metrics-listen-address',
+      '127.0.0.1:9353',
+      '-quiet',
+    ],
+    { KUBE_DNS_UPSTREAM_SERVICE_HOST: dnsAddr },
+  );
+  await waitFor(
+    'the cluster DNS',
+    async () =>
+      (
+        await inNs(NODE, 'dig', [`@${dnsAddr}`, '+short', '+time=1', '+tries=1', 'backend.default.svc.cluster.local'])
+      ).stdout.trim() === '10.96.120.15',
+  );
+  await waitFor(
+    'the agent',
+    async () =>
+      existsSync(join(dir, 'pid')) || (agent.child.exitCode !== null && Promise.reject(new Error(agent.output()))),
+  );
   serverPids = [agent.child.pid, cluster.child.pid];
 
   // Cluster names from the demo cluster: Services (one A), a headless Service (three A), the API.
   const names = [
-    'backend.default.svc.cluster.local', 'frontend.default.svc.cluster.local', 'kubernetes.default.svc.cluster.local',
-    'kube-dns.kube-system.svc.cluster.local', 'mysql.default.svc.cluster.local', 'mysql-0.mysql.default.svc.cluster.local',
+    'backend.default.svc.cluster.local',
+    'frontend.default.svc.cluster.local',
+    'kubernetes.default.svc.cluster.local',
+    'kube-dns.kube-system.svc.cluster.local',
+    'mysql.default.svc.cluster.local',
+    'mysql-0.mysql.default.svc.cluster.local',
   ];
   const queryFile = join(dir, 'queries.txt');
   writeFileSync(queryFile, names.map((n) => `${n} A\n`).join(''));
@@ -185,7 +276,9 @@ async function main() {
       for (const mode of ['max', 'fixed']) {
         const res = await dnsperf(t.server, queryFile, mode);
         results.get(t.name)[mode].push(res);
-        process.stderr.write(`round ${r + 1} ${t.name} ${mode}: ${res.qps.toFixed(0)} qps, avg ${res.avgMs.toFixed(3)} ms, lost ${res.lost}, ${res.cpuUsPerQuery.toFixed(1)} µs CPU/query, load ${res.load}\n`);
+        process.stderr.write(
+          `round ${r + 1} ${t.name} ${mode}: ${res.qps.toFixed(0)} qps, avg ${res.avgMs.toFixed(3)} ms, lost ${res.lost}, ${res.cpuUsPerQuery.toFixed(1)} µs CPU/query, load ${res.load}\n`,
+        );
       }
     }
   }
@@ -200,15 +293,26 @@ async function main() {
     `dnsperf -s SERVER -p 53 -d queries.txt -c 4 -T 1 -q 100 {-Q 1000000 (max) | -Q ${rate} (fixed)} -l ${seconds}; ${rounds} rounds interleaved, medians;`,
     `${names.length} cluster names (A); servers pinned to CPU 1, dnsperf to CPU 0; the agent and the cluster DNS are one Node process each.`,
     '',
-    '| target | max QPS | avg latency at max (ms) | avg latency at ' + rate + ' QPS (ms) | stddev at ' + rate + ' QPS (ms) | max latency at ' + rate + ' QPS (ms) | server CPU µs/query at max | lost | 1-min load |',
+    '| target | max QPS | avg latency at max (ms) | avg latency at ' +
+      rate +
+      ' QPS (ms) | stddev at ' +
+      rate +
+      ' QPS (ms) | max latency at ' +
+      rate +
+      ' QPS (ms) | server CPU µs/query at max | lost | 1-min load |',
     '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
   ];
   for (const t of targets) {
     const r = results.get(t.name);
     const lost = [...r.max, ...r.fixed].reduce((a, x) => a + x.lost, 0);
-    lines.push(`| ${t.name} | ${median(r.max.map((x) => x.qps)).toFixed(0)} | ${median(r.max.map((x) => x.avgMs)).toFixed(3)} | ${median(r.fixed.map((x) => x.avgMs)).toFixed(3)} | ${median(r.fixed.map((x) => x.sdMs)).toFixed(3)} | ${median(r.fixed.map((x) => x.maxMs)).toFixed(2)} | ${median(r.max.map((x) => x.cpuUsPerQuery)).toFixed(1)} | ${lost} | ${median([...r.max, ...r.fixed].map((x) => x.load)).toFixed(1)} |`);
+    lines.push(
+      `| ${t.name} | ${median(r.max.map((x) => x.qps)).toFixed(0)} | ${median(r.max.map((x) => x.avgMs)).toFixed(3)} | ${median(r.fixed.map((x) => x.avgMs)).toFixed(3)} | ${median(r.fixed.map((x) => x.sdMs)).toFixed(3)} | ${median(r.fixed.map((x) => x.maxMs)).toFixed(2)} | ${median(r.max.map((x) => x.cpuUsPerQuery)).toFixed(1)} | ${lost} | ${median([...r.max, ...r.fixed].map((x) => x.load)).toFixed(1)} |`,
+    );
   }
-  lines.push('', `agent cache: ${hits} hits, ${misses} misses (${((100 * hits) / Math.max(1, hits + misses)).toFixed(3)}% hits; the cluster DNS gives TTL 5, so each name is refetched over TCP every 5 s)`);
+  lines.push(
+    '',
+    `agent cache: ${hits} hits, ${misses} misses (${((100 * hits) / Math.max(1, hits + misses)).toFixed(3)}% hits; the cluster DNS gives TTL 5, so each name is refetched over TCP every 5 s)`,
+  );
   process.stdout.write(lines.join('\n') + '\n');
   void cluster;
 }

@@ -70,7 +70,14 @@ const cfg = {
   traceGc: opt['trace-gc'],
 };
 const sc = scenarios.find((s) => s.name === cfg.scenario);
-if (!sc || !(cfg.minutes > 0) || !(cfg.interval >= 1) || !(cfg.workers >= 1) || !(cfg.warmupS >= 0) || (cfg.rate !== null && !(cfg.rate > 0))) {
+if (
+  !sc ||
+  !(cfg.minutes > 0) ||
+  !(cfg.interval >= 1) ||
+  !(cfg.workers >= 1) ||
+  !(cfg.warmupS >= 0) ||
+  (cfg.rate !== null && !(cfg.rate > 0))
+) {
   console.error(`bad options (scenarios: ${scenarios.map((s) => s.name).join(', ')}); see --help`);
   process.exit(2);
 }
@@ -116,7 +123,10 @@ function trend(samples, warmupS, thresholdMB) {
   // where in a cycle they fall; a leak raises the troughs. Lowest sample of the second half of
   // the settled run against the lowest of the first half:
   const half = Math.floor(use.length / 2);
-  const troughs = use.length >= 4 ? Math.min(...use.slice(half).map((s) => s.mb)) - Math.min(...use.slice(0, half).map((s) => s.mb)) : growth;
+  const troughs =
+    use.length >= 4
+      ? Math.min(...use.slice(half).map((s) => s.mb)) - Math.min(...use.slice(0, half).map((s) => s.mb))
+      : growth;
   return {
     firstMB: r2(samples[0].mb),
     lastMB: r2(samples[samples.length - 1].mb),
@@ -143,18 +153,34 @@ async function main() {
   log(`machine: ${machineLine(machine)}; temp dir ${tmp}`);
   const def = clusterdnsServer(sc);
   const ctx = {
-    root, dir: tmp, workload, mode: 'rss', pin: pinned ? 1 : null, workers: cfg.workers, port: await freePort(), startProcess,
+    root,
+    dir: tmp,
+    workload,
+    mode: 'rss',
+    pin: pinned ? 1 : null,
+    workers: cfg.workers,
+    port: await freePort(),
+    startProcess,
     nodeArgs: [...(cfg.traceGc ? ['--trace-gc'] : []), ...opt['node-flags'].split(/\s+/).filter(Boolean)],
   };
   if (def.setup) await def.setup(ctx);
   const proc = def.start(ctx);
-  const samples0 = def.samples?.(ctx) ?? sampleRecords(workload.records).map((r) => ({ name: r.name, type: 'A', data: r.ip, ttl: workload.ttl }));
-  await waitAnswering(ctx.port, samples0[0].name, 30000, () => proc.child.exitCode === null && proc.child.signalCode === null);
+  const samples0 =
+    def.samples?.(ctx) ??
+    sampleRecords(workload.records).map((r) => ({ name: r.name, type: 'A', data: r.ip, ttl: workload.ttl }));
+  await waitAnswering(
+    ctx.port,
+    samples0[0].name,
+    30000,
+    () => proc.child.exitCode === null && proc.child.signalCode === null,
+  );
   const problems = await checkAnswers(ctx.port, samples0);
   if (problems.length) throw new Error(`${def.name} answers wrong:\n  ${problems.join('\n  ')}`);
   await new Promise((r) => setTimeout(r, 1000)); // cluster workers up
   const idleKiB = [proc.pid, ...descendants(proc.pid)].reduce((a, p) => a + rssKiB(p).rss, 0);
-  log(`${def.name}: pid ${proc.pid} on 127.0.0.1:${ctx.port}, ${cfg.workers} worker(s), ${pinned ? 'CPU 1' : 'unpinned'}; idle RSS ${(idleKiB / 1024).toFixed(1)} MB`);
+  log(
+    `${def.name}: pid ${proc.pid} on 127.0.0.1:${ctx.port}, ${cfg.workers} worker(s), ${pinned ? 'CPU 1' : 'unpinned'}; idle RSS ${(idleKiB / 1024).toFixed(1)} MB`,
+  );
 
   const seconds = Math.round(cfg.minutes * 60);
   const samples = [];
@@ -164,31 +190,47 @@ async function main() {
     const per = pids.map((p) => rssKiB(p));
     const sum = (k) => per.reduce((a, b) => a + b[k], 0) / 1024;
     const s = {
-      atS: Math.round((performance.now() - start) / 1000), mb: sum('rss'), anonMB: r2(sum('anon')), fileMB: r2(sum('file')),
+      atS: Math.round((performance.now() - start) / 1000),
+      mb: sum('rss'),
+      anonMB: r2(sum('anon')),
+      fileMB: r2(sum('file')),
       perProcessMB: per.map((k) => r2(k.rss / 1024)),
     };
     samples.push(s);
-    log(`  ${String(s.atS).padStart(5)} s  RSS ${s.mb.toFixed(1)} MB (anon ${s.anonMB}, file ${s.fileMB})${per.length > 1 ? ` (${s.perProcessMB.join(' + ')})` : ''}`);
+    log(
+      `  ${String(s.atS).padStart(5)} s  RSS ${s.mb.toFixed(1)} MB (anon ${s.anonMB}, file ${s.fileMB})${per.length > 1 ? ` (${s.perProcessMB.join(' + ')})` : ''}`,
+    );
   };
   const before = cpuSnapshot(proc.pid);
   take();
   const timer = setInterval(take, cfg.interval * 1000);
-  log(`dnsperf for ${seconds} s (${cfg.rate ? `-Q ${cfg.rate}` : 'closed loop, 100 outstanding'}), RSS every ${cfg.interval} s`);
+  log(
+    `dnsperf for ${seconds} s (${cfg.rate ? `-Q ${cfg.rate}` : 'closed loop, 100 outstanding'}), RSS every ${cfg.interval} s`,
+  );
   let perf;
   try {
-    perf = await runDnsperf({ port: ctx.port, queryFile: def.queries(ctx), seconds, pin: pinned ? 0 : null, ...(cfg.rate ? { maxQps: cfg.rate } : {}) });
+    perf = await runDnsperf({
+      port: ctx.port,
+      queryFile: def.queries(ctx),
+      seconds,
+      pin: pinned ? 0 : null,
+      ...(cfg.rate ? { maxQps: cfg.rate } : {}),
+    });
   } finally {
     clearInterval(timer);
   }
   if ((performance.now() - start) / 1000 - samples[samples.length - 1].atS >= 2) take();
   const after = cpuSnapshot(proc.pid);
-  if (proc.child.exitCode !== null || proc.child.signalCode !== null) throw new Error(`${def.name} exited during the run`);
+  if (proc.child.exitCode !== null || proc.child.signalCode !== null)
+    throw new Error(`${def.name} exited during the run`);
   const problemsAfter = await checkAnswers(ctx.port, samples0);
   const t = trend(samples, cfg.warmupS, cfg.thresholdMB);
 
   let heap = null;
   if (cfg.traceGc) {
-    const gcs = parseTraceGc(readFileSync(join(tmp, `${def.name}-${ctx.mode}.log`), 'utf8')).filter((e) => /Mark/.test(e.kind));
+    const gcs = parseTraceGc(readFileSync(join(tmp, `${def.name}-${ctx.mode}.log`), 'utf8')).filter((e) =>
+      /Mark/.test(e.kind),
+    );
     if (gcs.length >= 2) {
       // Isolate time ≈ time since the process started; the load began a few seconds later.
       const off = gcs[0].atMs;
@@ -205,17 +247,25 @@ async function main() {
   const L = [];
   L.push(`Machine: ${machineLine(machine)}.`);
   L.push('');
-  L.push(`Command: \`node bench/rss-flat.mjs ${process.argv.slice(2).join(' ')}\` (${new Date().toISOString().slice(0, 10)}, whole run ${Math.round((Date.now() - t0) / 1000)} s).`);
+  L.push(
+    `Command: \`node bench/rss-flat.mjs ${process.argv.slice(2).join(' ')}\` (${new Date().toISOString().slice(0, 10)}, whole run ${Math.round((Date.now() - t0) / 1000)} s).`,
+  );
   L.push('');
-  L.push(`clusterdns \`${sc.name}\` (${sc.description}), ${cfg.workers} worker(s), ${pinned ? 'server on CPU 1, dnsperf on CPU 0' : 'unpinned'}; ` +
-    `\`dnsperf -c 4 -T 1 -q 100 -Q ${cfg.rate ?? 1000000} -l ${seconds}\`: ${Math.round(perf.qps)} QPS, ${perf.completed} answered, ${perf.lost} lost; ` +
-    `server CPU ${serverCpuPercent(before, after).toFixed(0)}%, other work ${otherCpuPercent(before, after).toFixed(0)}% of the machine. ` +
-    `RSS of the server's process tree every ${cfg.interval} s; idle before the load ${(idleKiB / 1024).toFixed(1)} MB.`);
+  L.push(
+    `clusterdns \`${sc.name}\` (${sc.description}), ${cfg.workers} worker(s), ${pinned ? 'server on CPU 1, dnsperf on CPU 0' : 'unpinned'}; ` +
+      `\`dnsperf -c 4 -T 1 -q 100 -Q ${cfg.rate ?? 1000000} -l ${seconds}\`: ${Math.round(perf.qps)} QPS, ${perf.completed} answered, ${perf.lost} lost; ` +
+      `server CPU ${serverCpuPercent(before, after).toFixed(0)}%, other work ${otherCpuPercent(before, after).toFixed(0)}% of the machine. ` +
+      `RSS of the server's process tree every ${cfg.interval} s; idle before the load ${(idleKiB / 1024).toFixed(1)} MB.`,
+  );
   L.push('');
-  L.push('| samples | first MB | last MB | min MB | max MB | after warm-up (from s) | settled min–max MB | last − first settled MB | troughs: 2nd half − 1st half MB | slope MB/min | slope × span MB | verdict |');
+  L.push(
+    '| samples | first MB | last MB | min MB | max MB | after warm-up (from s) | settled min–max MB | last − first settled MB | troughs: 2nd half − 1st half MB | slope MB/min | slope × span MB | verdict |',
+  );
   L.push('|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|');
-  L.push(`| ${samples.length} | ${t.firstMB} | ${t.lastMB} | ${t.minMB} | ${t.maxMB} | ${t.settledFromS} | ${t.settledMinMB}–${t.settledMaxMB} | ${t.growthAfterWarmupMB} | ${t.troughGrowthMB} | ${t.slopeMBPerMinute} | ${t.slopeOverRunMB} | ` +
-    `**${t.flat ? 'flat' : 'NOT flat'}** (threshold ${cfg.thresholdMB} MB${t.warmupLongEnough ? '' : '; run shorter than the warm-up: whole run used'}) |`);
+  L.push(
+    `| ${samples.length} | ${t.firstMB} | ${t.lastMB} | ${t.minMB} | ${t.maxMB} | ${t.settledFromS} | ${t.settledMinMB}–${t.settledMaxMB} | ${t.growthAfterWarmupMB} | ${t.troughGrowthMB} | ${t.slopeMBPerMinute} | ${t.slopeOverRunMB} | ` +
+      `**${t.flat ? 'flat' : 'NOT flat'}** (threshold ${cfg.thresholdMB} MB${t.warmupLongEnough ? '' : '; run shorter than the warm-up: whole run used'}) |`,
+  );
   L.push('');
   L.push(`Samples (s: MB): ${samples.map((s) => `${s.atS}: ${s.mb.toFixed(1)}`).join(', ')}`);
   const set = samples.filter((s) => s.atS >= t.settledFromS);
@@ -223,13 +273,17 @@ async function main() {
     const a = set[0];
     const b = set[set.length - 1];
     L.push('');
-    L.push(`Of the RSS after warm-up (${a.atS} s → ${b.atS} s): anonymous (heap, malloc) ${a.anonMB} → ${b.anonMB} MB, file-backed (code, mapped files) ${a.fileMB} → ${b.fileMB} MB.`);
+    L.push(
+      `Of the RSS after warm-up (${a.atS} s → ${b.atS} s): anonymous (heap, malloc) ${a.anonMB} → ${b.anonMB} MB, file-backed (code, mapped files) ${a.fileMB} → ${b.fileMB} MB.`,
+    );
   }
   if (heap) {
     const h = heap.trend;
     L.push('');
-    L.push(`JS heap after each major GC (--trace-gc, ${heap.majorGcs} major GCs; s from the first: used / committed MB): ` +
-      `${heap.afterMB.map((x, i) => `${x.atS}: ${x.mb} / ${heap.committedMB[i].mb}`).join(', ')}; used: slope ${h.slopeMBPerMinute} MB/min`);
+    L.push(
+      `JS heap after each major GC (--trace-gc, ${heap.majorGcs} major GCs; s from the first: used / committed MB): ` +
+        `${heap.afterMB.map((x, i) => `${x.atS}: ${x.mb} / ${heap.committedMB[i].mb}`).join(', ')}; used: slope ${h.slopeMBPerMinute} MB/min`,
+    );
   }
   if (problemsAfter.length) L.push(`\nAnswers wrong AFTER the load: ${problemsAfter.join('; ')}`);
   const md = L.join('\n');
@@ -237,7 +291,11 @@ async function main() {
   mkdirSync(join(root, 'bench/results'), { recursive: true });
   writeFileSync(join(root, 'bench/results/rss-flat-latest.md'), md + '\n');
   log('wrote bench/results/rss-flat-latest.md');
-  if (opt.json) writeFileSync(opt.json, JSON.stringify({ config: cfg, machine, dnsperf: perf, idleMB: idleKiB / 1024, samples, trend: t, heap }, null, 2));
+  if (opt.json)
+    writeFileSync(
+      opt.json,
+      JSON.stringify({ config: cfg, machine, dnsperf: perf, idleMB: idleKiB / 1024, samples, trend: t, heap }, null, 2),
+    );
   if (!t.flat) process.exitCode = 3;
 }
 

@@ -49,11 +49,13 @@ const { values: flags } = parseArgs({
   strict: true,
 });
 if (flags.help) {
-  process.stdout.write('usage: node bench/run.mjs [--rounds N] [--seconds S] [--warmup S] [--quiet-wait S] [--only a,b] [--pinned|--unpinned|--both] [--all] [--write] [--keep]\n' +
-    '                        [--variant=NAME=NODE_FLAGS ...]\n' +
-    '  --variant=NAME=FLAGS also runs every selected clusterdns server as `NAME+FLAGS` with those node\n' +
-    '  flags added (an A/B in the same interleaved run), e.g. --variant="ofs=--optimize-for-size";\n' +
-    '  words NAME=VALUE are environment variables, e.g. --variant="big=CLUSTERDNS_SMALL_HEAP=0".\n');
+  process.stdout.write(
+    'usage: node bench/run.mjs [--rounds N] [--seconds S] [--warmup S] [--quiet-wait S] [--only a,b] [--pinned|--unpinned|--both] [--all] [--write] [--keep]\n' +
+      '                        [--variant=NAME=NODE_FLAGS ...]\n' +
+      '  --variant=NAME=FLAGS also runs every selected clusterdns server as `NAME+FLAGS` with those node\n' +
+      '  flags added (an A/B in the same interleaved run), e.g. --variant="ofs=--optimize-for-size";\n' +
+      '  words NAME=VALUE are environment variables, e.g. --variant="big=CLUSTERDNS_SMALL_HEAP=0".\n',
+  );
   process.exit(0);
 }
 const rounds = Number(flags.rounds);
@@ -65,25 +67,34 @@ if (!(rounds >= 1) || !(seconds >= 1) || !(warmup >= 0) || !(quietWait >= 0)) {
   process.exit(2);
 }
 // Default: both, so that `npm run bench` shows the one-core ratio and the use of both cores.
-const modes = flags.both || (!flags.pinned && !flags.unpinned) ? ['pinned', 'unpinned']
-  : [...(flags.pinned ? ['pinned'] : []), ...(flags.unpinned ? ['unpinned'] : [])];
+const modes =
+  flags.both || (!flags.pinned && !flags.unpinned)
+    ? ['pinned', 'unpinned']
+    : [...(flags.pinned ? ['pinned'] : []), ...(flags.unpinned ? ['unpinned'] : [])];
 
 const allServers = [...scenarios.map(clusterdnsServer), ...peers];
 let servers = allServers;
 let explicit = new Set();
 if (flags.only) {
-  const want = flags.only.split(',').map((s) => s.trim()).filter(Boolean);
+  const want = flags.only
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   servers = allServers.filter((s) => want.some((w) => s.name === w || s.name.startsWith(w + '-')));
   explicit = new Set(servers.map((s) => s.name));
   const unknown = want.filter((w) => !allServers.some((s) => s.name === w || s.name.startsWith(w + '-')));
   if (unknown.length) {
-    console.error(`--only: unknown server(s) ${unknown.join(', ')}; known: ${allServers.map((s) => s.name).join(', ')}`);
+    console.error(
+      `--only: unknown server(s) ${unknown.join(', ')}; known: ${allServers.map((s) => s.name).join(', ')}`,
+    );
     process.exit(2);
   }
 }
 // A peer made for one scenario (forScenario, e.g. unbound-mix) runs with that scenario or when named.
 const named = new Set((flags.only ?? '').split(',').map((x) => x.trim()));
-servers = servers.filter((s) => !s.forScenario || named.has(s.name) || servers.some((x) => x.name === `clusterdns-${s.forScenario}`));
+servers = servers.filter(
+  (s) => !s.forScenario || named.has(s.name) || servers.some((x) => x.name === `clusterdns-${s.forScenario}`),
+);
 // --variant=NAME=FLAGS: a copy of every selected clusterdns server with more node flags.
 for (const v of flags.variant ?? []) {
   const eq = v.indexOf('=');
@@ -92,10 +103,15 @@ for (const v of flags.variant ?? []) {
     process.exit(2);
   }
   const tag = v.slice(0, eq);
-  const words = v.slice(eq + 1).split(/\s+/).filter(Boolean);
+  const words = v
+    .slice(eq + 1)
+    .split(/\s+/)
+    .filter(Boolean);
   // NAME=VALUE words are environment variables for the server, the rest node flags.
   const isEnv = (w) => /^[A-Z_][A-Z0-9_]*=/.test(w);
-  const env = Object.fromEntries(words.filter(isEnv).map((w) => [w.slice(0, w.indexOf('=')), w.slice(w.indexOf('=') + 1)]));
+  const env = Object.fromEntries(
+    words.filter(isEnv).map((w) => [w.slice(0, w.indexOf('=')), w.slice(w.indexOf('=') + 1)]),
+  );
   const extra = words.filter((w) => !isEnv(w));
   for (const base of servers.filter((s) => s.kind === 'clusterdns' && !s.variantOf)) {
     servers.push({
@@ -104,7 +120,11 @@ for (const v of flags.variant ?? []) {
       variantOf: base.name,
       label: (ctx) => `${base.label(ctx)} +${tag} (${words.join(' ')})`,
       start(ctx) {
-        return base.start.call(this, { ...ctx, nodeArgs: [...(ctx.nodeArgs ?? []), ...extra], env: { ...process.env, ...(ctx.env ?? {}), ...env } });
+        return base.start.call(this, {
+          ...ctx,
+          nodeArgs: [...(ctx.nodeArgs ?? []), ...extra],
+          env: { ...process.env, ...(ctx.env ?? {}), ...env },
+        });
       },
     });
   }
@@ -176,10 +196,32 @@ async function measureMode(mode, workload, notes) {
   // Start and check every server before measuring any.
   const inMode = servers.filter((d) => pinned || d.unpinnedByDefault !== false || flags.all || explicit.has(d.name));
   const left = servers.filter((d) => !inMode.includes(d)).map((d) => d.name);
-  if (left.length) notes.push(`${mode}: ${left.join(', ')} measured pinned only (single-threaded; \`--all\` measures them unpinned too)`);
+  if (left.length)
+    notes.push(
+      `${mode}: ${left.join(', ')} measured pinned only (single-threaded; \`--all\` measures them unpinned too)`,
+    );
   for (const def of inMode) {
-    const ctx = { root, dir: tmp, workload, mode, pin: pinned ? 1 : null, workers, port: await freePort(taken), startProcess };
-    const row = { name: def.name, label: def.label(ctx), def, ctx, proc: null, runs: [], summary: null, rssKiB: 0, note: null };
+    const ctx = {
+      root,
+      dir: tmp,
+      workload,
+      mode,
+      pin: pinned ? 1 : null,
+      workers,
+      port: await freePort(taken),
+      startProcess,
+    };
+    const row = {
+      name: def.name,
+      label: def.label(ctx),
+      def,
+      ctx,
+      proc: null,
+      runs: [],
+      summary: null,
+      rssKiB: 0,
+      note: null,
+    };
     rows.push(row);
     const unavailable = def.available?.();
     if (unavailable) {
@@ -197,10 +239,16 @@ async function measureMode(mode, workload, notes) {
       }
     }
     row.proc = def.start(ctx);
-    const samples = def.samples?.(ctx) ??
+    const samples =
+      def.samples?.(ctx) ??
       sampleRecords(workload.records).map((r) => ({ name: r.name, type: 'A', data: r.ip, ttl: workload.ttl }));
     try {
-      await waitAnswering(ctx.port, samples[0].name, 20000, () => row.proc.child.exitCode === null && row.proc.child.signalCode === null);
+      await waitAnswering(
+        ctx.port,
+        samples[0].name,
+        20000,
+        () => row.proc.child.exitCode === null && row.proc.child.signalCode === null,
+      );
     } catch (e) {
       const why = `did not start: ${e.message} (log: ${ctx.dir}/${def.name}-${mode}.log)`;
       await stopProcess(row.proc);
@@ -233,22 +281,35 @@ async function measureMode(mode, workload, notes) {
       const r = live[(round + k) % live.length];
       assertAlive(r);
       if (quietWait > 0) {
-        const q = await waitQuiet(live.map((x) => x.proc.pid), quietWait);
-        if (q.waited >= 2) log(`  waited ${q.waited.toFixed(0)} s for other work to calm down (now ${q.last.toFixed(0)}%)`);
+        const q = await waitQuiet(
+          live.map((x) => x.proc.pid),
+          quietWait,
+        );
+        if (q.waited >= 2)
+          log(`  waited ${q.waited.toFixed(0)} s for other work to calm down (now ${q.last.toFixed(0)}%)`);
       }
       loads.push(loadAverage());
       const before = cpuSnapshot(r.proc.pid);
-      const res = await runDnsperf({ port: r.ctx.port, queryFile: r.def.queries(r.ctx), seconds, pin: pinned ? 0 : null });
+      const res = await runDnsperf({
+        port: r.ctx.port,
+        queryFile: r.def.queries(r.ctx),
+        seconds,
+        pin: pinned ? 0 : null,
+      });
       const after = cpuSnapshot(r.proc.pid);
       res.serverCpu = serverCpuPercent(before, after);
-      res.cpuUsPerQuery = before && after && res.completed > 0 ? ((after.server - before.server) * 1e4) / res.completed : NaN;
+      res.cpuUsPerQuery =
+        before && after && res.completed > 0 ? ((after.server - before.server) * 1e4) / res.completed : NaN;
       res.otherCpu = otherCpuPercent(before, after);
       // The same split into user and kernel (system) time: where the server's CPU goes.
-      res.sysUsPerQuery = before && after && res.completed > 0 ? ((after.serverSys - before.serverSys) * 1e4) / res.completed : NaN;
+      res.sysUsPerQuery =
+        before && after && res.completed > 0 ? ((after.serverSys - before.serverSys) * 1e4) / res.completed : NaN;
       r.runs.push(res);
-      log(`  round ${round + 1}/${rounds} ${r.name.padEnd(18)} ${(res.qps / 1000).toFixed(1).padStart(6)}k QPS  ` +
-        `${(res.avgLatencyS * 1000).toFixed(2)} ms  lost ${res.lost}  server CPU ${res.serverCpu.toFixed(0)}% (${res.cpuUsPerQuery.toFixed(1)} µs/query, ${res.sysUsPerQuery.toFixed(1)} of it system)  ` +
-        `other work ${res.otherCpu.toFixed(0)}% of the machine`);
+      log(
+        `  round ${round + 1}/${rounds} ${r.name.padEnd(18)} ${(res.qps / 1000).toFixed(1).padStart(6)}k QPS  ` +
+          `${(res.avgLatencyS * 1000).toFixed(2)} ms  lost ${res.lost}  server CPU ${res.serverCpu.toFixed(0)}% (${res.cpuUsPerQuery.toFixed(1)} µs/query, ${res.sysUsPerQuery.toFixed(1)} of it system)  ` +
+          `other work ${res.otherCpu.toFixed(0)}% of the machine`,
+      );
       await sleep(200);
     }
   }
@@ -256,7 +317,8 @@ async function measureMode(mode, workload, notes) {
   if (loads.length) {
     const lo = Math.min(...loads);
     const hi = Math.max(...loads);
-    const msg = `${mode}: 1-min load average before each measurement ${lo.toFixed(2)}–${hi.toFixed(2)} ` +
+    const msg =
+      `${mode}: 1-min load average before each measurement ${lo.toFixed(2)}–${hi.toFixed(2)} ` +
       '(about 1–2 is this benchmark alone; more means other work shared the cores)';
     if (hi > 2.5) notes.push(msg);
     log('  ' + msg);
@@ -270,9 +332,12 @@ async function measureMode(mode, workload, notes) {
     const bad = Object.entries(r.summary.rcodes).filter(([k]) => k !== 'NOERROR');
     const badCount = bad.reduce((a, [, v]) => a + v, 0);
     if (badCount > 0.001 * r.summary.sent) {
-      notes.push(`${r.name} (${mode}): responses other than NOERROR under load: ${bad.map(([k, v]) => `${k} ${v}`).join(', ')}`);
+      notes.push(
+        `${r.name} (${mode}): responses other than NOERROR under load: ${bad.map(([k, v]) => `${k} ${v}`).join(', ')}`,
+      );
     }
-    const samples = r.def.samples?.(r.ctx) ??
+    const samples =
+      r.def.samples?.(r.ctx) ??
       sampleRecords(workload.records).map((x) => ({ name: x.name, type: 'A', data: x.ip, ttl: workload.ttl }));
     const problems = await checkAnswers(r.ctx.port, samples);
     if (problems.length) notes.push(`${r.name} (${mode}) answered wrong AFTER the load: ${problems.join('; ')}`);
@@ -292,7 +357,9 @@ function loadAverage() {
 function assertAlive(r) {
   const c = r.proc.child;
   if (c.exitCode !== null || c.signalCode !== null) {
-    throw new Error(`${r.name} exited (${c.exitCode ?? c.signalCode}) during the run; log: ${r.ctx.dir}/${r.name}-${r.ctx.mode}.log`);
+    throw new Error(
+      `${r.name} exited (${c.exitCode ?? c.signalCode}) during the run; log: ${r.ctx.dir}/${r.name}-${r.ctx.mode}.log`,
+    );
   }
 }
 
@@ -300,18 +367,24 @@ function render({ machine, command, results, notes, elapsedS }) {
   const out = [];
   out.push(`Machine: ${machineLine(machine)}.`);
   out.push('');
-  out.push(`Command: \`${command}\` (${rounds} round${rounds > 1 ? 's' : ''} × ${seconds} s per server per mode, ${warmup} s warm-up, ` +
-    `interleaved round-robin, medians; whole run ${Math.round(elapsedS)} s, ${new Date().toISOString().slice(0, 10)}).`);
+  out.push(
+    `Command: \`${command}\` (${rounds} round${rounds > 1 ? 's' : ''} × ${seconds} s per server per mode, ${warmup} s warm-up, ` +
+      `interleaved round-robin, medians; whole run ${Math.round(elapsedS)} s, ${new Date().toISOString().slice(0, 10)}).`,
+  );
   out.push('');
-  out.push(`Load: \`${dnsperfCommandTemplate(seconds)}\` against each server on its own 127.0.0.1 port; ` +
-    '2,000 names, 100k queries, seeded. *CPU µs/query*: the server\'s CPU time per answered query, and in ' +
-    'parentheses unbound\'s ÷ this one (1 × = as cheap as unbound; less sensitive to other work than QPS). ' +
-    '*other work*: share of both cores used by other processes during the measurement.');
+  out.push(
+    `Load: \`${dnsperfCommandTemplate(seconds)}\` against each server on its own 127.0.0.1 port; ` +
+      "2,000 names, 100k queries, seeded. *CPU µs/query*: the server's CPU time per answered query, and in " +
+      "parentheses unbound's ÷ this one (1 × = as cheap as unbound; less sensitive to other work than QPS). " +
+      '*other work*: share of both cores used by other processes during the measurement.',
+  );
   for (const mode of modes) {
     out.push('');
-    out.push(mode === 'pinned'
-      ? '### Pinned: server `taskset -c 1`, dnsperf `taskset -c 0`'
-      : '### Unpinned: servers and dnsperf share both cores (clusterdns `-workers 2`, unbound 2 threads)');
+    out.push(
+      mode === 'pinned'
+        ? '### Pinned: server `taskset -c 1`, dnsperf `taskset -c 0`'
+        : '### Unpinned: servers and dnsperf share both cores (clusterdns `-workers 2`, unbound 2 threads)',
+    );
     out.push('');
     out.push(table(results[mode]));
   }
@@ -340,22 +413,30 @@ function targetVerdicts(results) {
     const u = get('unpinned', name);
     if (sc.targets.pinnedVsUnbound && p && pu) {
       const ratio = p / pu;
-      out.push(`\`${sc.name}\` pinned ≥ ${sc.targets.pinnedVsUnbound} × unbound: ${ratio.toFixed(2)} × — ` +
-        `${ratio >= sc.targets.pinnedVsUnbound ? 'met' : 'NOT met'}`);
+      out.push(
+        `\`${sc.name}\` pinned ≥ ${sc.targets.pinnedVsUnbound} × unbound: ${ratio.toFixed(2)} × — ` +
+          `${ratio >= sc.targets.pinnedVsUnbound ? 'met' : 'NOT met'}`,
+      );
     }
     // Issue 23: CPU per answered query against Knot's (pinned), and forwarding against unbound's.
     const cpu = (n) => results.pinned?.find((r) => r.name === n)?.summary?.cpuUsPerQuery;
     if (sc.targets.cpuVsKnot && cpu(name) && cpu('knot')) {
       const x = cpu(name) / cpu('knot');
-      out.push(`\`${sc.name}\` pinned CPU per query ≤ ${sc.targets.cpuVsKnot} × Knot's: ${cpu(name).toFixed(1)} vs ${cpu('knot').toFixed(1)} µs (${x.toFixed(2)} ×) — ${x <= sc.targets.cpuVsKnot ? 'met' : 'NOT met'}`);
+      out.push(
+        `\`${sc.name}\` pinned CPU per query ≤ ${sc.targets.cpuVsKnot} × Knot's: ${cpu(name).toFixed(1)} vs ${cpu('knot').toFixed(1)} µs (${x.toFixed(2)} ×) — ${x <= sc.targets.cpuVsKnot ? 'met' : 'NOT met'}`,
+      );
     }
     if (sc.targets.cpuVsUnboundForward && cpu(name) && cpu('unbound-forward')) {
       const x = cpu(name) / cpu('unbound-forward');
-      out.push(`\`${sc.name}\` pinned CPU per query ≤ ${sc.targets.cpuVsUnboundForward} × unbound forwarding (cache off): ${cpu(name).toFixed(1)} vs ${cpu('unbound-forward').toFixed(1)} µs (${x.toFixed(2)} ×) — ${x <= sc.targets.cpuVsUnboundForward ? 'met' : 'NOT met'}`);
+      out.push(
+        `\`${sc.name}\` pinned CPU per query ≤ ${sc.targets.cpuVsUnboundForward} × unbound forwarding (cache off): ${cpu(name).toFixed(1)} vs ${cpu('unbound-forward').toFixed(1)} µs (${x.toFixed(2)} ×) — ${x <= sc.targets.cpuVsUnboundForward ? 'met' : 'NOT met'}`,
+      );
     }
     if (sc.targets.unpinnedBeatsPinned && p && u) {
-      out.push(`\`${sc.name}\` unpinned (2 workers) > one core's worth (pinned, 1 worker): ` +
-        `${(u / 1000).toFixed(0)}k vs ${(p / 1000).toFixed(0)}k (${(u / p).toFixed(2)} ×) — ${u > p ? 'met' : 'NOT met'}`);
+      out.push(
+        `\`${sc.name}\` unpinned (2 workers) > one core's worth (pinned, 1 worker): ` +
+          `${(u / 1000).toFixed(0)}k vs ${(p / 1000).toFixed(0)}k (${(u / p).toFixed(2)} ×) — ${u > p ? 'met' : 'NOT met'}`,
+      );
     }
   }
   return out;

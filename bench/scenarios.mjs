@@ -25,14 +25,18 @@ import { dataSamples, startUpstream } from './lib/servers.mjs';
 import { sampleRecords } from './lib/workload.mjs';
 import { mixQueries, mixSamples } from './lib/mix.mjs';
 
-
 /** 10,000 Services (the workload's 2,000 plus filler) with 5 endpoints each, as one JSON List. */
 function writeClusterManifest(ctx, fileName = 'cluster.json') {
   const items = [];
   const namespaces = new Set();
   const add = (ns, name, ip, endpoints) => {
     namespaces.add(ns);
-    items.push({ apiVersion: 'v1', kind: 'Service', metadata: { name, namespace: ns }, spec: { clusterIP: ip, clusterIPs: [ip], ports: [{ name: 'http', port: 80, protocol: 'TCP' }] } });
+    items.push({
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name, namespace: ns },
+      spec: { clusterIP: ip, clusterIPs: [ip], ports: [{ name: 'http', port: 80, protocol: 'TCP' }] },
+    });
     items.push({
       apiVersion: 'discovery.k8s.io/v1',
       kind: 'EndpointSlice',
@@ -43,12 +47,17 @@ function writeClusterManifest(ctx, fileName = 'cluster.json') {
     });
   };
   let e = 0;
-  const eps = () => Array.from({ length: 5 }, () => { e++; return `10.${128 + (e >> 16)}.${(e >> 8) & 255}.${e & 255}`; });
+  const eps = () =>
+    Array.from({ length: 5 }, () => {
+      e++;
+      return `10.${128 + (e >> 16)}.${(e >> 8) & 255}.${e & 255}`;
+    });
   for (const r of ctx.workload.records) {
     const [svc, ns] = r.name.split('.');
     add(ns, svc, r.ip, eps());
   }
-  for (let i = ctx.workload.records.length; i < 10_000; i++) add(`filler-${i % 50}`, `svc-${i}`, `10.97.${i >> 8}.${i & 255}`, eps());
+  for (let i = ctx.workload.records.length; i < 10_000; i++)
+    add(`filler-${i % 50}`, `svc-${i}`, `10.97.${i >> 8}.${i & 255}`, eps());
   for (const ns of namespaces) items.push({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
   const file = join(ctx.dir, fileName);
   writeFileSync(file, JSON.stringify({ apiVersion: 'v1', kind: 'List', items }));
@@ -62,7 +71,8 @@ function customDomainQueries(ctx) {
   return file;
 }
 
-const kubernetesBlock = (ctx) => `    kubernetes cluster.local {\n        manifests ${ctx.manifest}\n        ttl ${ctx.workload.ttl}\n    }\n`;
+const kubernetesBlock = (ctx) =>
+  `    kubernetes cluster.local {\n        manifests ${ctx.manifest}\n        ttl ${ctx.workload.ttl}\n    }\n`;
 
 export const scenarios = [
   {
@@ -86,7 +96,8 @@ export const scenarios = [
     setup: async (ctx) => {
       ctx.manifest = writeClusterManifest(ctx);
     },
-    corefile: (ctx) => `cluster.local:${ctx.port} {\n    bind 127.0.0.1\n    kubernetes {\n        manifests ${ctx.manifest}\n        ttl ${ctx.workload.ttl}\n    }\n}\n`,
+    corefile: (ctx) =>
+      `cluster.local:${ctx.port} {\n    bind 127.0.0.1\n    kubernetes {\n        manifests ${ctx.manifest}\n        ttl ${ctx.workload.ttl}\n    }\n}\n`,
     queries: (ctx) => ctx.workload.queryFile,
     targets: { pinnedVsUnbound: 0.5, cpuVsKnot: 1.15 },
   },
@@ -100,7 +111,8 @@ export const scenarios = [
       if (!process.env.BENCH_BASE_ROOT) return 'BENCH_BASE_ROOT is not set';
       ctx.manifest = writeClusterManifest(ctx, 'cluster-base.json');
     },
-    corefile: (ctx) => `cluster.local:${ctx.port} {\n    bind 127.0.0.1\n    kubernetes {\n        manifests ${ctx.manifest}\n        ttl ${ctx.workload.ttl}\n    }\n}\n`,
+    corefile: (ctx) =>
+      `cluster.local:${ctx.port} {\n    bind 127.0.0.1\n    kubernetes {\n        manifests ${ctx.manifest}\n        ttl ${ctx.workload.ttl}\n    }\n}\n`,
     queries: (ctx) => ctx.workload.queryFile,
   },
   {
@@ -112,7 +124,13 @@ export const scenarios = [
     corefile: (ctx) =>
       `example.org:${ctx.port} {\n    bind 127.0.0.1\n    rewrite name regex (.*)\\.example\\.org {1}.svc.cluster.local answer auto\n${kubernetesBlock(ctx)}}\n`,
     queries: customDomainQueries,
-    samples: (ctx) => sampleRecords(ctx.workload.records).map((r) => ({ name: r.name.replace('.svc.cluster.local', '.example.org'), type: 'A', data: r.ip, ttl: ctx.workload.ttl })),
+    samples: (ctx) =>
+      sampleRecords(ctx.workload.records).map((r) => ({
+        name: r.name.replace('.svc.cluster.local', '.example.org'),
+        type: 'A',
+        data: r.ip,
+        ttl: ctx.workload.ttl,
+      })),
   },
   {
     name: 'template',
@@ -136,7 +154,8 @@ export const scenarios = [
       // Its own copy, so that writing it never touches the file the `kubernetes` row serves.
       ctx.manifest = writeClusterManifest(ctx, 'cluster-mix.json');
     },
-    corefile: (ctx) => `cluster.local:${ctx.port} {\n    bind 127.0.0.1\n    kubernetes {\n        manifests ${ctx.manifest}\n        ttl ${ctx.workload.ttl}\n    }\n}\n`,
+    corefile: (ctx) =>
+      `cluster.local:${ctx.port} {\n    bind 127.0.0.1\n    kubernetes {\n        manifests ${ctx.manifest}\n        ttl ${ctx.workload.ttl}\n    }\n}\n`,
     queries: mixQueries,
     samples: mixSamples,
   },
@@ -146,7 +165,8 @@ export const scenarios = [
     setup: startUpstream,
     // Cached TTLs count down between the checks before and after the load: check the data only.
     samples: dataSamples,
-    corefile: (ctx) => `cluster.local:${ctx.port} {\n    bind 127.0.0.1\n    cache 3600\n    forward . 127.0.0.1:${ctx.upstreamPort}\n}\n`,
+    corefile: (ctx) =>
+      `cluster.local:${ctx.port} {\n    bind 127.0.0.1\n    cache 3600\n    forward . 127.0.0.1:${ctx.upstreamPort}\n}\n`,
     queries: (ctx) => ctx.workload.queryFile,
     targets: { pinnedVsUnbound: 0.5, cpuVsKnot: 1.15 },
   },
@@ -154,7 +174,8 @@ export const scenarios = [
     name: 'forward',
     description: 'the forward path, no cache: every query goes to the upstream',
     setup: startUpstream,
-    corefile: (ctx) => `cluster.local:${ctx.port} {\n    bind 127.0.0.1\n    forward . 127.0.0.1:${ctx.upstreamPort}\n}\n`,
+    corefile: (ctx) =>
+      `cluster.local:${ctx.port} {\n    bind 127.0.0.1\n    forward . 127.0.0.1:${ctx.upstreamPort}\n}\n`,
     queries: (ctx) => ctx.workload.queryFile,
     targets: { pinnedVsUnbound: 0.5, cpuVsUnboundForward: 0.5 },
   },

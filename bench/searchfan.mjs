@@ -55,7 +55,13 @@ async function startUpstream() {
       reply.answers.push({ name: q.name, type: 1, class: 1, ttl: 3600, data: { address: '10.0.0.1' } });
     } else if (!name.endsWith('.c.test.')) {
       reply.rcode = 3;
-      reply.authorities.push({ name: 'test.', type: 6, class: 1, ttl: 5, data: { mname: 'ns.test.', rname: 'h.test.', serial: 1, refresh: 1, retry: 1, expire: 1, minimum: 5 } });
+      reply.authorities.push({
+        name: 'test.',
+        type: 6,
+        class: 1,
+        ttl: 5,
+        data: { mname: 'ns.test.', rname: 'h.test.', serial: 1, refresh: 1, retry: 1, expire: 1, minimum: 5 },
+      });
     }
     const bytes = encodeMessage(reply);
     setTimeout(() => sock.send(bytes, rinfo.port, rinfo.address), DELAY_MS);
@@ -81,7 +87,23 @@ let nextId = 1;
 
 function ask(port, name) {
   const id = nextId++ & 0xffff;
-  const wire = encodeMessage({ id, qr: false, opcode: 0, aa: false, tc: false, rd: true, ra: false, ad: false, cd: false, rcode: 0, questions: [{ name, type: 1, class: 1 }], answers: [], authorities: [], additionals: [], edns: null });
+  const wire = encodeMessage({
+    id,
+    qr: false,
+    opcode: 0,
+    aa: false,
+    tc: false,
+    rd: true,
+    ra: false,
+    ad: false,
+    cd: false,
+    rcode: 0,
+    questions: [{ name, type: 1, class: 1 }],
+    answers: [],
+    authorities: [],
+    additionals: [],
+    edns: null,
+  });
   return new Promise((ok, fail) => {
     const t = setTimeout(() => {
       waiting.delete(id);
@@ -127,7 +149,11 @@ writeFileSync(
   `.:${port} {\n    bind 127.0.0.1\n    searchfan 127.0.0.1:${up.port} {\n        search ${SEARCH.join(' ')}\n        ndots 5\n    }\n}\n` +
     `.:${hostsPort} {\n    bind 127.0.0.1\n    hosts ${join(dir, 'hosts')}\n}\n`,
 );
-const server = spawn(process.execPath, [join(root, 'bin/clusterdns'), '-conf', join(dir, 'Corefile'), '-workers', flags.workers, '-quiet'], { stdio: 'inherit' });
+const server = spawn(
+  process.execPath,
+  [join(root, 'bin/clusterdns'), '-conf', join(dir, 'Corefile'), '-workers', flags.workers, '-quiet'],
+  { stdio: 'inherit' },
+);
 try {
   for (let i = 0; ; i++) {
     try {
@@ -154,8 +180,12 @@ try {
   }
   const f = stats(fan);
   const s = stats(seq);
-  console.log(`\nsearchfan benchmark — ${cpus()[0]?.model ?? 'unknown CPU'}, ${cpus().length} cores, node ${process.version}`);
-  console.log(`upstream delay ${DELAY_MS} ms per query; search ${SEARCH.join(' ')}; ndots 5; name answered only by the 3rd domain; ${SAMPLES} cache misses each\n`);
+  console.log(
+    `\nsearchfan benchmark — ${cpus()[0]?.model ?? 'unknown CPU'}, ${cpus().length} cores, node ${process.version}`,
+  );
+  console.log(
+    `upstream delay ${DELAY_MS} ms per query; search ${SEARCH.join(' ')}; ndots 5; name answered only by the 3rd domain; ${SAMPLES} cache misses each\n`,
+  );
   console.log('                                   median     p90     p99    mean   (ms)');
   console.log(`fan-out (searchfan, 1 round trip) ${fmt(f.median)} ${fmt(f.p90)} ${fmt(f.p99)} ${fmt(f.mean)}`);
   console.log(`walk one by one (stub resolver)   ${fmt(s.median)} ${fmt(s.p90)} ${fmt(s.p99)} ${fmt(s.mean)}`);
@@ -168,7 +198,15 @@ try {
   const before = up.count();
   const rounds = { searchfan: [], hosts: [] };
   for (let round = 0; round < Number(flags.rounds); round++) {
-    for (const [what, p] of round % 2 === 0 ? [['searchfan', port], ['hosts', hostsPort]] : [['hosts', hostsPort], ['searchfan', port]]) {
+    for (const [what, p] of round % 2 === 0
+      ? [
+          ['searchfan', port],
+          ['hosts', hostsPort],
+        ]
+      : [
+          ['hosts', hostsPort],
+          ['searchfan', port],
+        ]) {
       const r = await runDnsperf({ port: p, queryFile: qfile, seconds: Number(flags.seconds) });
       if (r.lost > 0 || (r.rcodes.NOERROR ?? 0) !== r.completed) throw new Error(`${what}: ${JSON.stringify(r)}`);
       rounds[what].push(r);
@@ -177,11 +215,19 @@ try {
   const med = (list) => [...list].sort((a, b) => a.qps - b.qps)[Math.floor(list.length / 2)];
   const sf = med(rounds.searchfan);
   const hp = med(rounds.hosts);
-  console.log(`\ncached answers (median of ${flags.rounds} rounds of ${flags.seconds} s, interleaved; upstream queries meanwhile: ${up.count() - before})`);
-  console.log(`searchfan cache hit  ${sf.qps.toFixed(0).padStart(7)} QPS  avg latency ${(sf.avgLatencyS * 1000).toFixed(2)} ms  rounds ${rounds.searchfan.map((r) => r.qps.toFixed(0)).join(', ')}`);
-  console.log(`hosts plugin (peer)  ${hp.qps.toFixed(0).padStart(7)} QPS  avg latency ${(hp.avgLatencyS * 1000).toFixed(2)} ms  rounds ${rounds.hosts.map((r) => r.qps.toFixed(0)).join(', ')}`);
+  console.log(
+    `\ncached answers (median of ${flags.rounds} rounds of ${flags.seconds} s, interleaved; upstream queries meanwhile: ${up.count() - before})`,
+  );
+  console.log(
+    `searchfan cache hit  ${sf.qps.toFixed(0).padStart(7)} QPS  avg latency ${(sf.avgLatencyS * 1000).toFixed(2)} ms  rounds ${rounds.searchfan.map((r) => r.qps.toFixed(0)).join(', ')}`,
+  );
+  console.log(
+    `hosts plugin (peer)  ${hp.qps.toFixed(0).padStart(7)} QPS  avg latency ${(hp.avgLatencyS * 1000).toFixed(2)} ms  rounds ${rounds.hosts.map((r) => r.qps.toFixed(0)).join(', ')}`,
+  );
   console.log(`ratio                ${(sf.qps / hp.qps).toFixed(2)} ×`);
-  console.log(`(dnsperf -s 127.0.0.1 -p PORT -d queries.txt -c 4 -T 1 -q 100 -Q 1000000 -l ${flags.seconds}; clusterdns -workers ${flags.workers}, unpinned)`);
+  console.log(
+    `(dnsperf -s 127.0.0.1 -p PORT -d queries.txt -c 4 -T 1 -q 100 -Q 1000000 -l ${flags.seconds}; clusterdns -workers ${flags.workers}, unpinned)`,
+  );
 } finally {
   server.kill('SIGTERM');
   await new Promise((r) => server.on('exit', r));

@@ -52,7 +52,13 @@ const { values: opt } = parseArgs({
   },
 });
 if (opt.help) {
-  process.stdout.write(readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').slice(1, 16).map((l) => l.replace(/^\/\/ ?/, '')).join('\n') + '\n');
+  process.stdout.write(
+    readFileSync(fileURLToPath(import.meta.url), 'utf8')
+      .split('\n')
+      .slice(1, 16)
+      .map((l) => l.replace(/^\/\/ ?/, ''))
+      .join('\n') + '\n',
+  );
   process.exit(0);
 }
 const num = (name) => {
@@ -70,7 +76,8 @@ const cfg = {
   changesPerMinute: num('changes-per-minute'),
   reloadSeconds: num('reload-seconds'),
   probeSeconds: Math.ceil(num('probe-seconds')),
-  peerSeconds: opt['peer-seconds'] === undefined ? Math.min(60, Math.ceil(num('minutes') * 60)) : Math.ceil(num('peer-seconds')),
+  peerSeconds:
+    opt['peer-seconds'] === undefined ? Math.min(60, Math.ceil(num('minutes') * 60)) : Math.ceil(num('peer-seconds')),
   checkQps: num('check-qps'),
   lagMs: num('lag-ms'),
   namespaces: Math.floor(num('namespaces')),
@@ -141,7 +148,9 @@ function ask(port, name, timeoutMs = 500) {
 /** nodejs_heap_size_used_bytes from /metrics (the workers' sum), in KiB; null when unreadable. */
 async function heapUsedKiB(metricsPort) {
   try {
-    const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`, { signal: AbortSignal.timeout(3000) })).text();
+    const text = await (
+      await fetch(`http://127.0.0.1:${metricsPort}/metrics`, { signal: AbortSignal.timeout(3000) })
+    ).text();
     const m = /^nodejs_heap_size_used_bytes(?:\{[^}]*\})? (\S+)$/m.exec(text);
     return m ? Number(m[1]) / 1024 : null;
   } catch {
@@ -166,35 +175,38 @@ function corefileText(port, metricsPort, apiUrl, generation) {
 }
 
 function unboundConf(port, dir, threads, localData) {
-  return [
-    'server:',
-    '  interface: 127.0.0.1',
-    `  port: ${port}`,
-    '  do-ip6: no',
-    `  num-threads: ${threads}`,
-    ...(threads > 1 ? ['  so-reuseport: yes'] : []),
-    '  module-config: "iterator"',
-    '  do-daemonize: no',
-    '  chroot: ""',
-    '  username: ""',
-    '  use-syslog: no',
-    '  logfile: ""',
-    '  pidfile: ""',
-    '  verbosity: 0',
-    `  directory: "${dir}"`,
-    '  access-control: 127.0.0.0/8 allow',
-    '  local-zone: "cluster.local." static',
-    ...localData,
-    'remote-control:',
-    '  control-enable: no',
-  ].join('\n') + '\n';
+  return (
+    [
+      'server:',
+      '  interface: 127.0.0.1',
+      `  port: ${port}`,
+      '  do-ip6: no',
+      `  num-threads: ${threads}`,
+      ...(threads > 1 ? ['  so-reuseport: yes'] : []),
+      '  module-config: "iterator"',
+      '  do-daemonize: no',
+      '  chroot: ""',
+      '  username: ""',
+      '  use-syslog: no',
+      '  logfile: ""',
+      '  pidfile: ""',
+      '  verbosity: 0',
+      `  directory: "${dir}"`,
+      '  access-control: 127.0.0.0/8 allow',
+      '  local-zone: "cluster.local." static',
+      ...localData,
+      'remote-control:',
+      '  control-enable: no',
+    ].join('\n') + '\n'
+  );
 }
 
 async function main() {
   const started = Date.now();
   for (const tool of ['dnsperf']) if (!onPath(tool)) throw new Error(`${tool} is not installed (.ci/run installs it)`);
   const kubeapiJs = join(root, 'dist/test/helpers/kubeapi.js');
-  if (!existsSync(kubeapiJs)) throw new Error('dist/test/helpers/kubeapi.js is missing: run `npm run soak` (it builds first) or `npm run build`');
+  if (!existsSync(kubeapiJs))
+    throw new Error('dist/test/helpers/kubeapi.js is missing: run `npm run soak` (it builds first) or `npm run build`');
   const { KubeApiServer } = await import(pathToFileURL(kubeapiJs).href);
   const { freePort } = await import(pathToFileURL(join(root, 'dist/test/helpers/ports.js')).href);
   tmp = mkdtempSync(join(tmpdir(), 'clusterdns-soak-'));
@@ -211,22 +223,30 @@ async function main() {
   let generation = 0;
   writeFileSync(corefile, corefileText(port, metricsPort, api.url, generation));
   const serverLog = join(tmp, 'clusterdns.log');
-  const server = startProcess('clusterdns', process.execPath, [join(root, 'bin/clusterdns'), '-conf', corefile, '-workers', String(cfg.workers), '-quiet'], {
-    logFile: serverLog,
-    cwd: tmp,
-    // Should this process be killed outright, the server stops by itself.
-    env: { ...process.env, CLUSTERDNS_EXIT_WITH_PARENT: '1' },
-  });
+  const server = startProcess(
+    'clusterdns',
+    process.execPath,
+    [join(root, 'bin/clusterdns'), '-conf', corefile, '-workers', String(cfg.workers), '-quiet'],
+    {
+      logFile: serverLog,
+      cwd: tmp,
+      // Should this process be killed outright, the server stops by itself.
+      env: { ...process.env, CLUSTERDNS_EXIT_WITH_PARENT: '1' },
+    },
+  );
   let serverExit = null;
   server.exited.then((s) => (serverExit = s));
   const probeName = cluster.live[0].fqdn.slice(0, -1);
   for (let i = 0; ; i++) {
-    if (serverExit) throw new Error(`clusterdns exited (${JSON.stringify(serverExit)}):\n${readFileSync(serverLog, 'utf8')}`);
+    if (serverExit)
+      throw new Error(`clusterdns exited (${JSON.stringify(serverExit)}):\n${readFileSync(serverLog, 'utf8')}`);
     if ((await ask(port, probeName)) === 'NOERROR') break;
     if (i > 100) throw new Error(`clusterdns did not answer:\n${readFileSync(serverLog, 'utf8')}`);
     await sleep(200);
   }
-  log(`clusterdns (${cfg.workers} workers) answers on 127.0.0.1:${port}; ${cluster.live.length} Services in ${cfg.namespaces} namespaces`);
+  log(
+    `clusterdns (${cfg.workers} workers) answers on 127.0.0.1:${port}; ${cluster.live.length} Services in ${cfg.namespaces} namespaces`,
+  );
   const queryFile = cluster.writeQueryFile(tmp);
 
   // ---- the maximum, then unbound at 70% of it ------------------------------------------------
@@ -244,8 +264,21 @@ async function main() {
     const unbound = startProcess('unbound', 'unbound', ['-d', '-c', conf], { logFile: join(tmp, 'unbound.log') });
     try {
       await waitAnswering(peerPort, probeName, 10_000);
-      const r = await runDnsperf({ port: peerPort, queryFile, seconds: cfg.peerSeconds, outstanding: 1000, maxQps: rate });
-      peer = { seconds: cfg.peerSeconds, sent: r.sent, completed: r.completed, lost: r.lost, qps: r.qps, rcodes: r.rcodes };
+      const r = await runDnsperf({
+        port: peerPort,
+        queryFile,
+        seconds: cfg.peerSeconds,
+        outstanding: 1000,
+        maxQps: rate,
+      });
+      peer = {
+        seconds: cfg.peerSeconds,
+        sent: r.sent,
+        completed: r.completed,
+        lost: r.lost,
+        qps: r.qps,
+        rcodes: r.rcodes,
+      };
       log(`unbound at ${rate} QPS for ${cfg.peerSeconds} s: ${r.lost} of ${r.sent} lost`);
     } finally {
       await stopProcess(unbound);
@@ -262,7 +295,11 @@ async function main() {
   const heapSamples = [];
   const sampleRss = () => {
     const atS = Math.round((Date.now() - t0) / 1000);
-    rssSamples.push({ atS, kib: treeRssKiB(server.pid), perProcessKiB: [server.pid, ...descendants(server.pid)].map((p) => statusKiB(p, 'VmRSS')) });
+    rssSamples.push({
+      atS,
+      kib: treeRssKiB(server.pid),
+      perProcessKiB: [server.pid, ...descendants(server.pid)].map((p) => statusKiB(p, 'VmRSS')),
+    });
     void heapUsedKiB(metricsPort).then((kib) => kib !== null && heapSamples.push({ atS, kib }));
   };
   const reloads = [];
@@ -277,11 +314,14 @@ async function main() {
   const rssTimer = setInterval(sampleRss, 10_000);
   timers.add(rssTimer);
   let reloadTimer = null;
-  const firstReload = setTimeout(() => {
-    reload();
-    reloadTimer = setInterval(reload, cfg.reloadSeconds * 1000);
-    timers.add(reloadTimer);
-  }, (cfg.reloadSeconds * 1000) / 2);
+  const firstReload = setTimeout(
+    () => {
+      reload();
+      reloadTimer = setInterval(reload, cfg.reloadSeconds * 1000);
+      timers.add(reloadTimer);
+    },
+    (cfg.reloadSeconds * 1000) / 2,
+  );
   const changesBefore = { ...cluster.changes };
   cluster.startChurn(cfg.changesPerMinute);
   await checker.start();
@@ -305,7 +345,8 @@ async function main() {
     machine,
     startedAt: new Date(started).toISOString(),
     wallSeconds: Math.round((Date.now() - started) / 1000),
-    corefileShape: '.:PORT { bind 127.0.0.1; errors; prometheus; cache 30; kubernetes cluster.local in-addr.arpa { endpoint TEST-API; ttl 5|7 } }',
+    corefileShape:
+      '.:PORT { bind 127.0.0.1; errors; prometheus; cache 30; kubernetes cluster.local in-addr.arpa { endpoint TEST-API; ttl 5|7 } }',
     cluster: {
       namespaces: cfg.namespaces,
       initialServices: cfg.namespaces * cfg.perNamespace,
@@ -318,7 +359,15 @@ async function main() {
     reloadsApplied: (logText.match(/\[INFO\] Reloading complete/g) ?? []).length,
     probe: { seconds: cfg.probeSeconds, qps: probe.qps, lost: probe.lost },
     rate,
-    soak: { seconds, sent: soak.sent, completed: soak.completed, lost: soak.lost, qps: soak.qps, rcodes: soak.rcodes, avgLatencyMs: soak.avgLatencyS * 1000 },
+    soak: {
+      seconds,
+      sent: soak.sent,
+      completed: soak.completed,
+      lost: soak.lost,
+      qps: soak.qps,
+      rcodes: soak.rcodes,
+      avgLatencyMs: soak.avgLatencyS * 1000,
+    },
     peer,
     peerSkipped,
     otherWorkPercent: Math.round(otherCpuPercent(cpu0, cpu1)),
@@ -343,7 +392,11 @@ async function main() {
     rssSamples,
     heap: rssTrend(heapSamples),
     heapSamples,
-    serverLog: { errors: errorLines.length, panics: (logText.match(/plugin failed/g) ?? []).length, sample: errorLines.slice(0, 3) },
+    serverLog: {
+      errors: errorLines.length,
+      panics: (logText.match(/plugin failed/g) ?? []).length,
+      sample: errorLines.slice(0, 3),
+    },
   };
   process.stdout.write(renderReport(report));
   if (opt.json) writeFileSync(opt.json, JSON.stringify(report, null, 2) + '\n');

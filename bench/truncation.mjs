@@ -25,7 +25,12 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
 /** Manifests: `big` (headless, 2,000 endpoints) and `srv` (50 ports x 100 endpoints). */
 export function bigServices() {
-  const eps = (n, host) => Array.from({ length: n }, (_, i) => `      - addresses: ["10.${100 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}"]${host ? `\n        hostname: pod-${i}` : ''}`).join('\n');
+  const eps = (n, host) =>
+    Array.from(
+      { length: n },
+      (_, i) =>
+        `      - addresses: ["10.${100 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}"]${host ? `\n        hostname: pod-${i}` : ''}`,
+    ).join('\n');
   const ports = Array.from({ length: 50 }, (_, i) => `{ name: p${i}, port: ${8000 + i}, protocol: TCP }`).join(', ');
   return `apiVersion: v1
 kind: Namespace
@@ -141,7 +146,11 @@ async function runTcp(port, q, seconds, inflight) {
 
 async function main() {
   const { values: o } = parseArgs({
-    options: { seconds: { type: 'string', default: '3' }, inflight: { type: 'string', default: '4' }, help: { type: 'boolean', short: 'h' } },
+    options: {
+      seconds: { type: 'string', default: '3' },
+      inflight: { type: 'string', default: '4' },
+      help: { type: 'boolean', short: 'h' },
+    },
   });
   if (o.help) {
     printHeaderHelp(import.meta.url);
@@ -150,8 +159,16 @@ async function main() {
   const dir = mkdtempSync(join(tmpdir(), 'clusterdns-trunc-'));
   const port = await freePort();
   writeFileSync(join(dir, 'cluster.yaml'), bigServices());
-  writeFileSync(join(dir, 'Corefile'), `cluster.local:${port} {\n    bind 127.0.0.1\n    kubernetes cluster.local {\n        manifests ${join(dir, 'cluster.yaml')}\n    }\n    cache 30\n    loadbalance\n}\n`);
-  const p = startProcess('clusterdns', process.execPath, [join(root, 'bin/clusterdns'), '-conf', join(dir, 'Corefile'), '-workers', '1', '-quiet'], { logFile: join(dir, 'log'), cwd: dir });
+  writeFileSync(
+    join(dir, 'Corefile'),
+    `cluster.local:${port} {\n    bind 127.0.0.1\n    kubernetes cluster.local {\n        manifests ${join(dir, 'cluster.yaml')}\n    }\n    cache 30\n    loadbalance\n}\n`,
+  );
+  const p = startProcess(
+    'clusterdns',
+    process.execPath,
+    [join(root, 'bin/clusterdns'), '-conf', join(dir, 'Corefile'), '-workers', '1', '-quiet'],
+    { logFile: join(dir, 'log'), cwd: dir },
+  );
   try {
     const probe = query('big.default.svc.cluster.local', 1, 0);
     for (let i = 0; ; i++) {
@@ -175,10 +192,16 @@ async function main() {
         const r = await (proto === 'udp' ? runUdp : runTcp)(port, q, seconds, inflight);
         const b = cpuSnapshot(p.pid);
         const ms = ((b.server - a.server) * 10) / r.answered;
-        rows.push(`| ${label} | ${proto === 'udp' ? 'UDP, EDNS 1232' : 'TCP'} | ${r.size} | ${r.tc === r.answered ? 'yes' : r.tc === 0 ? 'no' : 'some'} | ${r.answered} | ${ms.toFixed(3)} |`);
+        rows.push(
+          `| ${label} | ${proto === 'udp' ? 'UDP, EDNS 1232' : 'TCP'} | ${r.size} | ${r.tc === r.answered ? 'yes' : r.tc === 0 ? 'no' : 'some'} | ${r.answered} | ${ms.toFixed(3)} |`,
+        );
       }
     }
-    process.stdout.write('| answer | transport | reply bytes | TC | queries | server CPU ms/query |\n|---|---|---:|---|---:|---:|\n' + rows.join('\n') + '\n');
+    process.stdout.write(
+      '| answer | transport | reply bytes | TC | queries | server CPU ms/query |\n|---|---|---:|---|---:|---:|\n' +
+        rows.join('\n') +
+        '\n',
+    );
   } finally {
     await stopAll();
     rmSync(dir, { recursive: true, force: true });

@@ -56,10 +56,23 @@ function clusterdns(name, env, forcePinned, workers) {
     label: (ctx) => `clusterdns hosts ${name} (${ctx.workers || 'default'} worker${ctx.workers !== 1 ? 's' : ''})`,
     start(ctx) {
       const conf = join(ctx.dir, `Corefile-${name}`);
-      writeFileSync(conf, `cluster.local:${ctx.port} {\n    bind 127.0.0.1\n    hosts ${ctx.workload.hostsFile} {\n        ttl ${ctx.workload.ttl}\n    }\n}\n`);
-      return startProcess(name, process.execPath,
-        ['--max-semi-space-size=2', join(root, 'bin/clusterdns'), '-conf', conf, ...(ctx.workers > 0 ? ['-workers', String(ctx.workers)] : []), '-quiet'],
-        { pin: ctx.pin, logFile: join(ctx.dir, `${name}.log`), cwd: root, env: { ...process.env, ...env } });
+      writeFileSync(
+        conf,
+        `cluster.local:${ctx.port} {\n    bind 127.0.0.1\n    hosts ${ctx.workload.hostsFile} {\n        ttl ${ctx.workload.ttl}\n    }\n}\n`,
+      );
+      return startProcess(
+        name,
+        process.execPath,
+        [
+          '--max-semi-space-size=2',
+          join(root, 'bin/clusterdns'),
+          '-conf',
+          conf,
+          ...(ctx.workers > 0 ? ['-workers', String(ctx.workers)] : []),
+          '-quiet',
+        ],
+        { pin: ctx.pin, logFile: join(ctx.dir, `${name}.log`), cwd: root, env: { ...process.env, ...env } },
+      );
     },
   };
 }
@@ -75,8 +88,18 @@ const defs = {
   // Unpinned, one worker: what the second worker adds when nothing is pinned.
   nativeU1: clusterdns('nativeU1', { CLUSTERDNS_NATIVE_UDP: '1' }, false, 1),
   jsU1: clusterdns('jsU1', { CLUSTERDNS_NATIVE_UDP: '0' }, false, 1),
-  bare: { name: 'bare', pinned: pinnedMode, label: (ctx) => `bare responder (${ctx.workers})`, start: (ctx) => bareNode.start(ctx) },
-  unbound: { name: 'unbound', pinned: pinnedMode, label: (ctx) => `unbound (${ctx.workers})`, start: (ctx) => unbound.start(ctx) },
+  bare: {
+    name: 'bare',
+    pinned: pinnedMode,
+    label: (ctx) => `bare responder (${ctx.workers})`,
+    start: (ctx) => bareNode.start(ctx),
+  },
+  unbound: {
+    name: 'unbound',
+    pinned: pinnedMode,
+    label: (ctx) => `unbound (${ctx.workers})`,
+    start: (ctx) => unbound.start(ctx),
+  },
 };
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -101,10 +124,24 @@ async function main() {
     const def = defs[n];
     if (!def) throw new Error(`unknown server ${n} (known: ${Object.keys(defs).join(', ')})`);
     const workers = def.workers ?? (def.pinned ? 1 : unpinnedWorkers);
-    const ctx = { root, dir: tmp, workload, mode: def.pinned ? 'pinned' : 'unpinned', pin: def.pinned ? 1 : null, workers, port: await freePort(taken), startProcess };
+    const ctx = {
+      root,
+      dir: tmp,
+      workload,
+      mode: def.pinned ? 'pinned' : 'unpinned',
+      pin: def.pinned ? 1 : null,
+      workers,
+      port: await freePort(taken),
+      startProcess,
+    };
     taken.add(ctx.port);
     const proc = def.start(ctx);
-    const samples = sampleRecords(workload.records).map((r) => ({ name: r.name, type: 'A', data: r.ip, ttl: workload.ttl }));
+    const samples = sampleRecords(workload.records).map((r) => ({
+      name: r.name,
+      type: 'A',
+      data: r.ip,
+      ttl: workload.ttl,
+    }));
     await waitAnswering(ctx.port, samples[0].name, 20000, () => proc.child.exitCode === null);
     const problems = await checkAnswers(ctx.port, samples);
     if (problems.length) throw new Error(`${n} answers wrong: ${problems.join('; ')}`);
@@ -112,32 +149,55 @@ async function main() {
     log(`${def.label(ctx)}: pid ${proc.pid}, port ${ctx.port}`);
   }
   const mode = flags.tcp ? 'tcp' : undefined;
-  for (const r of rows) await runDnsperf({ port: r.ctx.port, queryFile: workload.queryFile, seconds: 1, pin: r.def.pinned ? 0 : null, mode });
+  for (const r of rows)
+    await runDnsperf({
+      port: r.ctx.port,
+      queryFile: workload.queryFile,
+      seconds: 1,
+      pin: r.def.pinned ? 0 : null,
+      mode,
+    });
   for (let round = 0; round < rounds; round++) {
     for (let k = 0; k < rows.length; k++) {
       const r = rows[(round + k) % rows.length];
       const before = cpuSnapshot(r.proc.pid);
-      const res = await runDnsperf({ port: r.ctx.port, queryFile: workload.queryFile, seconds, pin: r.def.pinned ? 0 : null, mode });
+      const res = await runDnsperf({
+        port: r.ctx.port,
+        queryFile: workload.queryFile,
+        seconds,
+        pin: r.def.pinned ? 0 : null,
+        mode,
+      });
       const after = cpuSnapshot(r.proc.pid);
       res.serverCpu = serverCpuPercent(before, after);
       res.us = ((after.server - before.server) * 1e4) / res.completed;
       res.other = otherCpuPercent(before, after);
       r.runs.push(res);
-      log(`round ${round + 1} ${r.def.label(r.ctx).padEnd(36)} ${(res.qps / 1000).toFixed(1).padStart(6)}k QPS  ${(res.avgLatencyS * 1000).toFixed(2)} ms  ` +
-        `lost ${res.lost}  CPU ${res.serverCpu.toFixed(0)}%  ${res.us.toFixed(1)} µs/q  other ${res.other.toFixed(0)}%`);
+      log(
+        `round ${round + 1} ${r.def.label(r.ctx).padEnd(36)} ${(res.qps / 1000).toFixed(1).padStart(6)}k QPS  ${(res.avgLatencyS * 1000).toFixed(2)} ms  ` +
+          `lost ${res.lost}  CPU ${res.serverCpu.toFixed(0)}%  ${res.us.toFixed(1)} µs/q  other ${res.other.toFixed(0)}%`,
+      );
       await sleep(200);
     }
   }
   const problems = [];
   for (const r of rows) {
-    const p = await checkAnswers(r.ctx.port, sampleRecords(workload.records).map((x) => ({ name: x.name, type: 'A', data: x.ip, ttl: workload.ttl })));
+    const p = await checkAnswers(
+      r.ctx.port,
+      sampleRecords(workload.records).map((x) => ({ name: x.name, type: 'A', data: x.ip, ttl: workload.ttl })),
+    );
     if (p.length) problems.push(`${r.def.name}: ${p.join('; ')}`);
   }
   await stopAll();
-  const out = ['| server | QPS (median) | QPS per round | µs/query (median) | server CPU | other work (median) | lost |', '|---|---:|---|---:|---:|---:|---:|'];
+  const out = [
+    '| server | QPS (median) | QPS per round | µs/query (median) | server CPU | other work (median) | lost |',
+    '|---|---:|---|---:|---:|---:|---:|',
+  ];
   for (const r of rows) {
-    out.push(`| ${r.def.label(r.ctx)} | ${(median(r.runs.map((x) => x.qps)) / 1000).toFixed(1)}k | ${r.runs.map((x) => (x.qps / 1000).toFixed(1) + 'k').join(', ')} | ` +
-      `${median(r.runs.map((x) => x.us)).toFixed(1)} | ${median(r.runs.map((x) => x.serverCpu)).toFixed(0)}% | ${median(r.runs.map((x) => x.other)).toFixed(0)}% | ${r.runs.reduce((a, x) => a + x.lost, 0)} |`);
+    out.push(
+      `| ${r.def.label(r.ctx)} | ${(median(r.runs.map((x) => x.qps)) / 1000).toFixed(1)}k | ${r.runs.map((x) => (x.qps / 1000).toFixed(1) + 'k').join(', ')} | ` +
+        `${median(r.runs.map((x) => x.us)).toFixed(1)} | ${median(r.runs.map((x) => x.serverCpu)).toFixed(0)}% | ${median(r.runs.map((x) => x.other)).toFixed(0)}% | ${r.runs.reduce((a, x) => a + x.lost, 0)} |`,
+    );
   }
   process.stdout.write(out.join('\n') + '\n');
   if (problems.length) process.stdout.write(`answers wrong after load: ${problems.join(' / ')}\n`);

@@ -34,7 +34,8 @@ const gypArgs = ['rebuild'];
 // Without npm (which passes its nodedir setting), use the headers installed beside node, if
 // any, rather than letting node-gyp download them.
 const prefix = join(dirname(process.execPath), '..');
-if (!process.env.npm_config_nodedir && existsSync(join(prefix, 'include/node/node_api.h'))) gypArgs.push(`--nodedir=${prefix}`);
+if (!process.env.npm_config_nodedir && existsSync(join(prefix, 'include/node/node_api.h')))
+  gypArgs.push(`--nodedir=${prefix}`);
 const opts = { cwd: here, stdio: ['ignore', 'pipe', 'pipe'], encoding: 'utf8' };
 const r = gyp ? spawnSync(process.execPath, [gyp, ...gypArgs], opts) : spawnSync('node-gyp', gypArgs, opts);
 if (r.error || r.status !== 0 || !existsSync(out)) {

@@ -11,7 +11,9 @@ try {
   report = JSON.parse(r.stdout);
 } catch {
   // No JSON at all (npm could not even ask): not a finding, and not a pass either.
-  console.log(`npm audit --omit=dev: NOT CHECKED — npm gave no report (exit ${r.status}): ${(r.stderr || r.stdout).trim().split('\n')[0] ?? ''}`);
+  console.log(
+    `npm audit --omit=dev: NOT CHECKED — npm gave no report (exit ${r.status}): ${(r.stderr || r.stdout).trim().split('\n')[0] ?? ''}`,
+  );
   process.exit(0);
 }
 const counts = report?.metadata?.vulnerabilities;
@@ -19,11 +21,21 @@ if (counts) {
   const total = Object.values(counts).reduce((a, b) => a + (typeof b === 'number' ? b : 0), 0) - (counts.total ?? 0);
   if (total > 0) {
     console.error(`npm audit --omit=dev: ${JSON.stringify(counts)}`);
-    for (const [name, v] of Object.entries(report.vulnerabilities ?? {})) console.error(`  ${name}: ${v.severity} (${[].concat(v.via).map((x) => x.title ?? x).join('; ')})`);
+    for (const [name, v] of Object.entries(report.vulnerabilities ?? {}))
+      console.error(
+        `  ${name}: ${v.severity} (${[]
+          .concat(v.via)
+          .map((x) => x.title ?? x)
+          .join('; ')})`,
+      );
     process.exit(1);
   }
-  console.log(`npm audit --omit=dev: no known vulnerabilities in ${report.metadata.dependencies?.prod ?? '?'} production dependencies`);
+  console.log(
+    `npm audit --omit=dev: no known vulnerabilities in ${report.metadata.dependencies?.prod ?? '?'} production dependencies`,
+  );
   process.exit(0);
 }
-const why = report?.statusCode ? `${report.statusCode} from ${report.uri ?? 'the registry'}` : report?.error?.summary ?? report?.message ?? `exit ${r.status}`;
+const why = report?.statusCode
+  ? `${report.statusCode} from ${report.uri ?? 'the registry'}`
+  : (report?.error?.summary ?? report?.message ?? `exit ${r.status}`);
 console.log(`npm audit --omit=dev: NOT CHECKED — the advisory endpoint did not answer (${why})`);

@@ -8,7 +8,11 @@ import { spawnSync } from 'node:child_process';
 function findTests(dir) {
   const out = [];
   let entries;
-  try { entries = readdirSync(dir); } catch { return out; }
+  try {
+    entries = readdirSync(dir);
+  } catch {
+    return out;
+  }
   for (const e of entries) {
     const p = join(dir, e);
     if (statSync(p).isDirectory()) out.push(...findTests(p));

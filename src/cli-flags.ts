@@ -6,7 +6,8 @@ function editDistance(a: string, b: string): number {
   let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
   for (let i = 1; i <= a.length; i++) {
     const cur = [i];
-    for (let j = 1; j <= b.length; j++) cur[j] = Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    for (let j = 1; j <= b.length; j++)
+      cur[j] = Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
     prev = cur;
   }
   return prev[b.length]!;
@@ -37,7 +38,9 @@ export function unknownFlagMessage(err: Error, known: readonly string[]): string
   }
   if (code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL') {
     const arg = /Unexpected argument '([^']+)'/.exec(err.message)?.[1];
-    return arg !== undefined ? `unexpected argument "${arg}" (flags take their value as --flag VALUE or --flag=VALUE)` : err.message;
+    return arg !== undefined
+      ? `unexpected argument "${arg}" (flags take their value as --flag VALUE or --flag=VALUE)`
+      : err.message;
   }
   if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
     const flag = /Option '(-[^ ']+)/.exec(err.message)?.[1];

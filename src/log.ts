@@ -24,9 +24,12 @@ let droppedTotal = 0;
 /** Lines dropped since the current backlog began; -1 while stdout keeps up. */
 let droppedNow = -1;
 
-defineCollected('clusterdns_log_dropped_lines_total', 'Log lines dropped because stdout could not keep up (its reader stalled or was too slow).', 'counter', () => [
-  { labels: {}, value: droppedTotal },
-]);
+defineCollected(
+  'clusterdns_log_dropped_lines_total',
+  'Log lines dropped because stdout could not keep up (its reader stalled or was too slow).',
+  'counter',
+  () => [{ labels: {}, value: droppedTotal }],
+);
 
 function onStdoutDrained(): void {
   process.stdout.write(`[WARNING] log output caught up: ${droppedNow} lines dropped while stdout could not keep up\n`);

@@ -8,7 +8,16 @@ import { CorefileError } from './corefile/errors.js';
 import { pluginOrder, primaryServices } from './plugins/order.js';
 import { DnsServer, type PreparedConfig } from './server/server.js';
 import { parseConfig, readConfigSource, Runtime, type ConfigSource, type LoadedConfig } from './server/runtime.js';
-import { sendTo, type ConfigAck, type ConfigMessage, type ConfigRequest, type ReloadRequest, type WorkerFatal, type WorkerMessage, type WorkerState } from './server/ipc.js';
+import {
+  sendTo,
+  type ConfigAck,
+  type ConfigMessage,
+  type ConfigRequest,
+  type ReloadRequest,
+  type WorkerFatal,
+  type WorkerMessage,
+  type WorkerState,
+} from './server/ipc.js';
 import type { PluginInstance } from './plugins/plugin.js';
 import { HttpServices } from './server/http.js';
 import { VERSION } from './version.js';
@@ -89,7 +98,11 @@ export async function runServer(flags: ServerFlags): Promise<void> {
     } else {
       // The primary (or the only process) says what is wrong with the files; workers never read them.
       cfg = parseConfig(readConfigSource(flags.conf), flags.port, (m: string) => coreLog.warn(m));
-      const validated = await Runtime.create(cfg, { http: new HttpServices(), requestReload: () => {}, shuttingDown: () => false });
+      const validated = await Runtime.create(cfg, {
+        http: new HttpServices(),
+        requestReload: () => {},
+        shuttingDown: () => false,
+      });
       keys = blockKeys(validated);
       listenAddresses = validated.listenAddresses();
     }
@@ -109,8 +122,13 @@ export async function runServer(flags: ServerFlags): Promise<void> {
   }
 
   if (cluster.isWorker) setupWorkerMetrics();
-  const toPrimary = (reason: string) => process.send?.({ type: 'clusterdns:reload-request', reason } satisfies ReloadRequest);
-  const server = new DnsServer({ conf: flags.conf, defaultPort: flags.port, requestReload: cluster.isWorker ? toPrimary : undefined });
+  const toPrimary = (reason: string) =>
+    process.send?.({ type: 'clusterdns:reload-request', reason } satisfies ReloadRequest);
+  const server = new DnsServer({
+    conf: flags.conf,
+    defaultPort: flags.port,
+    requestReload: cluster.isWorker ? toPrimary : undefined,
+  });
   try {
     await server.start(cfg);
   } catch (e) {
@@ -197,7 +215,8 @@ function workerConfigSteps(server: DnsServer, defaultPort: number): (m: ConfigMe
         await server.commit(p);
         // Queries the replaced configuration took are answered before this worker says so.
         const end = Date.now() + 5000;
-        while (p.gate && server.inflightOutside(p.gate) > 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 2));
+        while (p.gate && server.inflightOutside(p.gate) > 0 && Date.now() < end)
+          await new Promise((r) => setTimeout(r, 2));
         ack('commit', m.gen);
         // Should the primary be gone before it says open, do not hold queries for ever.
         setTimeout(() => void open(m.gen), 10_000).unref();
@@ -225,7 +244,12 @@ const reloadLog = logger('reload');
  * Workers are started, replaced and reconfigured one step at a time (one queue), and a
  * replacement starts with the configuration the others run.
  */
-function runPrimary(flags: ServerFlags, first: LoadedConfig, keys: string[], listenAddresses: Array<{ host: string; port: number }>): void {
+function runPrimary(
+  flags: ServerFlags,
+  first: LoadedConfig,
+  keys: string[],
+  listenAddresses: Array<{ host: string; port: number }>,
+): void {
   cluster.schedulingPolicy = cluster.SCHED_NONE;
   // One UDP socket per worker and listener, held here so a worker's replacement gets the same one.
   const steered = SteeredSockets.open(listenAddresses, flags.workers);
@@ -269,7 +293,8 @@ function runPrimary(flags: ServerFlags, first: LoadedConfig, keys: string[], lis
       for (const other of Object.values(cluster.workers ?? {})) other?.process.kill('SIGKILL');
       fail(fatalText(m.message));
     }
-    if (m.type === 'clusterdns:config-request') sendTo(w, { type: 'clusterdns:config', op: 'start', gen, source: running.source });
+    if (m.type === 'clusterdns:config-request')
+      sendTo(w, { type: 'clusterdns:config', op: 'start', gen, source: running.source });
     else if (m.type === 'clusterdns:reload-request') reload(m.reason);
     else for (const f of waiting) f(w, m);
   });
@@ -296,7 +321,10 @@ function runPrimary(flags: ServerFlags, first: LoadedConfig, keys: string[], lis
   const transact = async (reason: string): Promise<void> => {
     let cfg: LoadedConfig;
     try {
-      cfg = parseConfig(readConfigSource(running.source.builtin ? undefined : flags.conf ?? running.source.file), flags.port);
+      cfg = parseConfig(
+        readConfigSource(running.source.builtin ? undefined : (flags.conf ?? running.source.file)),
+        flags.port,
+      );
     } catch (e) {
       coreLog.info('Reloading');
       reloadLog.error(`Corefile changed but reload failed: ${(e as Error).message}; keeping the running configuration`);
@@ -314,7 +342,11 @@ function runPrimary(flags: ServerFlags, first: LoadedConfig, keys: string[], lis
     }
     const workers = Object.values(cluster.workers ?? {}).filter((w): w is Worker => !!w && w.isConnected());
     const next = gen + 1;
-    const prepared = await Promise.all(workers.map((w) => ask(w, { type: 'clusterdns:config', op: 'prepare', gen: next, source: cfg.source }, 'prepare', 60_000)));
+    const prepared = await Promise.all(
+      workers.map((w) =>
+        ask(w, { type: 'clusterdns:config', op: 'prepare', gen: next, source: cfg.source }, 'prepare', 60_000),
+      ),
+    );
     const failure = prepared.find((e) => e !== undefined);
     if (failure !== undefined) {
       for (const w of workers) sendTo(w, { type: 'clusterdns:config', op: 'abort', gen: next });
@@ -324,7 +356,9 @@ function runPrimary(flags: ServerFlags, first: LoadedConfig, keys: string[], lis
     // Decided: a worker replaced from now on starts with this configuration.
     running = cfg;
     gen = next;
-    await Promise.all(workers.map((w) => ask(w, { type: 'clusterdns:config', op: 'commit', gen: next }, 'commit', 10_000)));
+    await Promise.all(
+      workers.map((w) => ask(w, { type: 'clusterdns:config', op: 'commit', gen: next }, 'commit', 10_000)),
+    );
     for (const w of workers) sendTo(w, { type: 'clusterdns:config', op: 'open', gen: next });
     await watch(cfg).catch((e: Error) => reloadLog.error(`reload: ${e.message}`));
     coreLog.info('Reloading complete');
@@ -336,7 +370,12 @@ function runPrimary(flags: ServerFlags, first: LoadedConfig, keys: string[], lis
     new Promise((resolve) => {
       const sockets = steered?.forWorker(shard);
       if (sockets) cluster.setupPrimary({ stdio: sockets.stdio });
-      const w = cluster.fork({ CLUSTERDNS_WORKER: '1', CLUSTERDNS_WORKERS: String(flags.workers), CLUSTERDNS_WORKER_INDEX: String(shard), ...sockets?.env });
+      const w = cluster.fork({
+        CLUSTERDNS_WORKER: '1',
+        CLUSTERDNS_WORKERS: String(flags.workers),
+        CLUSTERDNS_WORKER_INDEX: String(shard),
+        ...sockets?.env,
+      });
       shardOfWorker.set(w.id, shard);
       const done = () => {
         clearTimeout(t);

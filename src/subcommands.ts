@@ -11,7 +11,9 @@ export function registerCommand(name: string, load: () => Promise<Command>): voi
 export async function runSubcommand(name: string, argv: string[]): Promise<void> {
   const load = commands.get(name);
   if (!load) {
-    process.stderr.write(`clusterdns: unknown command "${name}" (known: ${[...commands.keys()].sort().join(', ') || 'none yet'}); run clusterdns -h\n`);
+    process.stderr.write(
+      `clusterdns: unknown command "${name}" (known: ${[...commands.keys()].sort().join(', ') || 'none yet'}); run clusterdns -h\n`,
+    );
     process.exit(2);
   }
   const cmd = await load();

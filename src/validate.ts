@@ -16,15 +16,26 @@ export async function validateCorefile(conf: string | undefined, defaultPort: nu
     return 1;
   }
   const problems: Error[] = [];
-  const rt = await Runtime.create(cfg, { http: new HttpServices(), requestReload: () => {}, shuttingDown: () => false }, (e) => problems.push(e));
+  const rt = await Runtime.create(
+    cfg,
+    { http: new HttpServices(), requestReload: () => {}, shuttingDown: () => false },
+    (e) => problems.push(e),
+  );
   // In file order, whichever check found them (unknown directives are seen before setups run).
-  problems.sort((a, b) => (a instanceof CorefileError && b instanceof CorefileError ? a.file.localeCompare(b.file) || a.line - b.line : 0));
-  for (const p of problems) process.stderr.write(`${p instanceof CorefileError ? p.message : `${cfg.source.file}: ${p.message}`}\n`);
+  problems.sort((a, b) =>
+    a instanceof CorefileError && b instanceof CorefileError ? a.file.localeCompare(b.file) || a.line - b.line : 0,
+  );
+  for (const p of problems)
+    process.stderr.write(`${p instanceof CorefileError ? p.message : `${cfg.source.file}: ${p.message}`}\n`);
   if (problems.length > 0) {
-    process.stderr.write(`${cfg.source.file}: ${problems.length} problem${problems.length === 1 ? '' : 's'}; it would not load\n`);
+    process.stderr.write(
+      `${cfg.source.file}: ${problems.length} problem${problems.length === 1 ? '' : 's'}; it would not load\n`,
+    );
     return 1;
   }
   const blocks = cfg.blocks.length;
-  process.stdout.write(`${cfg.source.file}: valid (${blocks} server block${blocks === 1 ? '' : 's'}, ${rt.instances.length} plugin instances)\n`);
+  process.stdout.write(
+    `${cfg.source.file}: valid (${blocks} server block${blocks === 1 ? '' : 's'}, ${rt.instances.length} plugin instances)\n`,
+  );
   return 0;
 }

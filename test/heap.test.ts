@@ -38,7 +38,10 @@ test('CLUSTERDNS_SMALL_HEAP=0 never turns it on', () => {
   const heap = pathToFileURL(resolve('dist/src/heap.js')).href;
   const script = `const h = await import(${JSON.stringify(heap)}); h.servingStarted(); h.listBegins(); h.listEnds(); console.log(String(h.smallHeapOn()));`;
   const run = (env: Record<string, string>) =>
-    execFileSync(process.execPath, ['--input-type=module', '-e', script], { env: { ...process.env, ...env }, encoding: 'utf8' }).trim();
+    execFileSync(process.execPath, ['--input-type=module', '-e', script], {
+      env: { ...process.env, ...env },
+      encoding: 'utf8',
+    }).trim();
   assert.equal(run({ CLUSTERDNS_SMALL_HEAP: '0' }), 'false');
   assert.equal(run({ CLUSTERDNS_SMALL_HEAP: '1' }), 'true');
 });

@@ -5,8 +5,11 @@ import { runCommand } from './procs.mjs';
 
 /** One dig query; returns { status, answers: [{name, ttl, cls, type, data}], raw }. */
 export async function dig(port, name, type = 'A', extra = []) {
-  const res = await runCommand('dig', ['@127.0.0.1', '-p', String(port), name, type, '+tries=1', '+time=1',
-    '+noall', '+comments', '+answer', ...extra], { timeoutMs: 5000 });
+  const res = await runCommand(
+    'dig',
+    ['@127.0.0.1', '-p', String(port), name, type, '+tries=1', '+time=1', '+noall', '+comments', '+answer', ...extra],
+    { timeoutMs: 5000 },
+  );
   const raw = res.stdout;
   const st = /status:\s+([A-Z]+)/.exec(raw);
   const answers = [];
@@ -14,7 +17,8 @@ export async function dig(port, name, type = 'A', extra = []) {
   for (const line of raw.split('\n')) {
     if (line.startsWith(';') || line.trim() === '') continue;
     const f = line.trim().split(/\s+/);
-    if (f.length >= 5) answers.push({ name: f[0], ttl: Number(f[1]), cls: f[2], type: f[3], data: f.slice(4).join(' ') });
+    if (f.length >= 5)
+      answers.push({ name: f[0], ttl: Number(f[1]), cls: f[2], type: f[3], data: f.slice(4).join(' ') });
   }
   return { status: st ? st[1] : null, answers, raw: raw + res.stderr };
 }
@@ -49,12 +53,14 @@ export async function checkAnswers(port, samples) {
     // A negative answer (status NXDOMAIN, or data: null for NODATA) has no record of the type.
     else if (want !== 'NOERROR' || s.data === null) {
       if (rel.length !== 0) problems.push(`${s.name} ${s.type}: ${rel.length} ${s.type} records, want none\n${r.raw}`);
-    } else if (rel.length !== 1) problems.push(`${s.name} ${s.type}: ${rel.length} ${s.type} records, want 1\n${r.raw}`);
+    } else if (rel.length !== 1)
+      problems.push(`${s.name} ${s.type}: ${rel.length} ${s.type} records, want 1\n${r.raw}`);
     else {
       const a = rel[0];
       if (a.name.toLowerCase() !== fq.toLowerCase()) problems.push(`${s.name}: owner ${a.name}`);
       if (a.data !== s.data) problems.push(`${s.name}: data ${a.data}, want ${s.data}`);
-      if (s.ttl != null && !(a.ttl <= s.ttl && a.ttl >= s.ttl - 1)) problems.push(`${s.name}: TTL ${a.ttl}, want ${s.ttl}`);
+      if (s.ttl != null && !(a.ttl <= s.ttl && a.ttl >= s.ttl - 1))
+        problems.push(`${s.name}: TTL ${a.ttl}, want ${s.ttl}`);
     }
   }
   return problems;

@@ -48,7 +48,14 @@ export function cpuSnapshot(serverPid) {
     const times = pids.map(treeTime);
     const serverUser = times.reduce((t, x) => t + x.user, 0);
     const serverSys = times.reduce((t, x) => t + x.sys, 0);
-    return { at: process.hrtime.bigint(), busy: machineBusy(), server: serverUser + serverSys, serverUser, serverSys, self: selfTime() };
+    return {
+      at: process.hrtime.bigint(),
+      busy: machineBusy(),
+      server: serverUser + serverSys,
+      serverUser,
+      serverSys,
+      self: selfTime(),
+    };
   } catch {
     return null;
   }

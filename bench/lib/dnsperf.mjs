@@ -2,9 +2,35 @@
 
 import { runCommand } from './procs.mjs';
 
-export function dnsperfArgs({ port, queryFile, seconds, clients = 4, threads = 1, outstanding = 100, maxQps = 1_000_000, mode }) {
-  return ['-s', '127.0.0.1', '-p', String(port), '-d', queryFile, '-c', String(clients), '-T', String(threads),
-    '-q', String(outstanding), '-Q', String(maxQps), '-l', String(seconds), ...(mode ? ['-m', mode] : [])];
+export function dnsperfArgs({
+  port,
+  queryFile,
+  seconds,
+  clients = 4,
+  threads = 1,
+  outstanding = 100,
+  maxQps = 1_000_000,
+  mode,
+}) {
+  return [
+    '-s',
+    '127.0.0.1',
+    '-p',
+    String(port),
+    '-d',
+    queryFile,
+    '-c',
+    String(clients),
+    '-T',
+    String(threads),
+    '-q',
+    String(outstanding),
+    '-Q',
+    String(maxQps),
+    '-l',
+    String(seconds),
+    ...(mode ? ['-m', mode] : []),
+  ];
 }
 
 /** The command line as printed in reports (PORT and FILE left symbolic). */

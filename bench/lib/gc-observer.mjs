@@ -34,7 +34,9 @@ if (file) {
   new PerformanceObserver((list) => {
     for (const e of list.getEntries()) {
       const start = originNs + BigInt(Math.round(e.startTime * 1e6));
-      pending.push(`${process.pid} ${start} ${Math.round(e.duration * 1e6)} ${kinds[e.detail?.kind] ?? e.detail?.kind}\n`);
+      pending.push(
+        `${process.pid} ${start} ${Math.round(e.duration * 1e6)} ${kinds[e.detail?.kind] ?? e.detail?.kind}\n`,
+      );
     }
   }).observe({ entryTypes: ['gc'] });
   setInterval(flush, 1000).unref();

@@ -6,7 +6,8 @@ import { readFileSync } from 'node:fs';
 // [pid:0x...]     2841 ms: Scavenge 6.9 (8.6) -> 6.2 (9.1) MB, 0.92 / 0.00 ms  (average mu = ...) allocation failure;
 // [pid:0x...]    10234 ms: Mark-Compact 12.1 (15.2) -> 8.3 (14.9) MB, 3.21 / 0.01 ms  (+ 1.2 ms in 15 steps since
 //   start of marking, biggest step 0.3 ms, walltime since start of marking 50 ms) (average mu = ...) reason
-const LINE = /^\[(\d+):0x[0-9a-f]+\]\s+(\d+) ms: (.+?) ([\d.]+) \(([\d.]+)\) -> ([\d.]+) \(([\d.]+)\) MB, (?:pooled: [\d.]+ MB, )?([\d.]+) \/ ([\d.]+) ms(?:\s+\(\+ ([\d.]+) ms in (\d+) steps since start of marking, biggest step ([\d.]+) ms)?/;
+const LINE =
+  /^\[(\d+):0x[0-9a-f]+\]\s+(\d+) ms: (.+?) ([\d.]+) \(([\d.]+)\) -> ([\d.]+) \(([\d.]+)\) MB, (?:pooled: [\d.]+ MB, )?([\d.]+) \/ ([\d.]+) ms(?:\s+\(\+ ([\d.]+) ms in (\d+) steps since start of marking, biggest step ([\d.]+) ms)?/;
 
 /** --trace-gc lines → [{ pid, atMs, kind, pauseMs, externalMs, beforeMB, afterMB, afterCommittedMB, stepsMs, steps, biggestStepMs }]. */
 export function parseTraceGc(text) {
@@ -15,9 +16,17 @@ export function parseTraceGc(text) {
     const m = LINE.exec(line);
     if (!m) continue;
     out.push({
-      pid: Number(m[1]), atMs: Number(m[2]), kind: m[3], beforeMB: Number(m[4]), afterMB: Number(m[6]), afterCommittedMB: Number(m[7]),
-      pauseMs: Number(m[8]), externalMs: Number(m[9]),
-      stepsMs: m[10] ? Number(m[10]) : 0, steps: m[11] ? Number(m[11]) : 0, biggestStepMs: m[12] ? Number(m[12]) : 0,
+      pid: Number(m[1]),
+      atMs: Number(m[2]),
+      kind: m[3],
+      beforeMB: Number(m[4]),
+      afterMB: Number(m[6]),
+      afterCommittedMB: Number(m[7]),
+      pauseMs: Number(m[8]),
+      externalMs: Number(m[9]),
+      stepsMs: m[10] ? Number(m[10]) : 0,
+      steps: m[11] ? Number(m[11]) : 0,
+      biggestStepMs: m[12] ? Number(m[12]) : 0,
     });
   }
   return out;
@@ -54,7 +63,8 @@ export function summarizeTrace(events, seconds) {
   for (const k of Object.values(byKind)) k.totalMs = r2(k.totalMs);
   const pauses = events.map((e) => e.pauseMs).sort((a, b) => a - b);
   const total = pauses.reduce((a, b) => a + b, 0);
-  const pct = (p) => (pauses.length ? pauses[Math.min(pauses.length - 1, Math.ceil((p / 100) * pauses.length) - 1)] : 0);
+  const pct = (p) =>
+    pauses.length ? pauses[Math.min(pauses.length - 1, Math.ceil((p / 100) * pauses.length) - 1)] : 0;
   const marking = events.filter((e) => e.steps > 0);
   return {
     count: events.length,
@@ -69,9 +79,16 @@ export function summarizeTrace(events, seconds) {
     byKind,
     // Incremental marking runs in steps on the main thread between the atomic pauses.
     incrementalSteps: marking.length
-      ? { cycles: marking.length, steps: marking.reduce((a, e) => a + e.steps, 0), totalMs: r2(marking.reduce((a, e) => a + e.stepsMs, 0)), biggestStepMs: Math.max(...marking.map((e) => e.biggestStepMs)) }
+      ? {
+          cycles: marking.length,
+          steps: marking.reduce((a, e) => a + e.steps, 0),
+          totalMs: r2(marking.reduce((a, e) => a + e.stepsMs, 0)),
+          biggestStepMs: Math.max(...marking.map((e) => e.biggestStepMs)),
+        }
       : null,
-    heapMB: events.length ? { min: Math.min(...events.map((e) => e.afterMB)), max: Math.max(...events.map((e) => e.beforeMB)) } : null,
+    heapMB: events.length
+      ? { min: Math.min(...events.map((e) => e.afterMB)), max: Math.max(...events.map((e) => e.beforeMB)) }
+      : null,
   };
 }
 
@@ -88,7 +105,14 @@ export function readRaw(file) {
     send[i] = body[2 * i];
     lat[i] = body[2 * i + 1];
   }
-  return { startNs: Number(BigInt(header.startNs)), skipS: header.skipS, rate: header.rate, send, lat, stalls: header.stalls ?? [] };
+  return {
+    startNs: Number(BigInt(header.startNs)),
+    skipS: header.skipS,
+    rate: header.rate,
+    send,
+    lat,
+    stalls: header.stalls ?? [],
+  };
 }
 
 /**
@@ -176,7 +200,9 @@ export function correlate(raw, gcs, { timeoutNs = 1e9, skip = null } = {}) {
   }
   const order = [];
   for (let i = from; i < n; i++) if (counted(i)) order.push(i);
-  order.sort((a, b) => (Number.isNaN(raw.lat[b]) ? timeoutNs : raw.lat[b]) - (Number.isNaN(raw.lat[a]) ? timeoutNs : raw.lat[a]));
+  order.sort(
+    (a, b) => (Number.isNaN(raw.lat[b]) ? timeoutNs : raw.lat[b]) - (Number.isNaN(raw.lat[a]) ? timeoutNs : raw.lat[a]),
+  );
   // The slowest query of each of the 10 worst episodes (queries sent within 100 ms of a slower one are the same episode).
   const episodes = [];
   for (const i of order) {
@@ -192,12 +218,22 @@ export function correlate(raw, gcs, { timeoutNs = 1e9, skip = null } = {}) {
   // Per pause ≥ 1 ms: the slowest query that met it.
   const worstPerPause = new Float64Array(gcs.length);
   for (let i = from; i < n; i++) {
-    if (met[i] >= 0 && counted(i)) worstPerPause[met[i]] = Math.max(worstPerPause[met[i]], Number.isNaN(raw.lat[i]) ? timeoutNs : raw.lat[i]);
+    if (met[i] >= 0 && counted(i))
+      worstPerPause[met[i]] = Math.max(worstPerPause[met[i]], Number.isNaN(raw.lat[i]) ? timeoutNs : raw.lat[i]);
   }
   const runFrom = raw.startNs + raw.send[from];
   const runTo = raw.startNs + raw.send[n - 1];
-  const longPauses = gcs.map((g, k) => ({ g, k })).filter(({ g }) => g.durNs >= 1e6 && g.startNs >= runFrom && g.startNs <= runTo).sort((a, b) => b.g.durNs - a.g.durNs).slice(0, 10)
-    .map(({ g, k }) => ({ atS: r2((g.startNs - raw.startNs) / 1e9), kind: g.kind, pauseMs: r2(g.durNs / 1e6), slowestQueryMs: r2(worstPerPause[k] / 1e6) }));
+  const longPauses = gcs
+    .map((g, k) => ({ g, k }))
+    .filter(({ g }) => g.durNs >= 1e6 && g.startNs >= runFrom && g.startNs <= runTo)
+    .sort((a, b) => b.g.durNs - a.g.durNs)
+    .slice(0, 10)
+    .map(({ g, k }) => ({
+      atS: r2((g.startNs - raw.startNs) / 1e9),
+      kind: g.kind,
+      pauseMs: r2(g.durNs / 1e6),
+      slowestQueryMs: r2(worstPerPause[k] / 1e6),
+    }));
   return {
     p99Ms: r2(p99 / 1e6),
     p999Ms: r2(p999 / 1e6),

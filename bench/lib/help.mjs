@@ -5,5 +5,10 @@ import { fileURLToPath } from 'node:url';
 export function printHeaderHelp(scriptUrl) {
   const lines = readFileSync(fileURLToPath(scriptUrl), 'utf8').split('\n').slice(1);
   const end = lines.findIndex((l) => !l.startsWith('//'));
-  process.stdout.write(lines.slice(0, end === -1 ? lines.length : end).map((l) => l.replace(/^\/\/ ?/, '')).join('\n') + '\n');
+  process.stdout.write(
+    lines
+      .slice(0, end === -1 ? lines.length : end)
+      .map((l) => l.replace(/^\/\/ ?/, ''))
+      .join('\n') + '\n',
+  );
 }

@@ -47,7 +47,9 @@ const nsock = Math.max(1, Math.floor(Number(o.sockets)));
 const skipS = Number(o.skip);
 const timeoutNs = Number(o['timeout-ms']) * 1e6;
 if (!(port > 0) || !(rate > 0) || !(seconds > 0) || !o.queries || !['spin', 'timer'].includes(o.pace)) {
-  process.stderr.write('usage: latency-client.mjs --port P --rate QPS --seconds S --queries FILE [--sockets N] [--pace spin|timer] [--skip S] [--timeout-ms MS] [--raw FILE]\n');
+  process.stderr.write(
+    'usage: latency-client.mjs --port P --rate QPS --seconds S --queries FILE [--sockets N] [--pace spin|timer] [--skip S] [--timeout-ms MS] [--raw FILE]\n',
+  );
   process.exit(2);
 }
 
@@ -69,10 +71,14 @@ function encodeQuery(name, type) {
   b.writeUInt16BE(1, p + 2); // IN
   return b;
 }
-const templates = readFileSync(o.queries, 'utf8').split('\n').map((l) => l.trim()).filter(Boolean).map((l) => {
-  const [name, type = 'A'] = l.split(/\s+/);
-  return encodeQuery(name, type);
-});
+const templates = readFileSync(o.queries, 'utf8')
+  .split('\n')
+  .map((l) => l.trim())
+  .filter(Boolean)
+  .map((l) => {
+    const [name, type = 'A'] = l.split(/\s+/);
+    return encodeQuery(name, type);
+  });
 if (templates.length === 0) throw new Error(`${o.queries}: no queries`);
 
 // ---- state: typed arrays indexed by sequence number -------------------------------------
@@ -226,14 +232,20 @@ for (let i = from; i < sent; i++) {
 }
 const sorted = Float64Array.from(lat).sort();
 lags.sort();
-const pct = (arr, p) => (arr.length ? arr[Math.min(arr.length - 1, Math.max(0, Math.ceil((p / 100) * arr.length) - 1))] : NaN);
+const pct = (arr, p) =>
+  arr.length ? arr[Math.min(arr.length - 1, Math.max(0, Math.ceil((p / 100) * arr.length) - 1))] : NaN;
 const ms = (ns) => Math.round(ns / 1e3) / 1e3; // ns -> ms, µs precision
 const rcodeNames = ['NOERROR', 'FORMERR', 'SERVFAIL', 'NXDOMAIN', 'NOTIMP', 'REFUSED'];
 const rc = {};
 rcodes.forEach((v, i) => v && (rc[rcodeNames[i] ?? `RCODE${i}`] = v));
 const sendSeconds = sendEndNs / 1e9;
 const summary = {
-  port, rate, seconds, sockets: nsock, pace: o.pace, skipS,
+  port,
+  rate,
+  seconds,
+  sockets: nsock,
+  pace: o.pace,
+  skipS,
   sent: sent - from,
   answered: sorted.length,
   lost: lostCounted,
@@ -244,12 +256,20 @@ const summary = {
   achievedQps: Math.round((sent - from) / (sendSeconds - from / rate)),
   rcodes: rc,
   latencyMs: {
-    p50: ms(pct(sorted, 50)), p90: ms(pct(sorted, 90)), p99: ms(pct(sorted, 99)), p999: ms(pct(sorted, 99.9)),
+    p50: ms(pct(sorted, 50)),
+    p90: ms(pct(sorted, 90)),
+    p99: ms(pct(sorted, 99)),
+    p999: ms(pct(sorted, 99.9)),
     max: ms(sorted.length ? sorted[sorted.length - 1] : NaN),
     mean: ms(sorted.reduce((a, b) => a + b, 0) / (sorted.length || 1)),
   },
   // How late the client sent against the schedule: the client's own delays (GC, descheduling).
-  sendLagMs: { p50: ms(pct(lags, 50)), p99: ms(pct(lags, 99)), p999: ms(pct(lags, 99.9)), max: ms(lags[lags.length - 1]) },
+  sendLagMs: {
+    p50: ms(pct(lags, 50)),
+    p99: ms(pct(lags, 99)),
+    p999: ms(pct(lags, 99.9)),
+    max: ms(lags[lags.length - 1]),
+  },
   maxLoopGapMs: ms(maxLoopGapNs),
   stalls: { count: stalls.length, totalMs: ms(stalls.reduce((a, [x, y]) => a + y - x, 0)) },
   clientCpuPercent: Math.round(((cpu.user + cpu.system) / 1e4 / sendSeconds) * 10) / 10,
@@ -259,7 +279,9 @@ const summary = {
   startNs: t0.toString(),
 };
 if (o.raw) {
-  const header = Buffer.from(JSON.stringify({ startNs: t0.toString(), rate, skipS, count: sent, stallNs: STALL_NS, stalls }) + '\n');
+  const header = Buffer.from(
+    JSON.stringify({ startNs: t0.toString(), rate, skipS, count: sent, stallNs: STALL_NS, stalls }) + '\n',
+  );
   const body = new Float64Array(sent * 2);
   for (let i = 0; i < sent; i++) {
     body[2 * i] = sendNs[i];

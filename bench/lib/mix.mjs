@@ -29,10 +29,18 @@ export function nxNames(workload, count = 1000) {
     const ns = nsList[i % nsList.length];
     const ext = `api-${i}.example.com`;
     switch (i % 4) {
-      case 0: out.push(`svc-${perNamespace + i}.${ns}.svc.cluster.local`); break; // no such Service
-      case 1: out.push(`${ext}.${ns}.svc.cluster.local`); break; // search path, first domain
-      case 2: out.push(`${ext}.svc.cluster.local`); break; // second
-      default: out.push(`${ext}.cluster.local`); break; // third
+      case 0:
+        out.push(`svc-${perNamespace + i}.${ns}.svc.cluster.local`);
+        break; // no such Service
+      case 1:
+        out.push(`${ext}.${ns}.svc.cluster.local`);
+        break; // search path, first domain
+      case 2:
+        out.push(`${ext}.svc.cluster.local`);
+        break; // second
+      default:
+        out.push(`${ext}.cluster.local`);
+        break; // third
     }
   }
   return out;

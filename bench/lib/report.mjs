@@ -54,7 +54,7 @@ export function table(rows) {
   const knotUs = rows.find((r) => r.name === 'knot' && r.summary)?.summary?.cpuUsPerQuery;
   const knotCol = (u) => (knotUs ? ` ${Number.isFinite(u) ? `${(u / knotUs).toFixed(2)} ×` : '—'} |` : '');
   const out = [
-    `| server | QPS (median) | ratio vs unbound | avg latency | lost | RSS | QPS per round | server CPU | CPU µs/query (vs unbound) | of it system |${knotUs ? ' CPU/query ÷ Knot\'s |' : ''} other work |`,
+    `| server | QPS (median) | ratio vs unbound | avg latency | lost | RSS | QPS per round | server CPU | CPU µs/query (vs unbound) | of it system |${knotUs ? " CPU/query ÷ Knot's |" : ''} other work |`,
     `|---|---:|---:|---:|---:|---:|---|---:|---:|---:|${knotUs ? '---:|' : ''}---:|`,
   ];
   for (const r of rows) {
@@ -65,7 +65,9 @@ export function table(rows) {
     const s = r.summary;
     const ratio = base ? `${(s.qps / base).toFixed(2)} ×` : '—';
     const lostPct = s.sent ? ` (${((100 * s.lost) / s.sent).toFixed(2)}%)` : '';
-    out.push(`| ${r.label} | ${kqps(s.qps)} | ${ratio} | ${ms(s.latency)} | ${s.lost}${lostPct} | ${mib(r.rssKiB)} | ${s.perRound.map(kqps).join(', ')} | ${pct(s.serverCpu)} | ${us(s.cpuUsPerQuery, baseUs)} | ${us1(s.sysUsPerQuery)} |${knotCol(s.cpuUsPerQuery)} ${pct(s.otherCpu)} |`);
+    out.push(
+      `| ${r.label} | ${kqps(s.qps)} | ${ratio} | ${ms(s.latency)} | ${s.lost}${lostPct} | ${mib(r.rssKiB)} | ${s.perRound.map(kqps).join(', ')} | ${pct(s.serverCpu)} | ${us(s.cpuUsPerQuery, baseUs)} | ${us1(s.sysUsPerQuery)} |${knotCol(s.cpuUsPerQuery)} ${pct(s.otherCpu)} |`,
+    );
   }
   return out.join('\n');
 }

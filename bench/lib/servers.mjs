@@ -36,10 +36,22 @@ export function clusterdnsServer(scenario) {
       const conf = join(ctx.dir, `Corefile-${scenario.name}-${ctx.mode}`);
       writeFileSync(conf, scenario.corefile(ctx));
       // ctx.nodeArgs (e.g. --trace-gc) and ctx.env are for bench scripts that observe the server.
-      return startProcess(this.name, process.execPath,
+      return startProcess(
+        this.name,
+        process.execPath,
         // As deployed (bin/clusterdns, npm start, the image): a 2 MB young generation.
-        ['--max-semi-space-size=2', ...(ctx.nodeArgs ?? []), join(scenario.root?.() ?? ctx.root, 'bin/clusterdns'), '-conf', conf, '-workers', String(ctx.workers), '-quiet'],
-        { pin: ctx.pin, logFile: logFile(ctx, this.name), cwd: ctx.root, env: ctx.env });
+        [
+          '--max-semi-space-size=2',
+          ...(ctx.nodeArgs ?? []),
+          join(scenario.root?.() ?? ctx.root, 'bin/clusterdns'),
+          '-conf',
+          conf,
+          '-workers',
+          String(ctx.workers),
+          '-quiet',
+        ],
+        { pin: ctx.pin, logFile: logFile(ctx, this.name), cwd: ctx.root, env: ctx.env },
+      );
     },
   };
 }
@@ -93,13 +105,30 @@ export const dnsmasq = {
   queries: (ctx) => ctx.workload.queryFile,
   start(ctx) {
     const w = ctx.workload;
-    const lines = ['no-resolv', 'no-hosts', 'local=/cluster.local/',
-      ...w.records.map((r) => `host-record=${r.name},${r.ip},${w.ttl}`)];
+    const lines = [
+      'no-resolv',
+      'no-hosts',
+      'local=/cluster.local/',
+      ...w.records.map((r) => `host-record=${r.name},${r.ip},${w.ttl}`),
+    ];
     const conf = join(ctx.dir, `${this.name}-${ctx.mode}.conf`);
     writeFileSync(conf, lines.join('\n') + '\n');
-    return startProcess(this.name, 'dnsmasq', ['-k', '-C', conf, `--port=${ctx.port}`, '--listen-address=127.0.0.1',
-      '--bind-interfaces', '--user=root', `--pid-file=${join(ctx.dir, `${this.name}-${ctx.mode}.pid`)}`, '--log-facility=-'],
-    { pin: ctx.pin, logFile: logFile(ctx, this.name) });
+    return startProcess(
+      this.name,
+      'dnsmasq',
+      [
+        '-k',
+        '-C',
+        conf,
+        `--port=${ctx.port}`,
+        '--listen-address=127.0.0.1',
+        '--bind-interfaces',
+        '--user=root',
+        `--pid-file=${join(ctx.dir, `${this.name}-${ctx.mode}.pid`)}`,
+        '--log-facility=-',
+      ],
+      { pin: ctx.pin, logFile: logFile(ctx, this.name) },
+    );
   },
 };
 
@@ -118,17 +147,23 @@ export const kresd = {
     const rundir = join(ctx.dir, `${this.name}-${ctx.mode}`);
     mkdirSync(rundir, { recursive: true });
     const conf = join(rundir, 'config.lua');
-    writeFileSync(conf, [
-      `net.listen('127.0.0.1', ${ctx.port}, { kind = 'dns' })`,
-      "modules = { 'hints > iterate' }",
-      `hints.add_hosts('${ctx.workload.hostsFile}')`,
-      `hints.ttl(${ctx.workload.ttl})`,
-      ...(this.policyLines?.(ctx) ?? ["policy.add(policy.suffix(policy.PASS, {todname('cluster.local.')}))"]),
-      "trust_anchors.remove('.')",
-      'cache.size = 20 * MB',
-      '',
-    ].join('\n'));
-    return startProcess(this.name, 'kresd', ['-n', '-c', conf, rundir], { pin: ctx.pin, logFile: logFile(ctx, this.name) });
+    writeFileSync(
+      conf,
+      [
+        `net.listen('127.0.0.1', ${ctx.port}, { kind = 'dns' })`,
+        "modules = { 'hints > iterate' }",
+        `hints.add_hosts('${ctx.workload.hostsFile}')`,
+        `hints.ttl(${ctx.workload.ttl})`,
+        ...(this.policyLines?.(ctx) ?? ["policy.add(policy.suffix(policy.PASS, {todname('cluster.local.')}))"]),
+        "trust_anchors.remove('.')",
+        'cache.size = 20 * MB',
+        '',
+      ].join('\n'),
+    );
+    return startProcess(this.name, 'kresd', ['-n', '-c', conf, rundir], {
+      pin: ctx.pin,
+      logFile: logFile(ctx, this.name),
+    });
   },
 };
 
@@ -139,9 +174,22 @@ export const bareNode = {
   label: (ctx) => `bare Node responder (${ctx.workers > 1 ? `${ctx.workers} workers` : '1 process'})`,
   queries: (ctx) => ctx.workload.queryFile,
   start(ctx) {
-    return startProcess(this.name, process.execPath, [join(ctx.root, 'bench/bare-responder.mjs'), '--port', String(ctx.port),
-      '--hosts', ctx.workload.hostsFile, '--ttl', String(ctx.workload.ttl), '--workers', String(ctx.workers)],
-    { pin: ctx.pin, logFile: logFile(ctx, this.name) });
+    return startProcess(
+      this.name,
+      process.execPath,
+      [
+        join(ctx.root, 'bench/bare-responder.mjs'),
+        '--port',
+        String(ctx.port),
+        '--hosts',
+        ctx.workload.hostsFile,
+        '--ttl',
+        String(ctx.workload.ttl),
+        '--workers',
+        String(ctx.workers),
+      ],
+      { pin: ctx.pin, logFile: logFile(ctx, this.name) },
+    );
   },
 };
 
@@ -150,45 +198,52 @@ function knotConfig(ctx, dir, port) {
   mkdirSync(dir, { recursive: true });
   const w = ctx.workload;
   const zone = join(dir, 'cluster.local.zone');
-  writeFileSync(zone, [
-    '$ORIGIN cluster.local.',
-    `@ ${w.ttl} IN SOA ns.dns.cluster.local. hostmaster.cluster.local. 1 7200 1800 86400 ${w.ttl}`,
-    `@ ${w.ttl} IN NS ns.dns.cluster.local.`,
-    `ns.dns ${w.ttl} IN A 127.0.0.1`,
-    ...w.records.map((r) => `${r.name}. ${w.ttl} IN A ${r.ip}`),
-    '',
-  ].join('\n'));
+  writeFileSync(
+    zone,
+    [
+      '$ORIGIN cluster.local.',
+      `@ ${w.ttl} IN SOA ns.dns.cluster.local. hostmaster.cluster.local. 1 7200 1800 86400 ${w.ttl}`,
+      `@ ${w.ttl} IN NS ns.dns.cluster.local.`,
+      `ns.dns ${w.ttl} IN A 127.0.0.1`,
+      ...w.records.map((r) => `${r.name}. ${w.ttl} IN A ${r.ip}`),
+      '',
+    ].join('\n'),
+  );
   const conf = join(dir, 'knot.conf');
-  writeFileSync(conf, [
-    'server:',
-    `  rundir: "${dir}"`,
-    '  user: root:root',
-    `  listen: 127.0.0.1@${port}`,
-    // One thread per kind, as one pinned core gets: the per-core comparison.
-    '  udp-workers: 1',
-    '  tcp-workers: 1',
-    '  background-workers: 1',
-    'database:',
-    `  storage: "${dir}"`,
-    'control:',
-    `  listen: "${join(dir, 'knot.sock')}"`,
-    'log:',
-    '  - target: stderr',
-    '    any: warning',
-    'template:',
-    '  - id: default',
-    `    storage: "${dir}"`,
-    '    zonefile-sync: -1',
-    '    journal-content: none',
-    'zone:',
-    '  - domain: cluster.local',
-    `    file: "${zone}"`,
-    '',
-  ].join('\n'));
+  writeFileSync(
+    conf,
+    [
+      'server:',
+      `  rundir: "${dir}"`,
+      '  user: root:root',
+      `  listen: 127.0.0.1@${port}`,
+      // One thread per kind, as one pinned core gets: the per-core comparison.
+      '  udp-workers: 1',
+      '  tcp-workers: 1',
+      '  background-workers: 1',
+      'database:',
+      `  storage: "${dir}"`,
+      'control:',
+      `  listen: "${join(dir, 'knot.sock')}"`,
+      'log:',
+      '  - target: stderr',
+      '    any: warning',
+      'template:',
+      '  - id: default',
+      `    storage: "${dir}"`,
+      '    zonefile-sync: -1',
+      '    journal-content: none',
+      'zone:',
+      '  - domain: cluster.local',
+      `    file: "${zone}"`,
+      '',
+    ].join('\n'),
+  );
   return conf;
 }
 
-const knotAvailable = () => (onPath('knotd') || existsSync('/usr/sbin/knotd') ? null : 'knotd is not installed (Debian: knot)');
+const knotAvailable = () =>
+  onPath('knotd') || existsSync('/usr/sbin/knotd') ? null : 'knotd is not installed (Debian: knot)';
 const knotd = () => (onPath('knotd') ? 'knotd' : '/usr/sbin/knotd');
 
 // Knot DNS, authoritative for cluster.local with the workload's names: the fastest server
@@ -220,17 +275,36 @@ export async function startUpstream(ctx) {
   const name = `upstream-${ctx.mode}-${ctx.port}`;
   const pin = ctx.pin == null ? null : 0;
   const logFile = join(ctx.dir, `${name}.log`);
-  const proc = knotAvailable() === null
-    ? startProcess(name, knotd(), ['-c', knotConfig(ctx, join(ctx.dir, name), port)], { pin, logFile })
-    : startProcess(name, process.execPath, [join(ctx.root, 'bench/bare-responder.mjs'), '--port', String(port),
-      '--hosts', ctx.workload.hostsFile, '--ttl', String(ctx.workload.ttl)], { pin, logFile });
+  const proc =
+    knotAvailable() === null
+      ? startProcess(name, knotd(), ['-c', knotConfig(ctx, join(ctx.dir, name), port)], { pin, logFile })
+      : startProcess(
+          name,
+          process.execPath,
+          [
+            join(ctx.root, 'bench/bare-responder.mjs'),
+            '--port',
+            String(port),
+            '--hosts',
+            ctx.workload.hostsFile,
+            '--ttl',
+            String(ctx.workload.ttl),
+          ],
+          { pin, logFile },
+        );
   ctx.upstreamPort = port;
   ctx.upstream = { pid: proc.pid, name: knotAvailable() === null ? 'Knot DNS' : 'bare Node responder', port };
-  await waitAnswering(port, ctx.workload.records[0].name, 20000, () => proc.child.exitCode === null && proc.child.signalCode === null);
+  await waitAnswering(
+    port,
+    ctx.workload.records[0].name,
+    20000,
+    () => proc.child.exitCode === null && proc.child.signalCode === null,
+  );
 }
 
 /** Sample checks of the data only, for servers whose TTLs legitimately differ (caches off or counting down). */
-export const dataSamples = (ctx) => ctx.workload.records.slice(0, 5).map((r) => ({ name: r.name, type: 'A', data: r.ip }));
+export const dataSamples = (ctx) =>
+  ctx.workload.records.slice(0, 5).map((r) => ({ name: r.name, type: 'A', data: r.ip }));
 
 // Forwarders with their caches off, to compare clusterdns's forward path like for like.
 export const dnsmasqForward = {
@@ -244,10 +318,26 @@ export const dnsmasqForward = {
   setup: startUpstream,
   start(ctx) {
     const conf = join(ctx.dir, `dnsmasq-forward-${ctx.mode}.conf`);
-    writeFileSync(conf, ['no-resolv', 'no-hosts', 'cache-size=0', `server=127.0.0.1#${ctx.upstreamPort}`, ''].join('\n'));
-    return startProcess(this.name, 'dnsmasq', ['-k', '-C', conf, `--port=${ctx.port}`, '--listen-address=127.0.0.1',
-      '--bind-interfaces', '--user=root', `--pid-file=${join(ctx.dir, `dnsmasq-forward-${ctx.mode}.pid`)}`, '--log-facility=-'],
-    { pin: ctx.pin, logFile: logFile(ctx, this.name) });
+    writeFileSync(
+      conf,
+      ['no-resolv', 'no-hosts', 'cache-size=0', `server=127.0.0.1#${ctx.upstreamPort}`, ''].join('\n'),
+    );
+    return startProcess(
+      this.name,
+      'dnsmasq',
+      [
+        '-k',
+        '-C',
+        conf,
+        `--port=${ctx.port}`,
+        '--listen-address=127.0.0.1',
+        '--bind-interfaces',
+        '--user=root',
+        `--pid-file=${join(ctx.dir, `dnsmasq-forward-${ctx.mode}.pid`)}`,
+        '--log-facility=-',
+      ],
+      { pin: ctx.pin, logFile: logFile(ctx, this.name) },
+    );
   },
 };
 
@@ -263,18 +353,39 @@ export const unboundForward = {
   setup: startUpstream,
   // unbound has no switch for its cache: the smallest caches it takes, and nothing kept
   // (cache-max-ttl 0), so every query goes to the upstream.
-  cacheLines: ['  cache-max-ttl: 0', '  cache-max-negative-ttl: 0', '  msg-cache-size: 0', '  rrset-cache-size: 0', '  msg-cache-slabs: 1', '  rrset-cache-slabs: 1'],
+  cacheLines: [
+    '  cache-max-ttl: 0',
+    '  cache-max-negative-ttl: 0',
+    '  msg-cache-size: 0',
+    '  rrset-cache-size: 0',
+    '  msg-cache-slabs: 1',
+    '  rrset-cache-slabs: 1',
+  ],
   start(ctx) {
     const conf = join(ctx.dir, `${this.name}-${ctx.mode}.conf`);
-    writeFileSync(conf, [
-      'server:',
-      `  interface: 127.0.0.1@${ctx.port}`,
-      '  do-daemonize: no', '  chroot: ""', '  username: ""', '  pidfile: ""', '  use-syslog: no',
-      `  directory: "${ctx.dir}"`, '  num-threads: 1', '  do-not-query-localhost: no',
-      ...this.cacheLines, '  prefetch: no', '  module-config: "iterator"',
-      '  access-control: 127.0.0.0/8 allow',
-      'forward-zone:', '  name: "."', `  forward-addr: 127.0.0.1@${ctx.upstreamPort}`, '',
-    ].join('\n'));
+    writeFileSync(
+      conf,
+      [
+        'server:',
+        `  interface: 127.0.0.1@${ctx.port}`,
+        '  do-daemonize: no',
+        '  chroot: ""',
+        '  username: ""',
+        '  pidfile: ""',
+        '  use-syslog: no',
+        `  directory: "${ctx.dir}"`,
+        '  num-threads: 1',
+        '  do-not-query-localhost: no',
+        ...this.cacheLines,
+        '  prefetch: no',
+        '  module-config: "iterator"',
+        '  access-control: 127.0.0.0/8 allow',
+        'forward-zone:',
+        '  name: "."',
+        `  forward-addr: 127.0.0.1@${ctx.upstreamPort}`,
+        '',
+      ].join('\n'),
+    );
     return startProcess(this.name, 'unbound', ['-d', '-c', conf], { pin: ctx.pin, logFile: logFile(ctx, this.name) });
   },
 };
@@ -300,7 +411,9 @@ export const unboundMix = {
   queries: mixQueries,
   samples: mixSamples,
   // Negative answers carry the zone's SOA, as from clusterdns (static local-zone alone sends none).
-  extraLines: ['  local-data: "cluster.local. 30 IN SOA ns.dns.cluster.local. hostmaster.cluster.local. 1 7200 1800 86400 30"'],
+  extraLines: [
+    '  local-data: "cluster.local. 30 IN SOA ns.dns.cluster.local. hostmaster.cluster.local. 1 7200 1800 86400 30"',
+  ],
 };
 
 export const dnsmasqMix = {
@@ -332,7 +445,19 @@ export const kresdMix = {
   ],
 };
 
-export const peers = [unbound, dnsmasq, kresd, knot, bareNode, dnsmasqForward, unboundForward, unboundForwardCache, unboundMix, dnsmasqMix, kresdMix];
+export const peers = [
+  unbound,
+  dnsmasq,
+  kresd,
+  knot,
+  bareNode,
+  dnsmasqForward,
+  unboundForward,
+  unboundForwardCache,
+  unboundMix,
+  dnsmasqMix,
+  kresdMix,
+];
 
 /** A port in 20000–59999 that is free for both UDP and TCP on 127.0.0.1. */
 export async function freePort(taken = new Set()) {

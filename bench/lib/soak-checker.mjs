@@ -64,7 +64,8 @@ export class SoakChecker {
 
   #window(now) {
     const idx = Math.floor((now - this.startedAt) / this.windowMs);
-    while (this.windows.length <= idx) this.windows.push({ startMs: this.windows.length * this.windowMs, latencies: [], lost: 0 });
+    while (this.windows.length <= idx)
+      this.windows.push({ startMs: this.windows.length * this.windowMs, latencies: [], lost: 0 });
     return this.windows[idx];
   }
 
@@ -75,7 +76,12 @@ export class SoakChecker {
     // Skip IDs still in flight (65,535 of them is more than 2 s of any rate we use).
     while (this.outstanding.has(id)) id = (id % 65535) + 1;
     this.nextId = (id % 65535) + 1;
-    const q = dnsPacket.encode({ type: 'query', id, flags: dnsPacket.RECURSION_DESIRED, questions: [{ type: 'A', name: fqdn.slice(0, -1) }] });
+    const q = dnsPacket.encode({
+      type: 'query',
+      id,
+      flags: dnsPacket.RECURSION_DESIRED,
+      questions: [{ type: 'A', name: fqdn.slice(0, -1) }],
+    });
     const t0 = performance.now();
     this.outstanding.set(id, { fqdn, t0 });
     this.sent++;

@@ -14,7 +14,13 @@ function serviceObject(namespace, name, ip) {
     kind: 'Service',
     apiVersion: 'v1',
     metadata: { name, namespace },
-    spec: { type: 'ClusterIP', clusterIP: ip, clusterIPs: [ip], ports: [{ name: 'http', protocol: 'TCP', port: 80 }], selector: { app: name } },
+    spec: {
+      type: 'ClusterIP',
+      clusterIP: ip,
+      clusterIPs: [ip],
+      ports: [{ name: 'http', protocol: 'TCP', port: 80 }],
+      selector: { app: name },
+    },
   };
 }
 

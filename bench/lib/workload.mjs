@@ -26,7 +26,10 @@ export function ipFor(i) {
  * Writes hosts.txt (hosts-file format) and queries.txt into dir.
  * @returns {{ ttl: number, records: {name: string, ip: string}[], hostsFile: string, queryFile: string, queries: number, seed: number }}
  */
-export function makeWorkload(dir, { namespaces = 20, perNamespace = 100, ttl = 30, queries = 100_000, seed = 20240601 } = {}) {
+export function makeWorkload(
+  dir,
+  { namespaces = 20, perNamespace = 100, ttl = 30, queries = 100_000, seed = 20240601 } = {},
+) {
   const records = [];
   for (let m = 0; m < namespaces; m++) {
     for (let n = 0; n < perNamespace; n++) {

@@ -62,7 +62,8 @@ export class Autoscaler {
         if (err.message !== this.#lastNodeError) this.#log.warn(`node watch: ${err.message}; retrying`);
         this.#lastNodeError = err.message;
       },
-      onSynced: () => this.#log.info(`listed ${this.nodes.store.size} nodes${opts.nodeLabels ? ` matching ${opts.nodeLabels}` : ''}`),
+      onSynced: () =>
+        this.#log.info(`listed ${this.nodes.store.size} nodes${opts.nodeLabels ? ` matching ${opts.nodeLabels}` : ''}`),
       onConnectionChange: (up) => {
         if (up) this.#lastNodeError = '';
       },
@@ -80,7 +81,12 @@ export class Autoscaler {
       });
     }
     const status = clusterStatus(this.nodes.store.values());
-    const cm = await fetchOrCreateConfigMap(o.client, { namespace: o.namespace, name: o.configMap }, o.defaultParams, signal);
+    const cm = await fetchOrCreateConfigMap(
+      o.client,
+      { namespace: o.namespace, name: o.configMap },
+      o.defaultParams,
+      signal,
+    );
     if (cm.created) this.#log.info(`created ConfigMap ${o.namespace}/${o.configMap} from --default-params`);
     const scaling = this.#syncParams(cm.data, cm.resourceVersion);
     const replicas = expectedReplicas(scaling, status);
@@ -107,7 +113,9 @@ export class Autoscaler {
         const out = await this.pollOnce(signal, Math.min(o.nodeSyncWaitMs ?? 5000, o.pollPeriodMs));
         if (this.consecutiveFailures > 0) this.#log.info(`poll succeeded after ${this.consecutiveFailures} failed`);
         if (this.lastPoll === undefined && out.results.every((r) => !r.changed)) {
-          this.#log.info(`cluster status: ${describeStatus(out.status)}; ${out.mode} params want ${out.replicas}; targets already there`);
+          this.#log.info(
+            `cluster status: ${describeStatus(out.status)}; ${out.mode} params want ${out.replicas}; targets already there`,
+          );
         }
         this.consecutiveFailures = 0;
         this.lastPoll = { ok: true, time: Date.now() };
@@ -135,7 +143,8 @@ export class Autoscaler {
 
   /** Params for this ConfigMap version: re-parsed only when its resourceVersion changes. */
   #syncParams(data: Record<string, string>, resourceVersion: string): ScalingParams {
-    if (this.#params && this.#params.resourceVersion === resourceVersion && resourceVersion !== '') return this.#params.scaling;
+    if (this.#params && this.#params.resourceVersion === resourceVersion && resourceVersion !== '')
+      return this.#params.scaling;
     const where = `ConfigMap ${this.#o.namespace}/${this.#o.configMap}`;
     let parsed: ParsedParams;
     try {
@@ -145,9 +154,13 @@ export class Autoscaler {
       throw err;
     }
     const old = this.#params?.resourceVersion;
-    this.#log.info(`${where} (resourceVersion ${resourceVersion}${old ? `, was ${old}` : ''}): ${parsed.scaling.mode} params ${JSON.stringify(parsed.scaling.params)}`);
+    this.#log.info(
+      `${where} (resourceVersion ${resourceVersion}${old ? `, was ${old}` : ''}): ${parsed.scaling.mode} params ${JSON.stringify(parsed.scaling.params)}`,
+    );
     if (parsed.unknownKeys.length > 0) {
-      this.#log.warn(`${where}: ignoring unknown ${parsed.scaling.mode} params ${parsed.unknownKeys.map((k) => `"${k}"`).join(', ')}`);
+      this.#log.warn(
+        `${where}: ignoring unknown ${parsed.scaling.mode} params ${parsed.unknownKeys.map((k) => `"${k}"`).join(', ')}`,
+      );
     }
     this.#params = { resourceVersion, scaling: parsed.scaling };
     return parsed.scaling;

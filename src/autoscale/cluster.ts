@@ -38,13 +38,16 @@ export function projectNode(obj: unknown, warn: (msg: string) => void): Projecte
   const cpu = allocatable.cpu;
   if (cpu !== undefined) {
     try {
-      if (typeof cpu !== 'string' && typeof cpu !== 'number') throw new QuantityError(JSON.stringify(cpu), 'not a string');
+      if (typeof cpu !== 'string' && typeof cpu !== 'number')
+        throw new QuantityError(JSON.stringify(cpu), 'not a string');
       const nanos = parseQuantityNanos(String(cpu));
       if (nanos < 0n) throw new QuantityError(String(cpu), 'negative');
       cpuNanos = nanos;
     } catch (err) {
       cpuNanos = 0n;
-      warn(`node ${key}: ignoring status.allocatable.cpu: ${err instanceof Error ? err.message : String(err)}; counting 0 cores`);
+      warn(
+        `node ${key}: ignoring status.allocatable.cpu: ${err instanceof Error ? err.message : String(err)}; counting 0 cores`,
+      );
     }
   }
   return { key, value: { unschedulable: spec.unschedulable === true, ready, cpuNanos } };
@@ -64,11 +67,19 @@ export function clusterStatus(nodes: Iterable<NodeRecord>): ClusterStatus {
       schedulableNanos += n.cpuNanos;
     }
   }
-  return { totalNodes, schedulableNodes, totalCores: ceilUnits(totalNanos), schedulableCores: ceilUnits(schedulableNanos) };
+  return {
+    totalNodes,
+    schedulableNodes,
+    totalCores: ceilUnits(totalNanos),
+    schedulableCores: ceilUnits(schedulableNanos),
+  };
 }
 
 /** The node and core counts a controller uses: all nodes, or only the schedulable ones. */
-export function countedNodesAndCores(status: ClusterStatus, includeUnschedulableNodes: boolean): { nodes: number; cores: number } {
+export function countedNodesAndCores(
+  status: ClusterStatus,
+  includeUnschedulableNodes: boolean,
+): { nodes: number; cores: number } {
   return includeUnschedulableNodes
     ? { nodes: status.totalNodes, cores: status.totalCores }
     : { nodes: status.schedulableNodes, cores: status.schedulableCores };

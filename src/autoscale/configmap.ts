@@ -29,7 +29,8 @@ export async function fetchOrCreateConfigMap(
     body = await client.getJSON(`/api/v1/namespaces/${ns}/configmaps/${name}`, undefined, { signal });
   } catch (err) {
     if (!(err instanceof KubeApiError && err.status === 404)) throw err;
-    if (!defaults) throw new Error(`ConfigMap ${ref.namespace}/${ref.name} not found and no --default-params to create it from`);
+    if (!defaults)
+      throw new Error(`ConfigMap ${ref.namespace}/${ref.name} not found and no --default-params to create it from`);
     body = await client.request(
       'POST',
       `/api/v1/namespaces/${ns}/configmaps`,
@@ -43,7 +44,8 @@ export async function fetchOrCreateConfigMap(
 
 function toParamsConfigMap(body: unknown, ref: ConfigMapRef, created: boolean): ParamsConfigMap {
   const meta = objectMeta(body);
-  if (!isRecord(body) || !meta) throw new Error(`ConfigMap ${ref.namespace}/${ref.name}: answer is not an object: ${describeObject(body)}`);
+  if (!isRecord(body) || !meta)
+    throw new Error(`ConfigMap ${ref.namespace}/${ref.name}: answer is not an object: ${describeObject(body)}`);
   const data = body.data === undefined || body.data === null ? {} : stringMap(body.data);
   if (!data) throw new Error(`ConfigMap ${ref.namespace}/${ref.name}: data is not a map of strings`);
   return { data, resourceVersion: meta.resourceVersion ?? '', created };

@@ -78,7 +78,8 @@ const FLAGS: ReadonlyMap<string, FlagKind> = new Map<string, FlagKind>([
 
 const TRUE_WORDS = new Set(['1', 't', 'T', 'true', 'TRUE', 'True']);
 const FALSE_WORDS = new Set(['0', 'f', 'F', 'false', 'FALSE', 'False']);
-const LABEL_PAIR = /^[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?\s*(=|==|!=)\s*([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$/;
+const LABEL_PAIR =
+  /^[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?\s*(=|==|!=)\s*([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$/;
 
 /** Parse argv (after `autoscale`); throws FlagError. Does not touch the network. */
 export function parseAutoscaleFlags(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): AutoscaleFlags {
@@ -145,7 +146,8 @@ export function parseAutoscaleFlags(argv: readonly string[], env: NodeJS.Process
   const nodeLabels = values.get('nodelabels');
   if (nodeLabels) {
     const bad = nodeLabels.split(',').filter((pair) => !LABEL_PAIR.test(pair.trim()));
-    if (bad.length > 0) problems.push(`--nodelabels: "${bad.join(',')}" is not key=value (use key1=value1,key2=value2)`);
+    if (bad.length > 0)
+      problems.push(`--nodelabels: "${bad.join(',')}" is not key=value (use key1=value1,key2=value2)`);
     flags.nodeLabels = nodeLabels;
   }
   const defaults = values.get('default-params');

@@ -4,7 +4,10 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { LastPoll } from './autoscaler.js';
 
-export async function startHealthServer(port: number, lastPoll: () => LastPoll): Promise<{ port: number; close(): Promise<void> }> {
+export async function startHealthServer(
+  port: number,
+  lastPoll: () => LastPoll,
+): Promise<{ port: number; close(): Promise<void> }> {
   const server = http.createServer((req, res) => {
     const path = new URL(req.url ?? '/', 'http://x').pathname;
     const reply = (status: number, text: string) => {

@@ -16,7 +16,8 @@ export interface LadderParams {
 function steps(p: ParamsObject, field: string): LadderStep[] {
   const pairs = p.intPairs(field);
   for (const [threshold, replicas] of pairs) {
-    if (threshold < 0 || replicas < 0) throw new ParamsError(`invalid negative values in entry [${threshold},${replicas}] in ${field}`);
+    if (threshold < 0 || replicas < 0)
+      throw new ParamsError(`invalid negative values in entry [${threshold},${replicas}] in ${field}`);
   }
   return pairs.sort((a, b) => a[0] - b[0]);
 }

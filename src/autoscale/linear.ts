@@ -28,10 +28,14 @@ export function parseLinearParams(p: ParamsObject): LinearParams {
   if (params.min === 0) params.min = 1;
   if (params.max < 0) throw new ParamsError(`invalid negative value for max: ${params.max}`);
   if (params.max !== 0 && params.max < params.min) {
-    throw new ParamsError(`max replicas count ${params.max} should be greater than / equal to min replicas count ${params.min}`);
+    throw new ParamsError(
+      `max replicas count ${params.max} should be greater than / equal to min replicas count ${params.min}`,
+    );
   }
-  if (params.coresPerReplica < 0) throw new ParamsError(`invalid negative value for coresPerReplica: ${params.coresPerReplica}`);
-  if (params.nodesPerReplica < 0) throw new ParamsError(`invalid negative value for nodesPerReplica: ${params.nodesPerReplica}`);
+  if (params.coresPerReplica < 0)
+    throw new ParamsError(`invalid negative value for coresPerReplica: ${params.coresPerReplica}`);
+  if (params.nodesPerReplica < 0)
+    throw new ParamsError(`invalid negative value for nodesPerReplica: ${params.nodesPerReplica}`);
   if (params.coresPerReplica === 0 && params.nodesPerReplica === 0) {
     throw new ParamsError('should at least provide either coresPerReplica or nodesPerReplica (greater than 0)');
   }

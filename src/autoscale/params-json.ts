@@ -16,7 +16,10 @@ export class ParamsObject {
   readonly #obj: Record<string, unknown>;
   readonly #used = new Set<string>();
 
-  private constructor(obj: Record<string, unknown>, readonly mode: string) {
+  private constructor(
+    obj: Record<string, unknown>,
+    readonly mode: string,
+  ) {
     this.#obj = obj;
   }
 
@@ -29,7 +32,10 @@ export class ParamsObject {
       throw new ParamsError(`could not parse parameters (${err instanceof Error ? err.message : String(err)})`);
     }
     if (value === null) return new ParamsObject({}, mode);
-    if (!isRecord(value)) throw new ParamsError(`could not parse parameters (${mode} params must be a JSON object, got ${JSON.stringify(value)})`);
+    if (!isRecord(value))
+      throw new ParamsError(
+        `could not parse parameters (${mode} params must be a JSON object, got ${JSON.stringify(value)})`,
+      );
     return new ParamsObject(value, mode);
   }
 
@@ -61,9 +67,11 @@ export class ParamsObject {
     if (v === undefined) return [];
     if (!Array.isArray(v)) throw this.#typeError(field, v, 'a list of [threshold, replicas] pairs');
     return v.map((entry: unknown) => {
-      if (!Array.isArray(entry) || entry.length !== 2) throw new ParamsError(`invalid element ${JSON.stringify(entry)} in ${field}: must be [threshold, replicas]`);
+      if (!Array.isArray(entry) || entry.length !== 2)
+        throw new ParamsError(`invalid element ${JSON.stringify(entry)} in ${field}: must be [threshold, replicas]`);
       const [a, b] = entry as unknown[];
-      if (!Number.isSafeInteger(a) || !Number.isSafeInteger(b)) throw new ParamsError(`invalid element ${JSON.stringify(entry)} in ${field}: both values must be integers`);
+      if (!Number.isSafeInteger(a) || !Number.isSafeInteger(b))
+        throw new ParamsError(`invalid element ${JSON.stringify(entry)} in ${field}: both values must be integers`);
       return [a as number, b as number];
     });
   }

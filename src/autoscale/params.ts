@@ -19,7 +19,9 @@ export interface ParsedParams {
 export function parseScalingParams(data: Readonly<Record<string, string>>): ParsedParams {
   const keys = Object.keys(data);
   if (keys.length !== 1) {
-    throw new ParamsError(`expected exactly one data key, "linear" or "ladder"; found ${keys.length === 0 ? 'none' : keys.map((k) => `"${k}"`).join(', ')}`);
+    throw new ParamsError(
+      `expected exactly one data key, "linear" or "ladder"; found ${keys.length === 0 ? 'none' : keys.map((k) => `"${k}"`).join(', ')}`,
+    );
   }
   const mode = keys[0] ?? '';
   const text = data[mode] ?? '';
@@ -61,7 +63,8 @@ export function defaultParamsData(json: string): Record<string, string> {
   } catch (err) {
     throw new ParamsError(`--default-params: not JSON: ${err instanceof Error ? err.message : String(err)}`);
   }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new ParamsError('--default-params: must be a JSON object such as {"linear":{...}}');
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw new ParamsError('--default-params: must be a JSON object such as {"linear":{...}}');
   const data: Record<string, string> = {};
   for (const [k, v] of Object.entries(value)) data[k] = JSON.stringify(sortKeys(v));
   return data;

@@ -13,7 +13,18 @@ export class QuantityError extends Error {
 const NANO_PER_UNIT = 1_000_000_000n;
 
 /** Power-of-ten exponent of each decimal SI suffix. */
-const DECIMAL_SUFFIX: Readonly<Record<string, number>> = { n: -9, u: -6, m: -3, '': 0, k: 3, M: 6, G: 9, T: 12, P: 15, E: 18 };
+const DECIMAL_SUFFIX: Readonly<Record<string, number>> = {
+  n: -9,
+  u: -6,
+  m: -3,
+  '': 0,
+  k: 3,
+  M: 6,
+  G: 9,
+  T: 12,
+  P: 15,
+  E: 18,
+};
 /** Power-of-1024 exponent of each binary SI suffix. */
 const BINARY_SUFFIX: Readonly<Record<string, number>> = { Ki: 1, Mi: 2, Gi: 3, Ti: 4, Pi: 5, Ei: 6 };
 

@@ -42,15 +42,23 @@ const NAME = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
 
 /** `--target`: a comma-separated list of KIND/NAME, case-insensitive (CPA lower-cases it). */
 export function parseTargets(spec: string, namespace: string): ScaleTarget[] {
-  const items = spec.toLowerCase().split(',').map((s) => s.trim()).filter((s) => s.length > 0);
+  const items = spec
+    .toLowerCase()
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
   if (items.length === 0) throw new TargetError('--target is required, e.g. --target=deployment/clusterdns');
   return items.map((item) => {
     const parts = item.split('/');
     if (parts.length !== 2) throw new TargetError(`--target "${item}": must be KIND/NAME, e.g. deployment/clusterdns`);
     const [kindName = '', name = ''] = parts;
     const kind = KIND_NAMES.get(kindName);
-    if (!kind) throw new TargetError(`--target "${item}": unsupported kind "${kindName}" (deployment, replicaset, statefulset or replicationcontroller)`);
-    if (!NAME.test(name) || name.length > 253) throw new TargetError(`--target "${item}": "${name}" is not a valid object name`);
+    if (!kind)
+      throw new TargetError(
+        `--target "${item}": unsupported kind "${kindName}" (deployment, replicaset, statefulset or replicationcontroller)`,
+      );
+    if (!NAME.test(name) || name.length > 253)
+      throw new TargetError(`--target "${item}": "${name}" is not a valid object name`);
     return { kind, name, namespace };
   });
 }
@@ -84,7 +92,12 @@ export interface ScaleResult {
 }
 
 /** Read the target's Scale; if its spec.replicas is not `replicas`, write it back with `replicas`. */
-export async function scaleTarget(client: KubeClient, target: ScaleTarget, replicas: number, signal?: AbortSignal): Promise<ScaleResult> {
+export async function scaleTarget(
+  client: KubeClient,
+  target: ScaleTarget,
+  replicas: number,
+  signal?: AbortSignal,
+): Promise<ScaleResult> {
   const path = scalePath(target);
   const body = await client.getJSON(path, undefined, { signal });
   const metadata = objectMeta(body);

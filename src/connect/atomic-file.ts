@@ -57,7 +57,8 @@ export function resolveTarget(path: string, defaultMode = 0o644): FileTarget {
     try {
       st = fs.lstatSync(target);
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new UnsafeFileError(`${path} is a dangling symlink to ${link}`);
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT')
+        throw new UnsafeFileError(`${path} is a dangling symlink to ${link}`);
       throw err;
     }
     if (st.isSymbolicLink()) throw new UnsafeFileError(`${path} is a chain of symlinks; not following it`);
@@ -75,7 +76,10 @@ export interface WriteResult {
 /** Replaces the file at `target.realPath` with `data`, keeping its mode and owner. */
 export function writeFileAtomic(target: FileTarget, data: string | Buffer, ops: FileOps = realFileOps): WriteResult {
   const dir = dirname(target.realPath);
-  const tmp = join(dir, `.${basename(target.realPath)}.clusterdns-${process.pid}-${randomBytes(4).toString('hex')}.tmp`);
+  const tmp = join(
+    dir,
+    `.${basename(target.realPath)}.clusterdns-${process.pid}-${randomBytes(4).toString('hex')}.tmp`,
+  );
   const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
   // O_EXCL|O_NOFOLLOW: never write through a symlink someone planted under our temporary name.
   const fd = fs.openSync(tmp, C.O_WRONLY | C.O_CREAT | C.O_EXCL | C.O_NOFOLLOW, 0o600);
@@ -83,7 +87,8 @@ export function writeFileAtomic(target: FileTarget, data: string | Buffer, ops: 
     try {
       writeAll(fd, bytes);
       fs.fchmodSync(fd, target.mode);
-      if (target.uid >= 0 && typeof process.getuid === 'function' && process.getuid() === 0) fs.fchownSync(fd, target.uid, target.gid);
+      if (target.uid >= 0 && typeof process.getuid === 'function' && process.getuid() === 0)
+        fs.fchownSync(fd, target.uid, target.gid);
       fs.fsyncSync(fd);
     } finally {
       fs.closeSync(fd);

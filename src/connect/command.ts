@@ -4,8 +4,24 @@ import { existsSync } from 'node:fs';
 import { exitWith, roleLogger, type Logger } from '../log.js';
 import { VERSION } from '../version.js';
 import { execRunner, type CommandRunner } from './exec.js';
-import { CONNECT_USAGE, ConnectFlagError, DISCONNECT_USAGE, formatServer, parseConnectFlags, parseDisconnectFlags, type TargetOs } from './flags.js';
-import { ConnectSession, foreignRunner, nativeOs, stateProcessAlive, sweepLeftovers, undoFromState, type SessionDeps } from './session.js';
+import {
+  CONNECT_USAGE,
+  ConnectFlagError,
+  DISCONNECT_USAGE,
+  formatServer,
+  parseConnectFlags,
+  parseDisconnectFlags,
+  type TargetOs,
+} from './flags.js';
+import {
+  ConnectSession,
+  foreignRunner,
+  nativeOs,
+  stateProcessAlive,
+  sweepLeftovers,
+  undoFromState,
+  type SessionDeps,
+} from './session.js';
 import { connectPaths, StateFileError, StateStore, type ConnectState } from './state.js';
 
 const connectLogger = (): Logger => roleLogger('connect');
@@ -43,7 +59,8 @@ export async function run(argv: string[]): Promise<void> {
     process.stdout.write(`clusterdns-${VERSION} connect\n`);
     return;
   }
-  if (flags.os !== nativeOs() && flags.root === undefined) die('connect', 2, `--os ${flags.os} on ${nativeOs()} needs --root (it would write this machine's own files)`);
+  if (flags.os !== nativeOs() && flags.root === undefined)
+    die('connect', 2, `--os ${flags.os} on ${nativeOs()} needs --root (it would write this machine's own files)`);
   const log = connectLogger();
   const paths = connectPaths(flags.os, flags.root);
   const store = new StateStore(paths.statePath);
@@ -51,9 +68,15 @@ export async function run(argv: string[]): Promise<void> {
 
   const previous = readState('connect', store);
   if (previous) {
-    if (stateProcessAlive(previous)) die('connect', 1, `already connected (pid ${previous.pid}, since ${previous.startedAt}); run \`clusterdns disconnect\` first`);
+    if (stateProcessAlive(previous))
+      die(
+        'connect',
+        1,
+        `already connected (pid ${previous.pid}, since ${previous.startedAt}); run \`clusterdns disconnect\` first`,
+      );
     log.warn(`a previous connect (pid ${previous.pid}) did not exit cleanly; undoing what it changed first`);
-    if (!(await undoFromState(previous, { ...deps, runner: runnerFor(previous.os, log) }))) die('connect', 1, 'could not undo the previous run; see above');
+    if (!(await undoFromState(previous, { ...deps, runner: runnerFor(previous.os, log) })))
+      die('connect', 1, 'could not undo the previous run; see above');
   }
 
   const session = new ConnectSession(flags, deps);
@@ -118,7 +141,12 @@ export async function runDisconnect(argv: string[]): Promise<void> {
 
   let state = readState('disconnect', store);
   if (state && stateProcessAlive(state)) {
-    if (flags.cleanup) die('disconnect', 1, `connect (pid ${state.pid}) is still running; run \`clusterdns disconnect\` without --cleanup to stop it`);
+    if (flags.cleanup)
+      die(
+        'disconnect',
+        1,
+        `connect (pid ${state.pid}) is still running; run \`clusterdns disconnect\` without --cleanup to stop it`,
+      );
     const pid = state.pid;
     const running = state;
     log.info(`stopping connect (pid ${pid})`);
@@ -129,7 +157,8 @@ export async function runDisconnect(argv: string[]): Promise<void> {
     }
     const deadline = Date.now() + flags.timeoutMs;
     while (stateProcessAlive(running)) {
-      if (Date.now() > deadline) die('disconnect', 1, `connect (pid ${pid}) did not exit within ${flags.timeoutMs / 1000} s`);
+      if (Date.now() > deadline)
+        die('disconnect', 1, `connect (pid ${pid}) did not exit within ${flags.timeoutMs / 1000} s`);
       await sleep(50);
     }
     state = readState('disconnect', store);
@@ -140,7 +169,8 @@ export async function runDisconnect(argv: string[]): Promise<void> {
     log.warn(`connect (pid ${pid}) exited without undoing everything; finishing from ${store.path}`);
   }
   if (state) {
-    if (state.pid !== process.pid) log.info(`undoing what connect (pid ${state.pid}, started ${state.startedAt}) left behind`);
+    if (state.pid !== process.pid)
+      log.info(`undoing what connect (pid ${state.pid}, started ${state.startedAt}) left behind`);
     const ok = await undoFromState(state, deps(state.os));
     if (!ok) die('disconnect', 1, 'some changes could not be undone; see above');
     log.info('disconnected; everything restored');
@@ -148,9 +178,15 @@ export async function runDisconnect(argv: string[]): Promise<void> {
   }
   // Neither a state file nor a hosts file here: most likely not the --root connect ran with.
   if (!existsSync(paths.hosts)) {
-    die('disconnect', 1, `found no state file (${store.path}) and no hosts file (${paths.hosts}): nothing to disconnect there${flags.root !== undefined ? '; is --root the one connect ran with?' : ''}`);
+    die(
+      'disconnect',
+      1,
+      `found no state file (${store.path}) and no hosts file (${paths.hosts}): nothing to disconnect there${flags.root !== undefined ? '; is --root the one connect ran with?' : ''}`,
+    );
   }
   const swept = await sweepLeftovers(flags.os, deps(flags.os));
   if (!swept) die('disconnect', 1, 'could not clean up; see above');
-  log.info(`nothing was connected: no state file at ${store.path}${swept === 'cleaned' ? '' : `, no cluster block in ${paths.hosts}`}`);
+  log.info(
+    `nothing was connected: no state file at ${store.path}${swept === 'cleaned' ? '' : `, no cluster block in ${paths.hosts}`}`,
+  );
 }

@@ -37,7 +37,10 @@ export function clusterSearchDomains(setup: DnsSetup, log: Logger): string[] {
   const out: string[] = [];
   for (const s of setup.search) {
     if (setup.domains.some((d) => s === d || s.endsWith(`.${d}`))) out.push(s);
-    else log.warn(`search domain ${s} is not inside ${setup.domains.join(', ')}; not adding it, so that other names stay with this machine's resolver`);
+    else
+      log.warn(
+        `search domain ${s} is not inside ${setup.domains.join(', ')}; not adding it, so that other names stay with this machine's resolver`,
+      );
   }
   return out;
 }

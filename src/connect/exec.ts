@@ -17,13 +17,18 @@ export function execRunner(timeoutMs = 15_000): CommandRunner {
   return {
     run: (file, args) =>
       new Promise((resolve) => {
-        execFile(file, [...args], { timeout: timeoutMs, windowsHide: true, maxBuffer: 4 * 1024 * 1024 }, (err, stdout, stderr) => {
-          if (!err) return resolve({ code: 0, stdout, stderr });
-          const e = err as NodeJS.ErrnoException & { code?: string | number; killed?: boolean };
-          if (e.code === 'ENOENT') return resolve({ code: 127, stdout: '', stderr: `${file}: not found` });
-          const code = typeof e.code === 'number' ? e.code : 1;
-          resolve({ code, stdout, stderr: stderr || e.message });
-        });
+        execFile(
+          file,
+          [...args],
+          { timeout: timeoutMs, windowsHide: true, maxBuffer: 4 * 1024 * 1024 },
+          (err, stdout, stderr) => {
+            if (!err) return resolve({ code: 0, stdout, stderr });
+            const e = err as NodeJS.ErrnoException & { code?: string | number; killed?: boolean };
+            if (e.code === 'ENOENT') return resolve({ code: 127, stdout: '', stderr: `${file}: not found` });
+            const code = typeof e.code === 'number' ? e.code : 1;
+            resolve({ code, stdout, stderr: stderr || e.message });
+          },
+        );
       }),
   };
 }

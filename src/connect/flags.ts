@@ -118,8 +118,10 @@ export function parseServer(raw: string): ServerAddress {
     }
   }
   const family = isIP(host);
-  if (family === 0) throw new ConnectFlagError(`--server: "${raw}" is not IP[:PORT] (an IPv6 address with a port is [IP]:PORT)`);
-  if (!Number.isInteger(port) || port < 1 || port > 65535) throw new ConnectFlagError(`--server: port ${port} is out of range`);
+  if (family === 0)
+    throw new ConnectFlagError(`--server: "${raw}" is not IP[:PORT] (an IPv6 address with a port is [IP]:PORT)`);
+  if (!Number.isInteger(port) || port < 1 || port > 65535)
+    throw new ConnectFlagError(`--server: port ${port} is out of range`);
   return { ip: host, port, family: family === 6 ? 6 : 4 };
 }
 
@@ -128,7 +130,8 @@ export function formatServer(s: ServerAddress): string {
 }
 
 function parseOs(raw: string | undefined): TargetOs {
-  if (raw === undefined) return process.platform === 'darwin' ? 'darwin' : process.platform === 'win32' ? 'windows' : 'linux';
+  if (raw === undefined)
+    return process.platform === 'darwin' ? 'darwin' : process.platform === 'win32' ? 'windows' : 'linux';
   if (raw === 'linux' || raw === 'darwin' || raw === 'windows') return raw;
   throw new ConnectFlagError(`--os: "${raw}" is not linux, darwin or windows`);
 }
@@ -136,15 +139,24 @@ function parseOs(raw: string | undefined): TargetOs {
 function parseSeconds(raw: string | undefined, flag: string, dflt: number): number {
   if (raw === undefined) return dflt * 1000;
   const n = Number(raw);
-  if (!Number.isFinite(n) || n <= 0 || n > 86_400) throw new ConnectFlagError(`${flag}: "${raw}" is not a number of seconds`);
+  if (!Number.isFinite(n) || n <= 0 || n > 86_400)
+    throw new ConnectFlagError(`${flag}: "${raw}" is not a number of seconds`);
   return Math.round(n * 1000);
 }
 
-function parse(argv: string[], options: NonNullable<ParseArgsConfig['options']>): Record<string, string | boolean | undefined> {
+function parse(
+  argv: string[],
+  options: NonNullable<ParseArgsConfig['options']>,
+): Record<string, string | boolean | undefined> {
   // Go-style single-dash long flags (-server) are the same flags, as in the other roles.
   const args = argv.map((s) => (/^-[a-z][\w-]+(=.*)?$/.test(s) ? '-' + s : s));
   try {
-    const { values } = parseArgs({ args, options: { ...options, version: { type: 'boolean' } }, strict: true, allowPositionals: false });
+    const { values } = parseArgs({
+      args,
+      options: { ...options, version: { type: 'boolean' } },
+      strict: true,
+      allowPositionals: false,
+    });
     return values as Record<string, string | boolean | undefined>;
   } catch (err) {
     throw new ConnectFlagError(unknownFlagMessage(err as Error, [...Object.keys(options), 'version']));
@@ -181,7 +193,17 @@ export function parseConnectFlags(argv: string[], env: NodeJS.ProcessEnv = proce
   const version = v['version'] === true;
   const serverRaw = str(v['server']);
   if (serverRaw === undefined) {
-    if (help || version) return { server: { ip: '0.0.0.0', port: 53, family: 4 }, domains: [], search: [], namespaces: [], os, streamIdleMs: 0, help, version };
+    if (help || version)
+      return {
+        server: { ip: '0.0.0.0', port: 53, family: 4 },
+        domains: [],
+        search: [],
+        namespaces: [],
+        os,
+        streamIdleMs: 0,
+        help,
+        version,
+      };
     throw new ConnectFlagError('--server is required');
   }
   const server = parseServer(serverRaw);
@@ -189,7 +211,8 @@ export function parseConnectFlags(argv: string[], env: NodeJS.ProcessEnv = proce
   if (domains.length === 0) throw new ConnectFlagError('--domains: give at least one cluster domain');
   const namespaces = list(str(v['namespaces']));
   for (const ns of namespaces) {
-    if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(ns)) throw new ConnectFlagError(`--namespaces: "${ns}" is not a namespace name`);
+    if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(ns))
+      throw new ConnectFlagError(`--namespaces: "${ns}" is not a namespace name`);
   }
   const searchRaw = str(v['search']);
   const firstNs = namespaces[0] ?? 'default';
@@ -206,7 +229,8 @@ export function parseConnectFlags(argv: string[], env: NodeJS.ProcessEnv = proce
     } catch {
       throw new ConnectFlagError(`--routes: "${routesRaw}" is not a URL`);
     }
-    if (routesUrl.protocol !== 'http:' && routesUrl.protocol !== 'https:') throw new ConnectFlagError('--routes: only http and https URLs');
+    if (routesUrl.protocol !== 'http:' && routesUrl.protocol !== 'https:')
+      throw new ConnectFlagError('--routes: only http and https URLs');
   }
   let token = str(v['token']);
   const tokenFile = str(v['token-file']);
@@ -218,13 +242,17 @@ export function parseConnectFlags(argv: string[], env: NodeJS.ProcessEnv = proce
     }
   }
   token ??= env['CLUSTERDNS_ROUTES_TOKEN'];
-  if (token !== undefined && !/^[\x21-\x7e]+$/.test(token)) throw new ConnectFlagError('--token: must be printable ASCII without spaces');
+  if (token !== undefined && !/^[\x21-\x7e]+$/.test(token))
+    throw new ConnectFlagError('--token: must be printable ASCII without spaces');
   // The routes plugin always asks for a bearer token; without one every request would get 401.
   if (routesUrl !== undefined && (token === undefined || token === '')) {
-    throw new ConnectFlagError('--routes needs the stream\'s bearer token: --token-file FILE, --token TOKEN or $CLUSTERDNS_ROUTES_TOKEN (the routes plugin\'s token or tokenfile)');
+    throw new ConnectFlagError(
+      "--routes needs the stream's bearer token: --token-file FILE, --token TOKEN or $CLUSTERDNS_ROUTES_TOKEN (the routes plugin's token or tokenfile)",
+    );
   }
   const iface = str(v['interface']);
-  if (iface !== undefined && !/^[\w.:@-]{1,64}$/.test(iface)) throw new ConnectFlagError(`--interface: "${iface}" is not an interface name`);
+  if (iface !== undefined && !/^[\w.:@-]{1,64}$/.test(iface))
+    throw new ConnectFlagError(`--interface: "${iface}" is not an interface name`);
   return {
     server,
     domains: [...new Set(domains)],

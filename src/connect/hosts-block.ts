@@ -39,7 +39,9 @@ export function searchNamespaces(n: HostsNaming): string[] {
  * only to the Service the search list would find first, as the cluster's own resolver would.
  */
 export function hostsEntries(routes: Iterable<Route>, naming: HostsNaming): string[] {
-  const sorted = [...routes].sort((a, b) => (a.namespace === b.namespace ? cmp(a.name, b.name) : cmp(a.namespace, b.namespace)));
+  const sorted = [...routes].sort((a, b) =>
+    a.namespace === b.namespace ? cmp(a.name, b.name) : cmp(a.namespace, b.namespace),
+  );
   const order = searchNamespaces(naming);
   const shortOwner = new Map<string, number>();
   for (const r of sorted) {
@@ -52,7 +54,11 @@ export function hostsEntries(routes: Iterable<Route>, naming: HostsNaming): stri
   for (const r of sorted) {
     const names: string[] = [];
     if (shortOwner.get(r.name) === order.indexOf(r.namespace)) names.push(r.name);
-    names.push(`${r.name}.${r.namespace}`, `${r.name}.${r.namespace}.svc`, `${r.name}.${r.namespace}.svc.${naming.clusterDomain}`);
+    names.push(
+      `${r.name}.${r.namespace}`,
+      `${r.name}.${r.namespace}.svc`,
+      `${r.name}.${r.namespace}.svc.${naming.clusterDomain}`,
+    );
     for (const ip of r.clusterIPs) lines.push(`${ip} ${names.join(' ')}`);
   }
   return lines;
@@ -77,23 +83,30 @@ export function findBlocks(text: string): Span[] {
   let open = -1;
   let openLine = 0;
   let lineNo = 0;
-  for (let pos = 0; pos < text.length; ) {
+  for (let pos = 0; pos < text.length;) {
     lineNo++;
     const nl = text.indexOf('\n', pos);
     const next = nl === -1 ? text.length : nl + 1;
     const line = text.slice(pos, nl === -1 ? text.length : nl).trim();
     if (line === BLOCK_BEGIN) {
-      if (open !== -1) throw new HostsBlockError(`line ${lineNo}: "${BLOCK_BEGIN}" inside the block opened on line ${openLine}; fix the file by hand`);
+      if (open !== -1)
+        throw new HostsBlockError(
+          `line ${lineNo}: "${BLOCK_BEGIN}" inside the block opened on line ${openLine}; fix the file by hand`,
+        );
       open = pos;
       openLine = lineNo;
     } else if (line === BLOCK_END) {
-      if (open === -1) throw new HostsBlockError(`line ${lineNo}: "${BLOCK_END}" without "${BLOCK_BEGIN}"; fix the file by hand`);
+      if (open === -1)
+        throw new HostsBlockError(`line ${lineNo}: "${BLOCK_END}" without "${BLOCK_BEGIN}"; fix the file by hand`);
       spans.push({ start: open, end: next });
       open = -1;
     }
     pos = next;
   }
-  if (open !== -1) throw new HostsBlockError(`line ${openLine}: "${BLOCK_BEGIN}" is never closed by "${BLOCK_END}"; fix the file by hand`);
+  if (open !== -1)
+    throw new HostsBlockError(
+      `line ${openLine}: "${BLOCK_BEGIN}" is never closed by "${BLOCK_END}"; fix the file by hand`,
+    );
   return spans;
 }
 

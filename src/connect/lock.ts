@@ -91,13 +91,15 @@ export async function withLock<T>(path: string, fn: () => T | Promise<T>, opts: 
     if (tryCreate(path)) break;
     const holder = readHolder(path);
     if (holder) {
-      const stale = holder.pid === 0 ? holder.ageMs > emptyStaleMs : holder.pid !== process.pid && !pidAlive(holder.pid);
+      const stale =
+        holder.pid === 0 ? holder.ageMs > emptyStaleMs : holder.pid !== process.pid && !pidAlive(holder.pid);
       if (stale) {
         breakStale(path, holder.pid);
         continue;
       }
     }
-    if (Date.now() > deadline) throw new LockTimeoutError(path, holder ? `pid ${holder.pid || '(unknown)'}` : 'another process');
+    if (Date.now() > deadline)
+      throw new LockTimeoutError(path, holder ? `pid ${holder.pid || '(unknown)'}` : 'another process');
     await sleep(25 + Math.floor(Math.random() * 25));
   }
   try {

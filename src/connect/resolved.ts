@@ -19,7 +19,13 @@ export function parseLinkValues(stdout: string): string[] {
   const line = stdout.split('\n').find((l) => /^Link \d+ \(/.test(l));
   if (!line) return [];
   const colon = line.indexOf('):');
-  return colon === -1 ? [] : line.slice(colon + 2).trim().split(/\s+/).filter((s) => s !== '');
+  return colon === -1
+    ? []
+    : line
+        .slice(colon + 2)
+        .trim()
+        .split(/\s+/)
+        .filter((s) => s !== '');
 }
 
 function serverArg(s: ServerAddress): string {
@@ -43,8 +49,12 @@ export function resolvectlRevertArgs(link: string): string[] {
 }
 
 function otherManagersWarning(present: string[], setup: DnsSetup): string {
-  const found = present.length ? `; ${present.join(' and ')} ${present.length > 1 ? 'are' : 'is'} here, but would make the cluster server this machine's server for every name` : '';
-  const rule = setup.domains.map((d) => `server=/${d}/${setup.server.ip}${setup.server.port === 53 ? '' : `#${setup.server.port}`}`).join(' ');
+  const found = present.length
+    ? `; ${present.join(' and ')} ${present.length > 1 ? 'are' : 'is'} here, but would make the cluster server this machine's server for every name`
+    : '';
+  const rule = setup.domains
+    .map((d) => `server=/${d}/${setup.server.ip}${setup.server.port === 53 ? '' : `#${setup.server.port}`}`)
+    .join(' ');
   return (
     `no systemd-resolved on this machine (resolvectl not found), the only resolver manager connect can give per-domain servers${found}. ` +
     `The resolver is left unchanged: ${fallbackText(setup)}. ` +
@@ -63,12 +73,16 @@ export async function applyResolved(setup: DnsSetup, ctx: BackendContext): Promi
   if (link === null) {
     link = await routeLink(runner, setup.server.ip);
     if (link === null) {
-      log.warn(`cannot tell which link reaches ${setup.server.ip} (\`ip route get\` failed); resolver left unchanged, pass --interface`);
+      log.warn(
+        `cannot tell which link reaches ${setup.server.ip} (\`ip route get\` failed); resolver left unchanged, pass --interface`,
+      );
       return false;
     }
   }
   if (link === 'lo') {
-    log.warn(`${setup.server.ip} is reached over the loopback device, which systemd-resolved takes no per-link DNS on; resolver left unchanged, pass --interface with a link that reaches it`);
+    log.warn(
+      `${setup.server.ip} is reached over the loopback device, which systemd-resolved takes no per-link DNS on; resolver left unchanged, pass --interface with a link that reaches it`,
+    );
     return false;
   }
   const dns = await runner.run('resolvectl', ['dns', link]);
@@ -79,7 +93,9 @@ export async function applyResolved(setup: DnsSetup, ctx: BackendContext): Promi
       if (await installed(runner, 'resolvconf')) others.push('resolvconf');
       log.warn(otherManagersWarning(others, setup));
     } else {
-      log.warn(`systemd-resolved did not answer for link ${link} (${firstLine(dns.stderr)}); resolver left unchanged: ${fallbackText(setup)}`);
+      log.warn(
+        `systemd-resolved did not answer for link ${link} (${firstLine(dns.stderr)}); resolver left unchanged: ${fallbackText(setup)}`,
+      );
     }
     return false;
   }
@@ -103,7 +119,9 @@ export async function applyResolved(setup: DnsSetup, ctx: BackendContext): Promi
     ctx.record({ resolved: undefined });
     return false;
   }
-  log.info(`systemd-resolved: link ${link} sends ${record.domains.join(' ')} to ${record.server}; default route off, other names unchanged`);
+  log.info(
+    `systemd-resolved: link ${link} sends ${record.domains.join(' ')} to ${record.server}; default route off, other names unchanged`,
+  );
   return true;
 }
 
@@ -127,7 +145,10 @@ async function runPlan(plan: string[][], runner: CommandRunner, log: Logger): Pr
 }
 
 /** What the link holds now: our settings, nothing (resolved restarted, link re-created), or someone else's. */
-export async function linkStatus(record: ResolvedRecord, runner: CommandRunner): Promise<'ours' | 'empty' | 'foreign' | 'unknown'> {
+export async function linkStatus(
+  record: ResolvedRecord,
+  runner: CommandRunner,
+): Promise<'ours' | 'empty' | 'foreign' | 'unknown'> {
   const dns = await runner.run('resolvectl', ['dns', record.link]);
   if (dns.code !== 0) return 'unknown';
   const servers = parseLinkValues(dns.stdout);
@@ -151,7 +172,8 @@ export async function reapplyResolved(record: ResolvedRecord, runner: CommandRun
     ['domain', record.link, ...record.domains],
     ['default-route', record.link, 'false'],
   ];
-  if (await runPlan(plan, runner, log)) log.info(`systemd-resolved lost the settings of link ${record.link} (restarted?); applied them again`);
+  if (await runPlan(plan, runner, log))
+    log.info(`systemd-resolved lost the settings of link ${record.link} (restarted?); applied them again`);
   return true;
 }
 

@@ -60,7 +60,9 @@ export async function applyResolverFiles(dir: string, setup: DnsSetup, ctx: Back
     const path = join(dir, domain);
     const kind = resolverFileKind(path);
     if (kind === 'foreign' || kind === 'not-a-file') {
-      log.warn(`${path} exists and is not ours (no "${RESOLVER_MARKER}" line); leaving it, so ${domain} keeps its current resolver`);
+      log.warn(
+        `${path} exists and is not ours (no "${RESOLVER_MARKER}" line); leaving it, so ${domain} keeps its current resolver`,
+      );
       continue;
     }
     files.push(domain);
@@ -79,7 +81,10 @@ export async function applyResolverFiles(dir: string, setup: DnsSetup, ctx: Back
   }
   if (files.length === 0 && createdDir) ctx.record({ resolverFiles: { dir, files: [], createdDir } });
   await flushDarwinCache(ctx.runner);
-  if (files.length) log.info(`resolver files ${files.map((f) => join(dir, f)).join(', ')} send those domains to ${setup.server.ip} port ${setup.server.port}`);
+  if (files.length)
+    log.info(
+      `resolver files ${files.map((f) => join(dir, f)).join(', ')} send those domains to ${setup.server.ip} port ${setup.server.port}`,
+    );
   return files.length > 0;
 }
 

@@ -80,7 +80,9 @@ export class RouteStream {
         continue;
       }
       const delay = this.nextDelay(outcome === 'unauthorized');
-      this.opts.log.info(`route stream ${outcome === 'ended' ? 'closed' : outcome}; reconnecting in ${delay} ms${this.rv ? ` from resourceVersion ${this.rv}` : ''}`);
+      this.opts.log.info(
+        `route stream ${outcome === 'ended' ? 'closed' : outcome}; reconnecting in ${delay} ms${this.rv ? ` from resourceVersion ${this.rv}` : ''}`,
+      );
       await new Promise<void>((resolve) => {
         const t = setTimeout(resolve, delay);
         this.wake = () => {
@@ -110,7 +112,10 @@ export class RouteStream {
 
   private connectOnce(): Promise<Outcome> {
     const url = this.requestUrl();
-    const headers: http.OutgoingHttpHeaders = { Accept: 'application/x-ndjson', 'User-Agent': `clusterdns/${VERSION} connect` };
+    const headers: http.OutgoingHttpHeaders = {
+      Accept: 'application/x-ndjson',
+      'User-Agent': `clusterdns/${VERSION} connect`,
+    };
     if (this.opts.token) headers['Authorization'] = `Bearer ${this.opts.token}`;
     const mod = url.protocol === 'https:' ? https : http;
     const idleMs = this.opts.idleTimeoutMs ?? 120_000;
@@ -138,7 +143,9 @@ export class RouteStream {
         if (status !== 200) {
           res.resume();
           if (status === 401 || status === 403) {
-            this.opts.log.error(`route stream ${url.origin}${url.pathname}: HTTP ${status}: the token was refused; check --token`);
+            this.opts.log.error(
+              `route stream ${url.origin}${url.pathname}: HTTP ${status}: the token was refused; check --token`,
+            );
             return finish('unauthorized');
           }
           if (status === 410) return finish('gone');

@@ -60,8 +60,10 @@ export function parseRoute(v: unknown): Route {
   if (!isRecord(v)) throw new RouteEventError('route is not an object');
   const name = v['name'];
   const namespace = v['namespace'];
-  if (typeof name !== 'string' || !isDnsLabel(name)) throw new RouteEventError(`route ${describe(v)}: name is not a DNS label`);
-  if (typeof namespace !== 'string' || !isDnsLabel(namespace)) throw new RouteEventError(`route ${describe(v)}: namespace is not a DNS label`);
+  if (typeof name !== 'string' || !isDnsLabel(name))
+    throw new RouteEventError(`route ${describe(v)}: name is not a DNS label`);
+  if (typeof namespace !== 'string' || !isDnsLabel(namespace))
+    throw new RouteEventError(`route ${describe(v)}: namespace is not a DNS label`);
   const clusterIPs = clusterIPsOf(v);
   return { name, namespace, clusterIP: clusterIPs[0] ?? '', clusterIPs };
 }
@@ -77,7 +79,8 @@ export function parseRouteEvent(line: string): RouteEvent {
   if (!isRecord(v)) throw new RouteEventError('event is not an object');
   const type = v['type'];
   const rv = v['resourceVersion'];
-  if (typeof rv !== 'string' || rv === '' || rv.length > 64) throw new RouteEventError(`event ${String(type)}: missing resourceVersion`);
+  if (typeof rv !== 'string' || rv === '' || rv.length > 64)
+    throw new RouteEventError(`event ${String(type)}: missing resourceVersion`);
   switch (type) {
     case 'SNAPSHOT': {
       const list = v['routes'];

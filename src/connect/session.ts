@@ -38,7 +38,9 @@ export function nativeOs(): TargetOs {
 export function foreignRunner(os: TargetOs, log: Logger): CommandRunner {
   return recordingRunner((file, args) => {
     const script = scriptOf(args);
-    log.info(`not on ${os}, not run: ${script ? `${file} -EncodedCommand <<\n${script}\n>>` : formatCommand(file, args)}`);
+    log.info(
+      `not on ${os}, not run: ${script ? `${file} -EncodedCommand <<\n${script}\n>>` : formatCommand(file, args)}`,
+    );
   });
 }
 
@@ -87,7 +89,13 @@ export class ConnectSession {
   async start(): Promise<void> {
     this.record({});
     this.keepAlive = setInterval(() => {}, 1 << 30);
-    const setup: DnsSetup = { server: this.flags.server, domains: this.flags.domains, search: this.flags.search, interface: this.flags.interface, hostsBlock: this.flags.routesUrl !== undefined };
+    const setup: DnsSetup = {
+      server: this.flags.server,
+      domains: this.flags.domains,
+      search: this.flags.search,
+      interface: this.flags.interface,
+      hostsBlock: this.flags.routesUrl !== undefined,
+    };
     const ctx = { runner: this.deps.runner, log: this.deps.log, record: (p: Partial<ConnectState>) => this.record(p) };
     if (this.flags.os === 'linux') await applyResolved(setup, ctx);
     else if (this.flags.os === 'darwin') await applyResolverFiles(this.deps.paths.resolverDir, setup, ctx);
@@ -142,11 +150,15 @@ export class ConnectSession {
             ops: this.deps.fileOps,
             defaultEol: this.flags.os === 'windows' ? '\r\n' : '\n',
             before: (next) => {
-              if (this.state.hosts === undefined || JSON.stringify(this.state.hosts) !== JSON.stringify(next)) this.record({ hosts: next });
+              if (this.state.hosts === undefined || JSON.stringify(this.state.hosts) !== JSON.stringify(next))
+                this.record({ hosts: next });
             },
           });
           this.hosts = out.record;
-          if (out.changed) this.deps.log.info(`${this.hosts.path}: ${entries.length} cluster entries${out.method === 'in-place' ? ' (written in place: the file is a mount point)' : ''}`);
+          if (out.changed)
+            this.deps.log.info(
+              `${this.hosts.path}: ${entries.length} cluster entries${out.method === 'in-place' ? ' (written in place: the file is a mount point)' : ''}`,
+            );
         } catch (err) {
           this.deps.log.error(`cannot update ${this.hosts.path}: ${(err as Error).message}; retrying in 5 s`);
           setTimeout(() => this.scheduleHosts(), 5000).unref();
@@ -209,7 +221,9 @@ export async function undoFromState(state: ConnectState, deps: SessionDeps): Pro
 export async function sweepLeftovers(os: TargetOs, deps: SessionDeps): Promise<false | 'cleaned' | 'clean'> {
   let ok: false | 'cleaned' | 'clean' = 'clean';
   try {
-    const out = await syncHostsBlock({ path: deps.paths.hosts, addedNewline: false, created: false }, null, { ops: deps.fileOps });
+    const out = await syncHostsBlock({ path: deps.paths.hosts, addedNewline: false, created: false }, null, {
+      ops: deps.fileOps,
+    });
     if (out.changed) {
       deps.log.info(`${deps.paths.hosts}: a leftover cluster block removed`);
       ok = 'cleaned';

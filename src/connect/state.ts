@@ -51,11 +51,21 @@ export function connectPaths(os: TargetOs, root: string | undefined): ConnectPat
     const sys = process.env['SystemRoot'] ?? 'C:\\Windows';
     const data = process.env['ProgramData'] ?? 'C:\\ProgramData';
     const stateDir = `${data}\\clusterdns`;
-    return { hosts: `${sys}\\System32\\drivers\\etc\\hosts`, resolverDir: '', stateDir, statePath: `${stateDir}\\connect.json` };
+    return {
+      hosts: `${sys}\\System32\\drivers\\etc\\hosts`,
+      resolverDir: '',
+      stateDir,
+      statePath: `${stateDir}\\connect.json`,
+    };
   }
   const r = root ?? '/';
   const stateDir = join(r, 'var/lib/clusterdns');
-  return { hosts: join(r, 'etc/hosts'), resolverDir: join(r, 'etc/resolver'), stateDir, statePath: join(stateDir, 'connect.json') };
+  return {
+    hosts: join(r, 'etc/hosts'),
+    resolverDir: join(r, 'etc/resolver'),
+    stateDir,
+    statePath: join(stateDir, 'connect.json'),
+  };
 }
 
 function isStringArray(v: unknown): v is string[] {
@@ -69,13 +79,27 @@ function isObj(v: unknown): v is Record<string, unknown> {
 function validate(v: unknown): v is ConnectState {
   if (!isObj(v) || v['version'] !== 1 || typeof v['pid'] !== 'number' || typeof v['os'] !== 'string') return false;
   const h = v['hosts'];
-  if (h !== undefined && !(isObj(h) && typeof h['path'] === 'string' && typeof h['addedNewline'] === 'boolean' && typeof h['created'] === 'boolean')) return false;
+  if (
+    h !== undefined &&
+    !(
+      isObj(h) &&
+      typeof h['path'] === 'string' &&
+      typeof h['addedNewline'] === 'boolean' &&
+      typeof h['created'] === 'boolean'
+    )
+  )
+    return false;
   const r = v['resolved'];
-  if (r !== undefined && !(isObj(r) && typeof r['link'] === 'string' && typeof r['server'] === 'string' && isStringArray(r['domains']))) return false;
+  if (
+    r !== undefined &&
+    !(isObj(r) && typeof r['link'] === 'string' && typeof r['server'] === 'string' && isStringArray(r['domains']))
+  )
+    return false;
   const f = v['resolverFiles'];
   if (f !== undefined && !(isObj(f) && typeof f['dir'] === 'string' && isStringArray(f['files']))) return false;
   const w = v['windows'];
-  if (w !== undefined && !(isObj(w) && typeof w['nrptComment'] === 'string' && isStringArray(w['addedSuffixes']))) return false;
+  if (w !== undefined && !(isObj(w) && typeof w['nrptComment'] === 'string' && isStringArray(w['addedSuffixes'])))
+    return false;
   return true;
 }
 

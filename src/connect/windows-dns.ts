@@ -22,7 +22,14 @@ export function psArray(values: readonly string[]): string {
 }
 
 export function powershellArgs(script: string): string[] {
-  return ['-NoProfile', '-NonInteractive', '-ExecutionPolicy', 'Bypass', '-EncodedCommand', Buffer.from(script, 'utf16le').toString('base64')];
+  return [
+    '-NoProfile',
+    '-NonInteractive',
+    '-ExecutionPolicy',
+    'Bypass',
+    '-EncodedCommand',
+    Buffer.from(script, 'utf16le').toString('base64'),
+  ];
 }
 
 /** The script inside powershellArgs(), for logs and tests. */
@@ -58,12 +65,17 @@ const removeOurRules = `Get-DnsClientNrptRule | Where-Object { $_.Comment -eq ${
 export function applyScript(plan: WindowsPlan): string {
   const lines = ["$ErrorActionPreference = 'Stop'", removeOurRules];
   for (const d of plan.domains) {
-    lines.push(`Add-DnsClientNrptRule -Namespace ${psQuote('.' + d)} -NameServers ${psQuote(plan.serverIp)} -Comment ${psQuote(NRPT_COMMENT)}`);
+    lines.push(
+      `Add-DnsClientNrptRule -Namespace ${psQuote('.' + d)} -NameServers ${psQuote(plan.serverIp)} -Comment ${psQuote(NRPT_COMMENT)}`,
+    );
   }
   if (plan.interfaceIndex !== null) {
-    lines.push(`Set-DnsClientServerAddress -InterfaceIndex ${Math.trunc(plan.interfaceIndex)} -ServerAddresses ${psArray([plan.serverIp])}`);
+    lines.push(
+      `Set-DnsClientServerAddress -InterfaceIndex ${Math.trunc(plan.interfaceIndex)} -ServerAddresses ${psArray([plan.serverIp])}`,
+    );
   }
-  if (plan.suffixSearchList !== null) lines.push(`Set-DnsClientGlobalSetting -SuffixSearchList ${psArray(plan.suffixSearchList)}`);
+  if (plan.suffixSearchList !== null)
+    lines.push(`Set-DnsClientGlobalSetting -SuffixSearchList ${psArray(plan.suffixSearchList)}`);
   lines.push('Clear-DnsClientCache');
   return lines.join('\n');
 }
@@ -80,7 +92,9 @@ export function revertScript(record: WindowsRecord): string {
   }
   if (record.addedSuffixes.length > 0) {
     lines.push(`$ours = ${psArray(record.addedSuffixes)}`);
-    lines.push('Set-DnsClientGlobalSetting -SuffixSearchList @(@((Get-DnsClientGlobalSetting).SuffixSearchList) | Where-Object { $ours -notcontains $_ })');
+    lines.push(
+      'Set-DnsClientGlobalSetting -SuffixSearchList @(@((Get-DnsClientGlobalSetting).SuffixSearchList) | Where-Object { $ours -notcontains $_ })',
+    );
   }
   lines.push('Clear-DnsClientCache');
   return lines.join('\n');
@@ -109,12 +123,17 @@ export function parseInspection(stdout: string): Inspection {
   }
   if (typeof v !== 'object' || v === null) return empty;
   const o = v as Record<string, unknown>;
-  const idx = typeof o['interfaceIndex'] === 'number' && Number.isInteger(o['interfaceIndex']) ? o['interfaceIndex'] : 0;
+  const idx =
+    typeof o['interfaceIndex'] === 'number' && Number.isInteger(o['interfaceIndex']) ? o['interfaceIndex'] : 0;
   return { interfaceIndex: idx, servers: strings(o['servers']), suffixSearchList: strings(o['suffixSearchList']) };
 }
 
 /** Turns what the machine has into the plan and the undo record. */
-export function planWindows(setup: DnsSetup, search: readonly string[], found: Inspection): { plan: WindowsPlan; record: WindowsRecord } {
+export function planWindows(
+  setup: DnsSetup,
+  search: readonly string[],
+  found: Inspection,
+): { plan: WindowsPlan; record: WindowsRecord } {
   const added = search.filter((s) => !found.suffixSearchList.includes(s));
   const useInterface = found.interfaceIndex > 0 && found.servers.length === 0;
   return {
@@ -135,18 +154,24 @@ export function planWindows(setup: DnsSetup, search: readonly string[], found: I
 export async function applyWindows(setup: DnsSetup, ctx: BackendContext): Promise<boolean> {
   const { runner, log } = ctx;
   if (setup.server.port !== 53) {
-    log.warn(`Windows' DNS client only uses port 53, not ${setup.server.port}; resolver left unchanged: cluster names resolve only through the hosts block`);
+    log.warn(
+      `Windows' DNS client only uses port 53, not ${setup.server.port}; resolver left unchanged: cluster names resolve only through the hosts block`,
+    );
     return false;
   }
   const inspected = await runner.run(POWERSHELL, powershellArgs(inspectScript(setup.server.ip)));
   if (inspected.code !== 0) {
-    log.warn(`PowerShell could not read the DNS client settings (${inspected.stderr.trim().split('\n')[0]}); resolver left unchanged`);
+    log.warn(
+      `PowerShell could not read the DNS client settings (${inspected.stderr.trim().split('\n')[0]}); resolver left unchanged`,
+    );
     return false;
   }
   const found = parseInspection(inspected.stdout);
   const { plan, record } = planWindows(setup, clusterSearchDomains(setup, log), found);
   if (found.interfaceIndex > 0 && plan.interfaceIndex === null) {
-    log.info(`interface ${found.interfaceIndex} has DNS servers of its own; leaving them, the NRPT rules route the cluster domains`);
+    log.info(
+      `interface ${found.interfaceIndex} has DNS servers of its own; leaving them, the NRPT rules route the cluster domains`,
+    );
   }
   ctx.record({ windows: record });
   const r = await runner.run(POWERSHELL, powershellArgs(applyScript(plan)));

@@ -20,8 +20,19 @@ export interface LexToken extends Token {
 }
 
 function isSpace(ch: string): boolean {
-  return ch === ' ' || ch === '\t' || ch === '\n' || ch === '\r' || ch === '\f' || ch === '\v' ||
-    ch === '\u00a0' || ch === '\u0085' || ch === '\u2028' || ch === '\u2029' || ch === '\ufeff';
+  return (
+    ch === ' ' ||
+    ch === '\t' ||
+    ch === '\n' ||
+    ch === '\r' ||
+    ch === '\f' ||
+    ch === '\v' ||
+    ch === '\u00a0' ||
+    ch === '\u0085' ||
+    ch === '\u2028' ||
+    ch === '\u2029' ||
+    ch === '\ufeff'
+  );
 }
 
 /** Splits `text` into tokens. Throws CorefileError on an unterminated quoted string. */
@@ -112,8 +123,11 @@ export function lex(text: string, file: string): LexToken[] {
  */
 export function replaceEnv(s: string, env: Record<string, string | undefined>): string {
   if (!s.includes('{$') && !s.includes('{%')) return s;
-  return s.replace(/\{%([\s\S]+?)%\}|\{\$([^}]+)\}/g, (_m: string, win: string | undefined, unix: string | undefined) => {
-    const name = win ?? unix ?? '';
-    return env[name] ?? '';
-  });
+  return s.replace(
+    /\{%([\s\S]+?)%\}|\{\$([^}]+)\}/g,
+    (_m: string, win: string | undefined, unix: string | undefined) => {
+      const name = win ?? unix ?? '';
+      return env[name] ?? '';
+    },
+  );
 }

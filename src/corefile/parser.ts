@@ -258,7 +258,8 @@ class Parser {
     for (const k of b.keys) {
       const addr = `${k.scheme}://${k.zone}:${k.port}`;
       const prior = this.addrOwners.get(addr);
-      if (prior !== undefined && !prior.directives.some((d) => d.name === 'view')) throw this.err(b, `cannot serve ${addr} - it is already defined`);
+      if (prior !== undefined && !prior.directives.some((d) => d.name === 'view'))
+        throw this.err(b, `cannot serve ${addr} - it is already defined`);
       this.addrOwners.set(addr, b);
     }
   }
@@ -273,7 +274,8 @@ class Parser {
     for (;;) {
       const t = this.peek();
       if (!t) {
-        if (expectingAnother && prev) throw this.err(prev, 'Unexpected EOF, expecting another address after the trailing comma');
+        if (expectingAnother && prev)
+          throw this.err(prev, 'Unexpected EOF, expecting another address after the trailing comma');
         break;
       }
       if (prev && t.lineStart && !expectingAnother) break;

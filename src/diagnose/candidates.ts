@@ -54,7 +54,9 @@ export function planCandidates(input: string, s: SearchSettings): CandidatePlan 
   }
   if (dots >= s.ndots) {
     rule = `"${input}" has ${plural(dots, 'dot')}, not fewer than ndots:${s.ndots}: the name is tried as it is first, then the search list`;
-    candidates.push(candidate(asIs, 'as-is-first', `${plural(dots, 'dot')} >= ndots:${s.ndots}: asked for as it is first`));
+    candidates.push(
+      candidate(asIs, 'as-is-first', `${plural(dots, 'dot')} >= ndots:${s.ndots}: asked for as it is first`),
+    );
     triedAsIs = true;
   } else {
     rule = `"${input}" has ${plural(dots, 'dot')}, fewer than ndots:${s.ndots}: the search list is tried first, then the name as it is`;
@@ -68,12 +70,19 @@ export function planCandidates(input: string, s: SearchSettings): CandidatePlan 
     const isRoot = domain === '.' || domain === '';
     if (isRoot) rootOnList = true;
     const name = isRoot ? asIs : `${input}.${domain}.`;
-    const why = triedAsIs ? `search domain ${i + 1} of ${n} (after the name as it is)` : `search domain ${i + 1} of ${n}`;
-    candidates.push({ ...candidate(name, 'search', isRoot ? `${why}: the root, so the name as it is` : why), searchIndex: i });
+    const why = triedAsIs
+      ? `search domain ${i + 1} of ${n} (after the name as it is)`
+      : `search domain ${i + 1} of ${n}`;
+    candidates.push({
+      ...candidate(name, 'search', isRoot ? `${why}: the root, so the name as it is` : why),
+      searchIndex: i,
+    });
   }
   const searched = n > 0;
   if ((dots > 0 || !searched || !s.noTldQuery) && !(triedAsIs || rootOnList)) {
-    const why = searched ? `${plural(dots, 'dot')} < ndots:${s.ndots}: the name as it is comes after the search list` : 'no search list: the name as it is';
+    const why = searched
+      ? `${plural(dots, 'dot')} < ndots:${s.ndots}: the name as it is comes after the search list`
+      : 'no search list: the name as it is';
     candidates.push(candidate(asIs, 'as-is-last', why));
   } else if (searched && dots === 0 && s.noTldQuery && !triedAsIs && !rootOnList) {
     rule += ' (no-tld-query: a single-label name is never asked for as it is)';

@@ -41,7 +41,12 @@ function errorText(e: unknown): string {
   return String(e);
 }
 
-async function get(client: KubeClient, path: string, timeoutMs: number, query?: Record<string, string>): Promise<unknown> {
+async function get(
+  client: KubeClient,
+  path: string,
+  timeoutMs: number,
+  query?: Record<string, string>,
+): Promise<unknown> {
   return client.getJSON(path, query, { signal: AbortSignal.timeout(timeoutMs) });
 }
 
@@ -54,7 +59,11 @@ function arr(v: unknown): unknown[] {
 }
 
 /** Runs the three checks; `nameservers` are the resolv.conf ones the ClusterIP should match. */
-export async function checkClusterDns(client: KubeClient, nameservers: string[], timeoutMs: number): Promise<ClusterCheck[]> {
+export async function checkClusterDns(
+  client: KubeClient,
+  nameservers: string[],
+  timeoutMs: number,
+): Promise<ClusterCheck[]> {
   const [service, endpoints, pods] = await Promise.all([
     checkService(client, nameservers, timeoutMs),
     checkEndpoints(client, timeoutMs),
@@ -96,7 +105,8 @@ async function checkService(client: KubeClient, nameservers: string[], timeoutMs
   const ports = arr(spec.ports).filter(isRecord);
   const has = (proto: string) => ports.some((p) => p.port === 53 && (str(p.protocol) ?? 'TCP') === proto);
   if (!has('UDP')) c.details.push('no port 53/UDP: resolvers ask over UDP first');
-  if (!has('TCP')) c.details.push('no port 53/TCP: truncated answers (large records, many endpoints) cannot be fetched');
+  if (!has('TCP'))
+    c.details.push('no port 53/TCP: truncated answers (large records, many endpoints) cannot be fetched');
   const wanted = new Set(ips.map((ip) => canonicalIP(ip) ?? ip));
   const ns = nameservers.map((n) => canonicalIP(n.replace(/%.*$/, '')) ?? n);
   const match = ns.find((n) => wanted.has(n));
@@ -108,7 +118,9 @@ async function checkService(client: KubeClient, nameservers: string[], timeoutMs
   } else {
     c.status = 'warn';
     c.summary = `resolv.conf nameserver ${nameservers.join(', ')} is not the ${DNS_SERVICE} ClusterIP ${ips.join(', ')}`;
-    c.details.push("a pod with dnsPolicy ClusterFirst gets the kubelet's clusterDNS address: check the kubelet's --cluster-dns / clusterDNS and the pod's dnsPolicy/dnsConfig");
+    c.details.push(
+      "a pod with dnsPolicy ClusterFirst gets the kubelet's clusterDNS address: check the kubelet's --cluster-dns / clusterDNS and the pod's dnsPolicy/dnsConfig",
+    );
   }
   if (c.status === 'ok' && (!has('UDP') || !has('TCP'))) c.status = 'warn';
   return c;
@@ -149,7 +161,10 @@ async function checkEndpoints(client: KubeClient, timeoutMs: number): Promise<Cl
   const total = ready.length + notReady.length;
   if (ready.length === 0) {
     c.status = 'fail';
-    c.summary = total === 0 ? 'the EndpointSlices list no endpoints: no DNS pod backs the Service' : `0 of ${total} endpoints ready: queries to the ClusterIP go nowhere`;
+    c.summary =
+      total === 0
+        ? 'the EndpointSlices list no endpoints: no DNS pod backs the Service'
+        : `0 of ${total} endpoints ready: queries to the ClusterIP go nowhere`;
   } else if (notReady.length > 0) {
     c.status = 'warn';
     c.summary = `${ready.length} of ${total} endpoints ready`;
@@ -165,7 +180,9 @@ async function checkPods(client: KubeClient, timeoutMs: number): Promise<Cluster
   const c: ClusterCheck = { step: 'pods', status: 'ok', summary: '', details: [] };
   let list: unknown;
   try {
-    list = await get(client, `/api/v1/namespaces/${DNS_NAMESPACE}/pods`, timeoutMs, { labelSelector: DNS_POD_SELECTOR });
+    list = await get(client, `/api/v1/namespaces/${DNS_NAMESPACE}/pods`, timeoutMs, {
+      labelSelector: DNS_POD_SELECTOR,
+    });
   } catch (e) {
     c.status = 'error';
     c.summary = `could not list the DNS pods (${DNS_POD_SELECTOR}): ${errorText(e)}`;
@@ -184,7 +201,9 @@ async function checkPods(client: KubeClient, timeoutMs: number): Promise<Cluster
     const status = isRecord(pod.status) ? pod.status : {};
     const name = str(meta.name) ?? '?';
     const phase = str(status.phase) ?? 'Unknown';
-    const readyCond = arr(status.conditions).filter(isRecord).find((x) => x.type === 'Ready');
+    const readyCond = arr(status.conditions)
+      .filter(isRecord)
+      .find((x) => x.type === 'Ready');
     const ready = readyCond?.status === 'True' && phase === 'Running' && meta.deletionTimestamp === undefined;
     const notes: string[] = [];
     let restarts = 0;
@@ -193,14 +212,17 @@ async function checkPods(client: KubeClient, timeoutMs: number): Promise<Cluster
       const state = isRecord(cs.state) ? cs.state : {};
       const waiting = isRecord(state.waiting) ? str(state.waiting.reason) : undefined;
       if (waiting) notes.push(waiting);
-      const lastTerm = isRecord(cs.lastState) && isRecord(cs.lastState.terminated) ? str(cs.lastState.terminated.reason) : undefined;
+      const lastTerm =
+        isRecord(cs.lastState) && isRecord(cs.lastState.terminated) ? str(cs.lastState.terminated.reason) : undefined;
       if (lastTerm && restarts > 0) notes.push(`last exit: ${lastTerm}`);
     }
     if (restarts > 0) notes.push(`${restarts} restart${restarts === 1 ? '' : 's'}`);
     if (meta.deletionTimestamp !== undefined) notes.push('terminating');
     if (ready) readyCount++;
     const ip = str(status.podIP);
-    c.details.push(`${ready ? 'ready' : 'not ready'}: ${name} ${phase}${ip ? ` ${ip}` : ''}${notes.length ? ` (${notes.join(', ')})` : ''}`);
+    c.details.push(
+      `${ready ? 'ready' : 'not ready'}: ${name} ${phase}${ip ? ` ${ip}` : ''}${notes.length ? ` (${notes.join(', ')})` : ''}`,
+    );
   }
   if (readyCount === 0) {
     c.status = 'fail';
@@ -215,7 +237,11 @@ async function checkPods(client: KubeClient, timeoutMs: number): Promise<Cluster
 }
 
 /** Every Service (paged), and the namespaces when the user may list them (null otherwise). */
-export async function listServices(client: KubeClient, timeoutMs: number, max = 50_000): Promise<{ services: ServiceRef[]; namespaces: string[] | null }> {
+export async function listServices(
+  client: KubeClient,
+  timeoutMs: number,
+  max = 50_000,
+): Promise<{ services: ServiceRef[]; namespaces: string[] | null }> {
   const services: ServiceRef[] = [];
   let token: string | undefined;
   do {
@@ -237,7 +263,10 @@ export async function listServices(client: KubeClient, timeoutMs: number, max = 
   try {
     const list = await get(client, '/api/v1/namespaces', timeoutMs);
     if (isList(list)) {
-      namespaces = list.items.filter(isRecord).map((n) => (isRecord(n.metadata) ? str(n.metadata.name) : undefined)).filter((n): n is string => !!n);
+      namespaces = list.items
+        .filter(isRecord)
+        .map((n) => (isRecord(n.metadata) ? str(n.metadata.name) : undefined))
+        .filter((n): n is string => !!n);
     }
   } catch {
     namespaces = null; // listing namespaces is often not allowed; the services' namespaces stand in

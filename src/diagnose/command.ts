@@ -106,9 +106,11 @@ export function parseDiagnoseArgs(argv: string[]): DiagnoseOptions | 'help' | 'v
   const { values, positionals } = parsed;
   if (values.help) return 'help';
   if (values.version) return 'version';
-  if (positionals.length !== 1) throw new UsageError(positionals.length === 0 ? 'NAME is missing' : `one NAME only (got ${positionals.join(' ')})`);
+  if (positionals.length !== 1)
+    throw new UsageError(positionals.length === 0 ? 'NAME is missing' : `one NAME only (got ${positionals.join(' ')})`);
   const name = positionals[0]!;
-  if (name === '' || name === '.' || name.startsWith('.') || name.includes('..')) throw new UsageError(`"${name}" is not a host name`);
+  if (name === '' || name === '.' || name.startsWith('.') || name.includes('..'))
+    throw new UsageError(`"${name}" is not a host name`);
   try {
     nameToLabels(name.endsWith('.') ? name : `${name}.`);
   } catch (e) {
@@ -118,15 +120,18 @@ export function parseDiagnoseArgs(argv: string[]): DiagnoseOptions | 'help' | 'v
   let qtypes: number[] | null = null;
   if (values.type !== undefined) {
     const t = typeFromString(values.type);
-    if (t === undefined || t === QType.OPT || t === QType.AXFR || t === QType.IXFR) throw new UsageError(`--type "${values.type}": not a query type`);
+    if (t === undefined || t === QType.OPT || t === QType.AXFR || t === QType.IXFR)
+      throw new UsageError(`--type "${values.type}": not a query type`);
     qtypes = [t];
   }
   let timeoutMs: number | null = null;
   if (values.timeout !== undefined) {
     timeoutMs = parseDurationMs(values.timeout);
-    if (timeoutMs === null || timeoutMs <= 0 || timeoutMs > 300_000) throw new UsageError(`--timeout "${values.timeout}": a duration such as 500ms or 2s (at most 5m)`);
+    if (timeoutMs === null || timeoutMs <= 0 || timeoutMs > 300_000)
+      throw new UsageError(`--timeout "${values.timeout}": a duration such as 500ms or 2s (at most 5m)`);
   }
-  if (values.context !== undefined && values.kubeconfig === undefined) throw new UsageError('--context needs --kubeconfig');
+  if (values.context !== undefined && values.kubeconfig === undefined)
+    throw new UsageError('--context needs --kubeconfig');
   return {
     name,
     qtypes,
@@ -140,7 +145,10 @@ export function parseDiagnoseArgs(argv: string[]): DiagnoseOptions | 'help' | 'v
 }
 
 /** The API connection to use: --kubeconfig, or the pod's service account when in a pod. */
-async function clusterConnection(o: DiagnoseOptions, env: NodeJS.ProcessEnv): Promise<{ conn: ApiConnection | null; source: string; error: string | null } | null> {
+async function clusterConnection(
+  o: DiagnoseOptions,
+  env: NodeJS.ProcessEnv,
+): Promise<{ conn: ApiConnection | null; source: string; error: string | null } | null> {
   if (o.kubeconfig) {
     const source = `kubeconfig ${o.kubeconfig}${o.context ? ` (context ${o.context})` : ''}`;
     try {
@@ -166,7 +174,9 @@ export async function diagnose(o: DiagnoseOptions, env: NodeJS.ProcessEnv = proc
   try {
     text = readFileSync(o.resolvConf, 'utf8');
   } catch (e) {
-    throw new UsageError(`cannot read ${o.resolvConf}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (e as Error).message}`);
+    throw new UsageError(
+      `cannot read ${o.resolvConf}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (e as Error).message}`,
+    );
   }
   const conf = parseResolvConf(text, o.resolvConf, { hostname: hostname() });
   const servers = o.servers ?? conf.nameservers.map((ns) => serverAddress(ns, 53));
@@ -197,7 +207,12 @@ export async function diagnose(o: DiagnoseOptions, env: NodeJS.ProcessEnv = proc
     const checks = await checksP;
     let cluster: ClusterJson | null = null;
     if (target) {
-      cluster = { source: target.source, error: target.error, checks: checks ?? [], broken: checks ? (brokenStep(checks)?.step ?? null) : null };
+      cluster = {
+        source: target.source,
+        error: target.error,
+        checks: checks ?? [],
+        broken: checks ? (brokenStep(checks)?.step ?? null) : null,
+      };
     }
 
     const serviceQuery = looksExternal(o.name, conf.search) ? null : parseServiceQuery(o.name, conf.search);
@@ -205,7 +220,11 @@ export async function diagnose(o: DiagnoseOptions, env: NodeJS.ProcessEnv = proc
     let namespaces: string[] | null = null;
     // Suggest names when the cluster said "no such name" for a candidate in its domain.
     const clusterSuffix = serviceQuery ? `.${serviceQuery.clusterDomain}.` : null;
-    const clusterNxdomain = clusterSuffix !== null && walk.steps.some((s) => s.result?.outcome === 'nxdomain' && s.candidate.name.toLowerCase().endsWith(clusterSuffix));
+    const clusterNxdomain =
+      clusterSuffix !== null &&
+      walk.steps.some(
+        (s) => s.result?.outcome === 'nxdomain' && s.candidate.name.toLowerCase().endsWith(clusterSuffix),
+      );
     if (client && cluster && serviceQuery && walk.final !== 'answered' && clusterNxdomain) {
       try {
         const listed = await listServices(client, apiTimeoutMs);
@@ -285,7 +304,11 @@ export async function run(argv: string[]): Promise<void> {
     process.exitCode = 2;
     return;
   }
-  process.stdout.write(opts.json ? JSON.stringify(report, null, 2) + '\n' : renderText(report, wantColour(process.stdout.isTTY, process.env)));
+  process.stdout.write(
+    opts.json
+      ? JSON.stringify(report, null, 2) + '\n'
+      : renderText(report, wantColour(process.stdout.isTTY, process.env)),
+  );
   const code = report.verdict.status === 'resolved' ? 0 : 1;
   process.exitCode = code;
   // Everything is closed by now; this only guards against a handle someone else left open.

@@ -53,7 +53,8 @@ export interface TypeResult {
 }
 
 /** How glibc classifies the candidate (h_errno in words); `answered` ends the search. */
-export type CandidateOutcome = 'answered' | 'nxdomain' | 'nodata' | 'servfail' | 'rejected' | 'timeout' | 'unreachable' | 'invalid' | 'error';
+export type CandidateOutcome =
+  'answered' | 'nxdomain' | 'nodata' | 'servfail' | 'rejected' | 'timeout' | 'unreachable' | 'invalid' | 'error';
 
 export interface CandidateResult {
   outcome: CandidateOutcome;
@@ -71,7 +72,12 @@ export function tryTimeoutMs(timeoutMs: number, serverIndex: number, nservers: n
 
 const PASS_ON: ReadonlySet<number> = new Set([Rcode.SERVFAIL, Rcode.NOTIMP, Rcode.REFUSED]);
 
-export async function lookupCandidate(name: string, qtypes: number[], s: LookupSettings, timeoutFloorMs = 1000): Promise<CandidateResult> {
+export async function lookupCandidate(
+  name: string,
+  qtypes: number[],
+  s: LookupSettings,
+  timeoutFloorMs = 1000,
+): Promise<CandidateResult> {
   const types: TypeResult[] = qtypes.map((qtype) => ({ qtype, reply: null, tries: [] }));
   const open = new Set(types);
   const n = s.servers.length;
@@ -106,7 +112,14 @@ export async function lookupCandidate(name: string, qtypes: number[], s: LookupS
 }
 
 /** One try of the open types against one server; returns the types whose query timed out. */
-async function tryServer(name: string, asking: TypeResult[], server: ServerAddress, timeoutMs: number, s: LookupSettings, open: Set<TypeResult>): Promise<TypeResult[]> {
+async function tryServer(
+  name: string,
+  asking: TypeResult[],
+  server: ServerAddress,
+  timeoutMs: number,
+  s: LookupSettings,
+  open: Set<TypeResult>,
+): Promise<TypeResult[]> {
   const taken = new Set<number>();
   const queries = asking.map((t) => {
     const q = buildWireQuery(name, t.qtype, s, taken);
@@ -114,7 +127,10 @@ async function tryServer(name: string, asking: TypeResult[], server: ServerAddre
     return q;
   });
   const transport: Transport = s.useVc ? 'tcp' : 'udp';
-  const outcomes = transport === 'tcp' ? await exchangeTcp(server, queries, timeoutMs) : await exchangeUdp(server, queries, timeoutMs, s.udpMode);
+  const outcomes =
+    transport === 'tcp'
+      ? await exchangeTcp(server, queries, timeoutMs)
+      : await exchangeUdp(server, queries, timeoutMs, s.udpMode);
   const truncated: number[] = [];
   const lost: TypeResult[] = [];
   outcomes.forEach((o, i) => {
@@ -128,7 +144,13 @@ async function tryServer(name: string, asking: TypeResult[], server: ServerAddre
     // glibc asks again over TCP, on the same server, at once.
     for (const i of truncated) {
       const o = outcomes[i]!;
-      asking[i]!.tries.push({ server: server.label, transport: 'udp', result: 'truncated', rcode: o.kind === 'reply' ? o.message.rcode : undefined, latencyMs: o.latencyMs });
+      asking[i]!.tries.push({
+        server: server.label,
+        transport: 'udp',
+        result: 'truncated',
+        rcode: o.kind === 'reply' ? o.message.rcode : undefined,
+        latencyMs: o.latencyMs,
+      });
     }
     const again = truncated.map((i) => buildWireQuery(name, asking[i]!.qtype, s, taken));
     const tcp = await exchangeTcp(server, again, timeoutMs);
@@ -137,7 +159,13 @@ async function tryServer(name: string, asking: TypeResult[], server: ServerAddre
   return lost;
 }
 
-function record(t: TypeResult, server: ServerAddress, transport: Transport, o: ExchangeOutcome, open: Set<TypeResult>): void {
+function record(
+  t: TypeResult,
+  server: ServerAddress,
+  transport: Transport,
+  o: ExchangeOutcome,
+  open: Set<TypeResult>,
+): void {
   if (o.kind === 'reply') {
     t.tries.push({ server: server.label, transport, result: 'reply', rcode: o.message.rcode, latencyMs: o.latencyMs });
     t.reply = o.message;

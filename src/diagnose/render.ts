@@ -34,11 +34,26 @@ function pad(s: string, n: number): string {
 function queryLine(q: QueryJson, st: Style): string {
   const type = pad(q.type, 5);
   const where = q.server ? `${q.server} ${q.transport ?? ''}` : '';
-  const tries = q.tries.length > 1 ? st.dim(` (${q.tries.length} tries: ${q.tries.map((t) => (t.result === 'reply' ? (t.rcode ?? 'reply') : t.result)).join(', ')})`) : '';
+  const tries =
+    q.tries.length > 1
+      ? st.dim(
+          ` (${q.tries.length} tries: ${q.tries.map((t) => (t.result === 'reply' ? (t.rcode ?? 'reply') : t.result)).join(', ')})`,
+        )
+      : '';
   if (q.status === 'reply') {
     const rcode = q.rcode ?? '';
-    const colour = rcode === 'NOERROR' && q.answers.length > 0 ? st.green : rcode === 'NOERROR' || rcode === 'NXDOMAIN' ? st.yellow : st.red;
-    const data = q.answers.length > 0 ? q.answers.map((a) => (a.type === q.type ? a.data : `${a.type} ${a.data}`)).join(', ') : rcode === 'NOERROR' ? '(no records)' : '';
+    const colour =
+      rcode === 'NOERROR' && q.answers.length > 0
+        ? st.green
+        : rcode === 'NOERROR' || rcode === 'NXDOMAIN'
+          ? st.yellow
+          : st.red;
+    const data =
+      q.answers.length > 0
+        ? q.answers.map((a) => (a.type === q.type ? a.data : `${a.type} ${a.data}`)).join(', ')
+        : rcode === 'NOERROR'
+          ? '(no records)'
+          : '';
     return `${type} ${colour(pad(rcode, 9))} ${pad(data, 28)} ${st.dim(`${where} ${ms(q.latencyMs)}`)}${tries}`;
   }
   const what = q.status === 'timeout' ? 'timeout' : q.status === 'refused' ? 'refused' : 'error';
@@ -54,7 +69,9 @@ export function renderText(r: DiagnoseReport, colour: boolean): string {
   out.push('');
   out.push(`${st.bold('resolv.conf')}  ${rc.file}`);
   out.push(`  nameserver ${rc.nameservers.join(' ')}`);
-  out.push(`  search     ${rc.search.length ? rc.search.join(' ') : st.dim(`(none${rc.searchSource === 'none' ? '' : `, from ${rc.searchSource}`})`)}${rc.searchSource === 'hostname' ? st.dim(' (from the host name)') : ''}`);
+  out.push(
+    `  search     ${rc.search.length ? rc.search.join(' ') : st.dim(`(none${rc.searchSource === 'none' ? '' : `, from ${rc.searchSource}`})`)}${rc.searchSource === 'hostname' ? st.dim(' (from the host name)') : ''}`,
+  );
   out.push(`  options    ${rc.options.join(' ')}`);
   out.push(`  asking     ${r.servers.join(' ')}${r.serversFrom === '--server' ? st.dim(' (--server)') : ''}`);
   for (const p of rc.problems) out.push(st.yellow(`  ! ${p.line ? `line ${p.line}: ` : ''}${p.message}`));
@@ -74,7 +91,16 @@ export function renderText(r: DiagnoseReport, colour: boolean): string {
     out.push(`${st.bold('Cluster DNS')} ${st.dim(`(${r.cluster.source})`)}`);
     if (r.cluster.error) out.push(st.red(`  cannot check: ${r.cluster.error}`));
     for (const c of r.cluster.checks) {
-      const mark = c.status === 'ok' ? st.green('ok  ') : c.status === 'warn' ? st.yellow('WARN') : c.status === 'fail' ? st.red('FAIL') : c.status === 'error' ? st.red('ERR ') : st.dim('skip');
+      const mark =
+        c.status === 'ok'
+          ? st.green('ok  ')
+          : c.status === 'warn'
+            ? st.yellow('WARN')
+            : c.status === 'fail'
+              ? st.red('FAIL')
+              : c.status === 'error'
+                ? st.red('ERR ')
+                : st.dim('skip');
       out.push(`  ${mark}  ${pad(c.step, 9)}  ${c.summary}`);
       for (const d of c.details) out.push(st.dim(`                   ${d}`));
     }
@@ -83,7 +109,10 @@ export function renderText(r: DiagnoseReport, colour: boolean): string {
   const v = r.verdict;
   const label = v.status === 'resolved' ? st.green('RESOLVED') : st.red(v.status.toUpperCase());
   out.push(`${st.bold('Verdict')}: ${label}  ${v.summary}`);
-  if (v.applicationError) out.push(`  the application sees: ${v.applicationError.gai} "${v.applicationError.message}" (h_errno ${v.applicationError.herrno})`);
+  if (v.applicationError)
+    out.push(
+      `  the application sees: ${v.applicationError.gai} "${v.applicationError.message}" (h_errno ${v.applicationError.herrno})`,
+    );
   for (const n of v.notes) out.push(st.dim(`  note: ${n}`));
   if (v.next.length > 0) {
     out.push(st.bold('Next'));

@@ -2,7 +2,16 @@
 // Fields are only ever added; `version` changes if one is renamed or removed.
 
 import { QType, rcodeToString, typeToString } from '../dns/constants.js';
-import type { AddressData, MxData, ResourceRecord, SoaData, SrvData, TargetData, TxtData, OpaqueData } from '../dns/message.js';
+import type {
+  AddressData,
+  MxData,
+  ResourceRecord,
+  SoaData,
+  SrvData,
+  TargetData,
+  TxtData,
+  OpaqueData,
+} from '../dns/message.js';
 import { quotedCharacterString } from '../dns/name.js';
 import type { CandidatePhase } from './candidates.js';
 import type { CheckStatus, CheckStep } from './cluster.js';
@@ -14,7 +23,8 @@ import type { WalkResult } from './walk.js';
 
 export const REPORT_VERSION = 1;
 
-export type VerdictStatus = 'resolved' | 'nxdomain' | 'nodata' | 'servfail' | 'rejected' | 'timeout' | 'unreachable' | 'error';
+export type VerdictStatus =
+  'resolved' | 'nxdomain' | 'nodata' | 'servfail' | 'rejected' | 'timeout' | 'unreachable' | 'error';
 
 export interface RecordJson {
   name: string;
@@ -175,7 +185,13 @@ function queryJson(t: TypeResult): QueryJson {
     latencyMs: t.reply && t.latencyMs !== undefined ? round(t.latencyMs) : null,
     answers: t.reply ? t.reply.answers.map(recordJson) : [],
     tries: t.tries.map((x) => {
-      const j: TryJson = { server: x.server, transport: x.transport, result: x.result, rcode: x.rcode === undefined ? null : rcodeToString(x.rcode), latencyMs: round(x.latencyMs) };
+      const j: TryJson = {
+        server: x.server,
+        transport: x.transport,
+        result: x.result,
+        rcode: x.rcode === undefined ? null : rcodeToString(x.rcode),
+        latencyMs: round(x.latencyMs),
+      };
       if (x.error) j.error = x.error;
       return j;
     }),
@@ -188,7 +204,9 @@ export function candidatesJson(walk: WalkResult): CandidateJson[] {
   return walk.steps.map((s) => ({
     name: s.candidate.name,
     phase: s.candidate.phase,
-    reason: s.candidate.invalid ? `${s.candidate.reason}; cannot be asked for: ${s.candidate.invalid}` : s.candidate.reason,
+    reason: s.candidate.invalid
+      ? `${s.candidate.reason}; cannot be asked for: ${s.candidate.invalid}`
+      : s.candidate.reason,
     sent: s.result !== null && s.result.outcome !== 'invalid',
     outcome: s.result?.outcome ?? null,
     skipped: s.skipped ?? null,

@@ -48,7 +48,17 @@ export interface ParseOptions {
   hostname?: string;
 }
 
-const INERT_OPTIONS = new Set(['debug', 'inet6', 'insecure1', 'insecure2', 'no-check-names', 'no-reload', 'ip6-bytestring', 'ip6-dotint', 'no-ip6-dotint']);
+const INERT_OPTIONS = new Set([
+  'debug',
+  'inet6',
+  'insecure1',
+  'insecure2',
+  'no-check-names',
+  'no-reload',
+  'ip6-bytestring',
+  'ip6-dotint',
+  'no-ip6-dotint',
+]);
 
 /** Parses resolv.conf text. Never throws: what glibc would ignore is reported as a problem. */
 export function parseResolvConf(text: string, file: string, opts: ParseOptions = {}): ResolvConf {
@@ -112,7 +122,10 @@ export function parseResolvConf(text: string, file: string, opts: ParseOptions =
         }
         const domains = keyword === 'domain' ? values.slice(0, 1) : values;
         if (conf.searchSource === 'search' || conf.searchSource === 'domain') {
-          problem(lineNo, `${keyword} replaces the ${conf.searchSource} line before it (the last search or domain line wins)`);
+          problem(
+            lineNo,
+            `${keyword} replaces the ${conf.searchSource} line before it (the last search or domain line wins)`,
+          );
         }
         conf.search = domains.map(normalizeDomain);
         conf.searchSource = keyword;
@@ -169,7 +182,8 @@ function parseOption(conf: ResolvConf, opt: string, line: number): void {
   const numeric = (max: number, min: number): number => {
     const raw = arg ?? '';
     const n = atoi(raw);
-    if (!/^\d+$/.test(raw)) conf.problems.push({ line, message: `option ${opt}: "${raw}" is not a number; glibc reads it as ${n}` });
+    if (!/^\d+$/.test(raw))
+      conf.problems.push({ line, message: `option ${opt}: "${raw}" is not a number; glibc reads it as ${n}` });
     if (n > max) {
       conf.problems.push({ line, message: `option ${opt}: glibc caps ${name} at ${max}` });
       return max;
@@ -189,7 +203,11 @@ function parseOption(conf: ResolvConf, opt: string, line: number): void {
       return;
     case 'attempts':
       conf.attempts = numeric(MAX_ATTEMPTS, 0);
-      if (conf.attempts === 0) conf.problems.push({ line, message: 'option attempts:0: glibc then sends no query at all and every lookup fails at once' });
+      if (conf.attempts === 0)
+        conf.problems.push({
+          line,
+          message: 'option attempts:0: glibc then sends no query at all and every lookup fails at once',
+        });
       return;
     case 'rotate':
       conf.rotate = true;

@@ -71,8 +71,10 @@ export function parseServiceQuery(input: string, search: readonly string[]): Ser
   else if (name.endsWith('.svc')) name = name.slice(0, -4);
   else if (name.endsWith(`.${ctx.clusterDomain}`)) name = name.slice(0, -(ctx.clusterDomain.length + 1));
   const labels = name.split('.').filter((l) => l !== '');
-  if (labels.length === 1) return { service: labels[0]!, namespace: ctx.namespace, namespaceImplied: true, clusterDomain: ctx.clusterDomain };
-  if (labels.length === 2) return { service: labels[0]!, namespace: labels[1]!, namespaceImplied: false, clusterDomain: ctx.clusterDomain };
+  if (labels.length === 1)
+    return { service: labels[0]!, namespace: ctx.namespace, namespaceImplied: true, clusterDomain: ctx.clusterDomain };
+  if (labels.length === 2)
+    return { service: labels[0]!, namespace: labels[1]!, namespaceImplied: false, clusterDomain: ctx.clusterDomain };
   if (labels.length === 3 && input.toLowerCase().includes('.svc')) {
     // pod-0.mysql.default.svc...: a hostname under a headless Service.
     return { service: labels[1]!, namespace: labels[2]!, namespaceImplied: false, clusterDomain: ctx.clusterDomain };
@@ -83,7 +85,9 @@ export function parseServiceQuery(input: string, search: readonly string[]): Ser
 // Top-level domains a Service's namespace is unlikely to be named after: `example.com` is an
 // external name, not Service `example` in namespace `com`.
 const EXTERNAL_TLDS = new Set(
-  'com net org io dev app ai co info biz me tv us uk de fr nl eu ch jp cn ru in br au ca cloud edu gov mil int arpa example test invalid localhost local internal lan home corp'.split(' '),
+  'com net org io dev app ai co info biz me tv us uk de fr nl eu ch jp cn ru in br au ca cloud edu gov mil int arpa example test invalid localhost local internal lan home corp'.split(
+    ' ',
+  ),
 );
 
 /** A dotted name outside the cluster domain whose last label is a well-known top-level domain. */
@@ -105,12 +109,26 @@ export function suggestServices(q: ServiceQuery, services: readonly ServiceRef[]
     if (key === asked) continue; // it exists: NXDOMAIN has another cause
     const fqdn = `${s.name}.${s.namespace}.svc.${q.clusterDomain}`;
     if (s.name === q.service) {
-      scored.push({ name: key, fqdn, service: s.name, namespace: s.namespace, distance: 0, why: `a Service ${s.name} exists in namespace ${s.namespace}, not in ${q.namespace}` });
+      scored.push({
+        name: key,
+        fqdn,
+        service: s.name,
+        namespace: s.namespace,
+        distance: 0,
+        why: `a Service ${s.name} exists in namespace ${s.namespace}, not in ${q.namespace}`,
+      });
       continue;
     }
     const best = editDistance(asked, key);
     if (best <= threshold) {
-      scored.push({ name: key, fqdn, service: s.name, namespace: s.namespace, distance: best, why: `${best} edit${best === 1 ? '' : 's'} from ${asked}` });
+      scored.push({
+        name: key,
+        fqdn,
+        service: s.name,
+        namespace: s.namespace,
+        distance: best,
+        why: `${best} edit${best === 1 ? '' : 's'} from ${asked}`,
+      });
     }
   }
   scored.sort((a, b) => a.distance - b.distance || a.name.localeCompare(b.name));

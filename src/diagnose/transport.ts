@@ -46,7 +46,12 @@ export function serverAddress(host: string, port: number): ServerAddress {
 }
 
 /** Builds a query with a fresh random ID, distinct from `taken`. */
-export function buildWireQuery(name: string, qtype: number, flags: QueryFlags, taken: ReadonlySet<number> = new Set()): WireQuery {
+export function buildWireQuery(
+  name: string,
+  qtype: number,
+  flags: QueryFlags,
+  taken: ReadonlySet<number> = new Set(),
+): WireQuery {
   let id = randomInt(0, 65536);
   while (taken.has(id)) id = randomInt(0, 65536);
   const m = emptyMessage(id);
@@ -150,7 +155,9 @@ class UdpSession {
     if (connectError !== null) return { kind: 'error', latencyMs: 0, error: connectError };
     if (this.failure) {
       const f = this.failure;
-      return f.refused ? { kind: 'refused', latencyMs: 0, error: f.error } : { kind: 'error', latencyMs: 0, error: f.error };
+      return f.refused
+        ? { kind: 'refused', latencyMs: 0, error: f.error }
+        : { kind: 'error', latencyMs: 0, error: f.error };
     }
     const left = deadline - performance.now();
     if (left <= 0) return { kind: 'timeout', latencyMs: 0 };
@@ -193,7 +200,12 @@ export type UdpMode = 'parallel' | 'sequential' | 'reopen';
  * and AAAA), `sequential` waits for each reply before the next (single-request), `reopen`
  * also uses a new socket for each (single-request-reopen). One deadline covers the try.
  */
-export async function exchangeUdp(server: ServerAddress, queries: WireQuery[], timeoutMs: number, mode: UdpMode): Promise<ExchangeOutcome[]> {
+export async function exchangeUdp(
+  server: ServerAddress,
+  queries: WireQuery[],
+  timeoutMs: number,
+  mode: UdpMode,
+): Promise<ExchangeOutcome[]> {
   let s = new UdpSession(server);
   // The clock starts once the socket is connected, as glibc's does after its socket calls.
   await s.opened();
@@ -224,7 +236,11 @@ export async function exchangeUdp(server: ServerAddress, queries: WireQuery[], t
 }
 
 /** One TCP try: a connection, every query written on it, replies matched as they come. */
-export function exchangeTcp(server: ServerAddress, queries: WireQuery[], timeoutMs: number): Promise<ExchangeOutcome[]> {
+export function exchangeTcp(
+  server: ServerAddress,
+  queries: WireQuery[],
+  timeoutMs: number,
+): Promise<ExchangeOutcome[]> {
   return new Promise((resolve) => {
     const start = performance.now();
     const results: Array<ExchangeOutcome | undefined> = queries.map(() => undefined);
@@ -236,11 +252,17 @@ export function exchangeTcp(server: ServerAddress, queries: WireQuery[], timeout
       if (finished) return;
       finished = true;
       clearTimeout(timer);
-      for (const w of waiting.values()) w.done(w.rejected ? { kind: 'error', latencyMs: performance.now() - w.sentAt, error: w.rejected } : fill(w.sentAt));
+      for (const w of waiting.values())
+        w.done(
+          w.rejected ? { kind: 'error', latencyMs: performance.now() - w.sentAt, error: w.rejected } : fill(w.sentAt),
+        );
       sock.destroy();
       resolve(results.map((r) => r ?? fill(start)));
     };
-    const timer = setTimeout(() => finish((sentAt) => ({ kind: 'timeout', latencyMs: performance.now() - sentAt })), timeoutMs);
+    const timer = setTimeout(
+      () => finish((sentAt) => ({ kind: 'timeout', latencyMs: performance.now() - sentAt })),
+      timeoutMs,
+    );
     queries.forEach((q, i) => {
       const w: Waiter = {
         q,
@@ -277,13 +299,24 @@ export function exchangeTcp(server: ServerAddress, queries: WireQuery[], timeout
         const msg = pending.subarray(2, 2 + len);
         pending = pending.subarray(2 + len);
         const m = matchReply(msg, waiting);
-        if (m) m.w.done({ kind: 'reply', message: m.message, latencyMs: performance.now() - m.w.sentAt, size: msg.length });
+        if (m)
+          m.w.done({ kind: 'reply', message: m.message, latencyMs: performance.now() - m.w.sentAt, size: msg.length });
       }
     });
     sock.on('error', (e: NodeJS.ErrnoException) => {
       const error = errorText(e);
-      finish((sentAt) => (e.code === 'ECONNREFUSED' ? { kind: 'refused', latencyMs: performance.now() - sentAt, error } : { kind: 'error', latencyMs: performance.now() - sentAt, error }));
+      finish((sentAt) =>
+        e.code === 'ECONNREFUSED'
+          ? { kind: 'refused', latencyMs: performance.now() - sentAt, error }
+          : { kind: 'error', latencyMs: performance.now() - sentAt, error },
+      );
     });
-    sock.on('close', () => finish((sentAt) => ({ kind: 'error', latencyMs: performance.now() - sentAt, error: 'connection closed before the reply' })));
+    sock.on('close', () =>
+      finish((sentAt) => ({
+        kind: 'error',
+        latencyMs: performance.now() - sentAt,
+        error: 'connection closed before the reply',
+      })),
+    );
   });
 }

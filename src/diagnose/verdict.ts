@@ -5,7 +5,13 @@
 import { typeToString } from '../dns/constants.js';
 import { DNS_NAMESPACE, DNS_POD_SELECTOR, DNS_SERVICE } from './cluster.js';
 import type { CandidateOutcome } from './lookup.js';
-import { rdataText, type ApplicationErrorJson, type ClusterJson, type VerdictJson, type VerdictStatus } from './report.js';
+import {
+  rdataText,
+  type ApplicationErrorJson,
+  type ClusterJson,
+  type VerdictJson,
+  type VerdictStatus,
+} from './report.js';
 import type { ResolvConf } from './resolvconf.js';
 import { podContext, type ServiceQuery, type Suggestion } from './suggest.js';
 import type { WalkResult, WalkStep } from './walk.js';
@@ -68,7 +74,9 @@ function servingServers(step: WalkStep | null): string[] {
 
 /** The records of the asked-for types in the answering step (none: only a CNAME chain came back). */
 function askedRecords(step: WalkStep, qtypes: number[]) {
-  return step.result!.types.flatMap((t) => (t.reply && t.reply.rcode === 0 ? t.reply.answers.filter((rr) => qtypes.includes(rr.type)) : []));
+  return step.result!.types.flatMap((t) =>
+    t.reply && t.reply.rcode === 0 ? t.reply.answers.filter((rr) => qtypes.includes(rr.type)) : [],
+  );
 }
 
 export function buildVerdict(i: VerdictInput): VerdictJson {
@@ -111,7 +119,10 @@ export function buildVerdict(i: VerdictInput): VerdictJson {
             `ask for ${step.candidate.name} (with the trailing dot) or lower ndots in the pod's dnsConfig to skip them`,
         );
       }
-      if (step.elapsedMs > 100) v.notes.push(`the answer took ${ms(step.elapsedMs)}: slow for cluster DNS (cache hit rate, upstream latency, CPU throttling of the DNS pods)`);
+      if (step.elapsedMs > 100)
+        v.notes.push(
+          `the answer took ${ms(step.elapsedMs)}: slow for cluster DNS (cache hit rate, upstream latency, CPU throttling of the DNS pods)`,
+        );
       break;
     }
     case 'nxdomain': {
@@ -119,13 +130,20 @@ export function buildVerdict(i: VerdictInput): VerdictJson {
       v.summary = `no such name: the DNS server answered NXDOMAIN for ${names.length === 1 ? names[0] : `all ${names.length} names tried (${names.join(', ')})`}`;
       const q = i.serviceQuery;
       if (q && i.namespaces && !i.namespaces.includes(q.namespace)) {
-        v.next.push(`namespace "${q.namespace}" does not exist${q.namespaceImplied ? ` (it is this pod's namespace, from the first search domain)` : ''}`);
+        v.next.push(
+          `namespace "${q.namespace}" does not exist${q.namespaceImplied ? ` (it is this pod's namespace, from the first search domain)` : ''}`,
+        );
       }
       if (q) {
         v.next.push(`check the Service name and namespace: kubectl get svc -A | grep ${q.service}`);
-        if (q.namespaceImplied) v.next.push(`a Service in another namespace needs its namespace: ${q.service}.<namespace> (the search list only completes names in ${q.namespace})`);
+        if (q.namespaceImplied)
+          v.next.push(
+            `a Service in another namespace needs its namespace: ${q.service}.<namespace> (the search list only completes names in ${q.namespace})`,
+          );
       } else {
-        v.next.push('check the spelling; for an external name, check the upstream the cluster DNS forwards to (the forward plugin in the Corefile)');
+        v.next.push(
+          'check the spelling; for an external name, check the upstream the cluster DNS forwards to (the forward plugin in the Corefile)',
+        );
       }
       if (!i.cluster) v.next.push('run again with --kubeconfig to have similar Service names suggested');
       break;
@@ -137,46 +155,73 @@ export function buildVerdict(i: VerdictInput): VerdictJson {
       if (cnameOnly) {
         // The A and AAAA replies carry the same chain: each link once.
         const seen = new Set<string>();
-        const chain = decided!.result!.types
-          .flatMap((t) => (t.reply ? t.reply.answers.filter((rr) => rr.type === 5) : []))
+        const chain = decided!
+          .result!.types.flatMap((t) => (t.reply ? t.reply.answers.filter((rr) => rr.type === 5) : []))
           .filter((rr) => !seen.has(rdataText(rr)) && seen.add(rdataText(rr)) !== undefined);
         const target = chain.length > 0 ? rdataText(chain[chain.length - 1]!) : '';
         v.summary = `${decidedName} is a CNAME${chain.length ? ` to ${chain.map(rdataText).join(' -> ')}` : ''} and no ${typesText} record came with it: the resolver stops there and the application gets no address`;
         v.answers = chain.map(rdataText);
         // glibc (checked with 2.36): getaddrinfo(AF_UNSPEC) reports a CNAME-only answer as EAI_NONAME, one family as EAI_NODATA.
         if (i.qtypes.includes(1) && i.qtypes.includes(28)) v.applicationError = applicationError('nxdomain');
-        if (target) v.next.push(`ask for the target itself: dig ${target} ${i.qtypes.map(typeToString).join(' ')} (the DNS server could not resolve it, or it has no ${typesText} record)`);
-        v.next.push('an ExternalName Service answers with a CNAME only: check the name it points to and that the cluster DNS can resolve it (its forward upstream)');
+        if (target)
+          v.next.push(
+            `ask for the target itself: dig ${target} ${i.qtypes.map(typeToString).join(' ')} (the DNS server could not resolve it, or it has no ${typesText} record)`,
+          );
+        v.next.push(
+          'an ExternalName Service answers with a CNAME only: check the name it points to and that the cluster DNS can resolve it (its forward upstream)',
+        );
         break;
       }
       v.summary = `${decidedName} exists but has no ${typesText} records (NOERROR with an empty answer)`;
       // The name was meant as a Service (every cluster name got NXDOMAIN) and only the name as
       // it is, outside the cluster, exists: the typo is the likely cause, not the records.
-      const clusterMiss = q !== null && !inCluster && sent.some((st) => st.result?.outcome === 'nxdomain' && st.candidate.name.toLowerCase().endsWith(`.${clusterDomain}.`));
+      const clusterMiss =
+        q !== null &&
+        !inCluster &&
+        sent.some(
+          (st) => st.result?.outcome === 'nxdomain' && st.candidate.name.toLowerCase().endsWith(`.${clusterDomain}.`),
+        );
       if (clusterMiss) {
-        v.next.push(`${i.name} is not a Service in the cluster: ${sent.filter((st) => st.result?.outcome === 'nxdomain').map((st) => st.candidate.name).join(', ')} got NXDOMAIN`);
+        v.next.push(
+          `${i.name} is not a Service in the cluster: ${sent
+            .filter((st) => st.result?.outcome === 'nxdomain')
+            .map((st) => st.candidate.name)
+            .join(', ')} got NXDOMAIN`,
+        );
         v.next.push(`check the Service name and namespace: kubectl get svc -A | grep ${q.service}`);
         if (!i.cluster) v.next.push('run again with --kubeconfig to have similar Service names suggested');
-        v.next.push(`${decidedName} itself exists outside the cluster (the server's next plugin or upstream answered it without addresses): that is why the application sees NO_DATA rather than "no such name"`);
+        v.next.push(
+          `${decidedName} itself exists outside the cluster (the server's next plugin or upstream answered it without addresses): that is why the application sees NO_DATA rather than "no such name"`,
+        );
         break;
       }
       if (!inCluster) {
-        v.next.push(`${decidedName} is not a cluster name: its own DNS has no ${typesText} record for it (ask the upstream directly: dig ${decidedName} ${i.qtypes.map(typeToString).join(' ')})`);
+        v.next.push(
+          `${decidedName} is not a cluster name: its own DNS has no ${typesText} record for it (ask the upstream directly: dig ${decidedName} ${i.qtypes.map(typeToString).join(' ')})`,
+        );
       }
       v.next.push(
         'a headless Service (clusterIP: None) answers with its ready endpoints: with none ready there are no records' +
           (q ? ` (kubectl -n ${q.namespace} get endpointslices -l kubernetes.io/service-name=${q.service})` : ''),
       );
-      v.next.push('a single-stack Service has no record of the other family: an IPv4-only Service has no AAAA, an IPv6-only one no A');
+      v.next.push(
+        'a single-stack Service has no record of the other family: an IPv4-only Service has no AAAA, an IPv6-only one no A',
+      );
       v.next.push('an ExternalName Service answers with a CNAME only: check the name it points to');
       break;
     }
     case 'servfail': {
       v.summary = `${servingServers(decided).join(', ') || 'the nameserver'} answered SERVFAIL for ${decidedName}: the DNS server got the query but could not answer it`;
       if (brokenLine) v.next.push(brokenLine);
-      v.next.push(`check the DNS pods' logs: kubectl -n ${DNS_NAMESPACE} logs -l ${DNS_POD_SELECTOR} (the errors plugin logs each failure with its upstream)`);
-      v.next.push(`check the upstream in the Corefile's forward line (kubectl -n ${DNS_NAMESPACE} get configmap coredns -o yaml) and that the DNS pods can reach it`);
-      v.next.push("for cluster names: the kubernetes plugin's connection to the API server (list/watch errors in the logs, /ready on :8181)");
+      v.next.push(
+        `check the DNS pods' logs: kubectl -n ${DNS_NAMESPACE} logs -l ${DNS_POD_SELECTOR} (the errors plugin logs each failure with its upstream)`,
+      );
+      v.next.push(
+        `check the upstream in the Corefile's forward line (kubectl -n ${DNS_NAMESPACE} get configmap coredns -o yaml) and that the DNS pods can reach it`,
+      );
+      v.next.push(
+        "for cluster names: the kubernetes plugin's connection to the API server (list/watch errors in the logs, /ready on :8181)",
+      );
       break;
     }
     case 'timeout': {
@@ -186,7 +231,9 @@ export function buildVerdict(i: VerdictInput): VerdictJson {
       v.next.push(
         `the path to ${i.servers.join(', ')}: the ${DNS_SERVICE} Service, its endpoints and its pods (kubectl -n ${DNS_NAMESPACE} get svc,endpointslices,pods -l k8s-app=kube-dns)`,
       );
-      v.next.push('kube-proxy and conntrack on the node: the iptables/IPVS rules for the ClusterIP, conntrack -S (insert_failed, drop)');
+      v.next.push(
+        'kube-proxy and conntrack on the node: the iptables/IPVS rules for the ClusterIP, conntrack -S (insert_failed, drop)',
+      );
       v.next.push(`NetworkPolicy: the pod's egress to ${DNS_NAMESPACE} on UDP and TCP port 53`);
       break;
     }
@@ -194,22 +241,34 @@ export function buildVerdict(i: VerdictInput): VerdictJson {
       v.summary = `nothing listens on ${i.servers.join(', ')}: connection refused (ICMP port unreachable)`;
       if (brokenLine) v.next.push(brokenLine);
       if (i.serversFrom === '--server') v.next.push('check the address and port given to --server');
-      v.next.push(`a ClusterIP without ready endpoints is rejected by kube-proxy: check the ${DNS_SERVICE} endpoints and pods`);
-      v.next.push('a node-local cache (169.254.20.10) that is not running: check the node-local-dns DaemonSet on this node');
+      v.next.push(
+        `a ClusterIP without ready endpoints is rejected by kube-proxy: check the ${DNS_SERVICE} endpoints and pods`,
+      );
+      v.next.push(
+        'a node-local cache (169.254.20.10) that is not running: check the node-local-dns DaemonSet on this node',
+      );
       break;
     }
     case 'rejected': {
-      const rcodes = decided?.result?.types.map((t) => (t.reply ? t.reply.rcode : null)).filter((x) => x !== null) ?? [];
+      const rcodes =
+        decided?.result?.types.map((t) => (t.reply ? t.reply.rcode : null)).filter((x) => x !== null) ?? [];
       v.summary = `${servingServers(decided).join(', ') || 'the nameserver'} rejected the query for ${decidedName} (rcode ${rcodes.join('/')})`;
-      v.next.push('REFUSED: the server serves no zone for this name (the Corefile server blocks and their zones) or an ACL denies this client');
-      v.next.push('NOTIMP/FORMERR: the server does not understand the query (EDNS options, an old or broken forwarder)');
+      v.next.push(
+        'REFUSED: the server serves no zone for this name (the Corefile server blocks and their zones) or an ACL denies this client',
+      );
+      v.next.push(
+        'NOTIMP/FORMERR: the server does not understand the query (EDNS options, an old or broken forwarder)',
+      );
       break;
     }
     default: {
       const step = decided;
       const why = step?.candidate.invalid ?? step?.result?.types.find((t) => t.error)?.error ?? 'unknown error';
       const nothingSent = sent.every((st) => st.result!.types.every((t) => t.tries.length === 0));
-      v.summary = nothingSent && i.conf.attempts === 0 ? 'the lookup failed at once: no query was sent (options attempts:0)' : `the lookup failed: ${why}`;
+      v.summary =
+        nothingSent && i.conf.attempts === 0
+          ? 'the lookup failed at once: no query was sent (options attempts:0)'
+          : `the lookup failed: ${why}`;
       if (brokenLine) v.next.push(brokenLine);
     }
   }
@@ -218,8 +277,14 @@ export function buildVerdict(i: VerdictInput): VerdictJson {
   else v.next.push(...didYouMean);
   for (const s of sent) {
     const o = s.result!.outcome;
-    if (s !== decided && s !== walk.answeredBy && (o === 'timeout' || o === 'rejected' || o === 'error' || o === 'unreachable')) {
-      const lost = walk.steps.filter((x) => x.candidate.phase === 'search' && x.skipped && x.skipped.includes('abandoned')).map((x) => x.candidate.name);
+    if (
+      s !== decided &&
+      s !== walk.answeredBy &&
+      (o === 'timeout' || o === 'rejected' || o === 'error' || o === 'unreachable')
+    ) {
+      const lost = walk.steps
+        .filter((x) => x.candidate.phase === 'search' && x.skipped && x.skipped.includes('abandoned'))
+        .map((x) => x.candidate.name);
       v.notes.push(
         lost.length
           ? `${s.candidate.name} got a ${o === 'rejected' ? 'refusal' : o}, so the search list was abandoned: ${lost.join(', ')} ${lost.length === 1 ? 'was' : 'were'} never asked for, and with a healthy server one of them might have answered`
@@ -234,6 +299,7 @@ export function buildVerdict(i: VerdictInput): VerdictJson {
     );
   }
   for (const p of i.conf.problems) v.notes.push(`${i.conf.file}${p.line ? `:${p.line}` : ''}: ${p.message}`);
-  if (status !== 'resolved' && i.conf.attempts === 0) v.next.unshift('resolv.conf sets attempts:0: no query is ever sent; remove it');
+  if (status !== 'resolved' && i.conf.attempts === 0)
+    v.next.unshift('resolv.conf sets attempts:0: no query is ever sent; remove it');
   return v;
 }

@@ -38,7 +38,12 @@ export interface WalkResult {
 
 const CONTINUES: ReadonlySet<CandidateOutcome> = new Set(['nxdomain', 'nodata', 'servfail']);
 
-export async function walkCandidates(plan: CandidatePlan, qtypes: number[], settings: LookupSettings, timeoutFloorMs = 1000): Promise<WalkResult> {
+export async function walkCandidates(
+  plan: CandidatePlan,
+  qtypes: number[],
+  settings: LookupSettings,
+  timeoutFloorMs = 1000,
+): Promise<WalkResult> {
   const started = performance.now();
   const steps: WalkStep[] = plan.candidates.map((candidate) => ({ candidate, result: null, elapsedMs: 0 }));
   let asIsFirst: WalkStep | null = null;
@@ -103,11 +108,23 @@ export async function walkCandidates(plan: CandidatePlan, qtypes: number[], sett
 
   // glibc's final h_errno when nothing answered.
   const decidedBy = asIsFirst ?? firstNodata ?? firstServfail ?? last;
-  const final: CandidateOutcome = asIsFirst ? asIsFirst.result!.outcome : firstNodata ? 'nodata' : firstServfail ? 'servfail' : (last?.result?.outcome ?? 'error');
+  const final: CandidateOutcome = asIsFirst
+    ? asIsFirst.result!.outcome
+    : firstNodata
+      ? 'nodata'
+      : firstServfail
+        ? 'servfail'
+        : (last?.result?.outcome ?? 'error');
   return finish(steps, null, final, decidedBy, started);
 }
 
-function finish(steps: WalkStep[], answeredBy: WalkStep | null, final: CandidateOutcome, decidedBy: WalkStep | null, started: number): WalkResult {
+function finish(
+  steps: WalkStep[],
+  answeredBy: WalkStep | null,
+  final: CandidateOutcome,
+  decidedBy: WalkStep | null,
+  started: number,
+): WalkResult {
   if (answeredBy) {
     let after = false;
     for (const s of steps) {

@@ -55,7 +55,7 @@ export function formatIPv6(b: Buffer, off = 0): string {
   for (let i = 0; i < 8; i++) g.push(b.readUInt16BE(off + i * 2));
   let bestStart = -1;
   let bestLen = 0;
-  for (let i = 0; i < 8; ) {
+  for (let i = 0; i < 8;) {
     if (g[i] !== 0) {
       i++;
       continue;
@@ -71,7 +71,10 @@ export function formatIPv6(b: Buffer, off = 0): string {
   const hex = (x: number) => x.toString(16);
   if (bestStart < 0) return g.map(hex).join(':');
   const a = g.slice(0, bestStart).map(hex).join(':');
-  const z = g.slice(bestStart + bestLen).map(hex).join(':');
+  const z = g
+    .slice(bestStart + bestLen)
+    .map(hex)
+    .join(':');
   return `${a}::${z}`;
 }
 

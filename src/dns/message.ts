@@ -12,11 +12,25 @@ export interface Question {
   class: number;
 }
 
-export interface AddressData { address: string }
-export interface TargetData { target: string }
-export interface MxData { preference: number; exchange: string }
-export interface TxtData { texts: string[] }
-export interface SrvData { priority: number; weight: number; port: number; target: string }
+export interface AddressData {
+  address: string;
+}
+export interface TargetData {
+  target: string;
+}
+export interface MxData {
+  preference: number;
+  exchange: string;
+}
+export interface TxtData {
+  texts: string[];
+}
+export interface SrvData {
+  priority: number;
+  weight: number;
+  port: number;
+  target: string;
+}
 export interface SoaData {
   mname: string;
   rname: string;
@@ -26,7 +40,9 @@ export interface SoaData {
   expire: number;
   minimum: number;
 }
-export interface OpaqueData { raw: Buffer }
+export interface OpaqueData {
+  raw: Buffer;
+}
 export type RecordData = AddressData | TargetData | MxData | TxtData | SrvData | SoaData | OpaqueData;
 
 export interface ResourceRecord {
@@ -37,7 +53,10 @@ export interface ResourceRecord {
   data: RecordData;
 }
 
-export interface EdnsOption { code: number; data: Buffer }
+export interface EdnsOption {
+  code: number;
+  data: Buffer;
+}
 
 export interface Edns {
   udpSize: number;
@@ -356,7 +375,7 @@ export class WireWriter {
     if (fq.length > MAX_NAME_WIRE - 1) throw new NameError(`name longer than 255 octets: "${name.slice(0, 40)}..."`);
     const exact = FAST_KEY + fq;
     this.ensure(fq.length + 1);
-    for (let start = 0; start < fq.length; ) {
+    for (let start = 0; start < fq.length;) {
       const key = start === 0 ? exact : FAST_KEY + exact.slice(start + 1);
       if (compress) {
         const ptr = this.table.get(key);
@@ -401,7 +420,8 @@ function plainName(name: string): boolean {
  */
 function suffixKey(labels: Buffer[], from: number): string {
   let k = '';
-  for (let i = from; i < labels.length; i++) k += String.fromCharCode(labels[i]!.length) + labels[i]!.latin1Slice(0, labels[i]!.length);
+  for (let i = from; i < labels.length; i++)
+    k += String.fromCharCode(labels[i]!.length) + labels[i]!.latin1Slice(0, labels[i]!.length);
   return k;
 }
 
@@ -594,4 +614,3 @@ export function encodeMessage(m: Message, opts: EncodeOptions = {}): Buffer {
   w.buf.writeUInt16BE(counts[2]!, 10);
   return w.result();
 }
-

@@ -43,11 +43,7 @@ export function parseIPv6(s: string): Uint8Array | null {
     if (!last.includes('.')) return groups;
     const v4 = parseIPv4(last);
     if (!v4) return null;
-    return [
-      ...groups.slice(0, -1),
-      ((v4[0] << 8) | v4[1]).toString(16),
-      ((v4[2] << 8) | v4[3]).toString(16),
-    ];
+    return [...groups.slice(0, -1), ((v4[0] << 8) | v4[1]).toString(16), ((v4[2] << 8) | v4[3]).toString(16)];
   };
   if (tail.length > 0 || dbl !== -1) {
     const t = expandV4(tail);
@@ -95,7 +91,7 @@ export function formatIPv6(b: Uint8Array): string {
   for (let i = 0; i < 8; i++) groups.push((b[2 * i] << 8) | b[2 * i + 1]);
   let bestStart = -1;
   let bestLen = 0;
-  for (let i = 0; i < 8; ) {
+  for (let i = 0; i < 8;) {
     if (groups[i] !== 0) {
       i++;
       continue;
@@ -109,8 +105,14 @@ export function formatIPv6(b: Uint8Array): string {
     i = j;
   }
   if (bestLen < 2) return groups.map((g) => g.toString(16)).join(':');
-  const left = groups.slice(0, bestStart).map((g) => g.toString(16)).join(':');
-  const right = groups.slice(bestStart + bestLen).map((g) => g.toString(16)).join(':');
+  const left = groups
+    .slice(0, bestStart)
+    .map((g) => g.toString(16))
+    .join(':');
+  const right = groups
+    .slice(bestStart + bestLen)
+    .map((g) => g.toString(16))
+    .join(':');
   return `${left}::${right}`;
 }
 

@@ -60,7 +60,8 @@ function checkName(name: string): string {
 }
 
 function u(text: string | undefined, max: number, what: string): number {
-  if (text === undefined || !/^\d+$/.test(text) || Number(text) > max) throw new RecordTextError(`bad ${what} "${text ?? ''}"`);
+  if (text === undefined || !/^\d+$/.test(text) || Number(text) > max)
+    throw new RecordTextError(`bad ${what} "${text ?? ''}"`);
   return Number(text);
 }
 
@@ -132,7 +133,8 @@ function rdata(type: number, rd: string[], origin: string): RecordData {
   if (rd[0] === '\\#') {
     const len = u(rd[1], 0xffff, 'RDATA length');
     const hex = rd.slice(2).join('');
-    if (!/^([0-9a-fA-F]{2})*$/.test(hex) || hex.length / 2 !== len) throw new RecordTextError('RFC 3597 RDATA does not match its length');
+    if (!/^([0-9a-fA-F]{2})*$/.test(hex) || hex.length / 2 !== len)
+      throw new RecordTextError('RFC 3597 RDATA does not match its length');
     return { raw: Buffer.from(hex, 'hex') };
   }
   const want = (n: number) => {

@@ -58,11 +58,18 @@ export async function inClusterConnection(opts: InClusterOptions = {}): Promise<
       'in-cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set (not running in a Pod? use kubeconfig or endpoint)',
     );
   }
-  const server = parseServerUrl(`https://${host.includes(':') ? `[${host}]` : host}:${port}`, 'in-cluster: KUBERNETES_SERVICE_HOST/PORT');
+  const server = parseServerUrl(
+    `https://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    'in-cluster: KUBERNETES_SERVICE_HOST/PORT',
+  );
   const tokenFile = opts.tokenFile ?? `${SERVICE_ACCOUNT_DIR}/token`;
   const caFile = opts.caFile ?? `${SERVICE_ACCOUNT_DIR}/ca.crt`;
   const ca = await readConfigFile(caFile, 'in-cluster: service account CA');
-  const tokens = new FileTokenSource(tokenFile, opts.tokenRefreshMs ?? DEFAULT_TOKEN_REFRESH_MS, 'in-cluster: service account token');
+  const tokens = new FileTokenSource(
+    tokenFile,
+    opts.tokenRefreshMs ?? DEFAULT_TOKEN_REFRESH_MS,
+    'in-cluster: service account token',
+  );
   await tokens.token(); // fail now, with a clear message, rather than on the first request
   let namespace: string | undefined;
   try {
@@ -128,7 +135,8 @@ export async function kubeconfigConnection(file: string, context?: string): Prom
   };
   if (namespace) conn.namespace = namespace;
   const skip = cluster['insecure-skip-tls-verify'];
-  if (skip !== undefined && typeof skip !== 'boolean') throw new KubeConfigError(`${cf('insecure-skip-tls-verify')}: must be true or false`);
+  if (skip !== undefined && typeof skip !== 'boolean')
+    throw new KubeConfigError(`${cf('insecure-skip-tls-verify')}: must be true or false`);
   if (skip) conn.insecureSkipTLSVerify = true;
   const tlsServerName = optString(cluster, 'tls-server-name', cf('tls-server-name'));
   if (tlsServerName) conn.tlsServerName = tlsServerName;
@@ -140,13 +148,19 @@ export async function kubeconfigConnection(file: string, context?: string): Prom
   conn.cert = await dataOrFile(user, 'client-certificate', uf, rel);
   conn.key = await dataOrFile(user, 'client-key', uf, rel);
   if ((conn.cert === undefined) !== (conn.key === undefined)) {
-    throw new KubeConfigError(`${uf(conn.cert ? 'client-key' : 'client-certificate')}: missing (client certificate and key go together)`);
+    throw new KubeConfigError(
+      `${uf(conn.cert ? 'client-key' : 'client-certificate')}: missing (client certificate and key go together)`,
+    );
   }
   if (user['auth-provider'] !== undefined) {
-    throw new KubeConfigError(`${uf('auth-provider')}: auth-provider plugins are not supported; use an exec credential plugin`);
+    throw new KubeConfigError(
+      `${uf('auth-provider')}: auth-provider plugins are not supported; use an exec credential plugin`,
+    );
   }
   if (user.username !== undefined || user.password !== undefined) {
-    throw new KubeConfigError(`${uf('username')}: basic authentication is not supported by Kubernetes any more; use a token or client certificate`);
+    throw new KubeConfigError(
+      `${uf('username')}: basic authentication is not supported by Kubernetes any more; use a token or client certificate`,
+    );
   }
 
   const token = optString(user, 'token', uf('token'));
@@ -212,7 +226,9 @@ export class FileTokenSource {
     } catch (err) {
       // A rotation in progress can briefly remove the file; the old token is usually still valid.
       if (this.#cached !== undefined) return this.#cached;
-      throw new KubeConfigError(`${this.label}: cannot read token file ${this.file}: ${errorMessage(err)}`, { cause: err });
+      throw new KubeConfigError(`${this.label}: cannot read token file ${this.file}: ${errorMessage(err)}`, {
+        cause: err,
+      });
     }
   }
 }
@@ -243,7 +259,9 @@ function parseExecConfig(exec: Record<string, unknown>, uf: (f: string) => strin
   const command = reqString(exec, 'command', uf('exec.command'));
   const apiVersion = reqString(exec, 'apiVersion', uf('exec.apiVersion'));
   if (!apiVersion.startsWith('client.authentication.k8s.io/')) {
-    throw new KubeConfigError(`${uf('exec.apiVersion')}: "${apiVersion}" is not a client.authentication.k8s.io version`);
+    throw new KubeConfigError(
+      `${uf('exec.apiVersion')}: "${apiVersion}" is not a client.authentication.k8s.io version`,
+    );
   }
   const argsRaw = exec.args ?? [];
   if (!Array.isArray(argsRaw) || !argsRaw.every((a): a is string => typeof a === 'string')) {
@@ -260,7 +278,9 @@ function parseExecConfig(exec: Record<string, unknown>, uf: (f: string) => strin
   }
   const interactiveMode = optString(exec, 'interactiveMode', uf('exec.interactiveMode'));
   if (interactiveMode === 'Always') {
-    throw new KubeConfigError(`${uf('exec.interactiveMode')}: Always needs a terminal; clusterdns runs non-interactively`);
+    throw new KubeConfigError(
+      `${uf('exec.interactiveMode')}: Always needs a terminal; clusterdns runs non-interactively`,
+    );
   }
   // client-go: a command path with a separator is relative to the kubeconfig's directory.
   const resolved = !isAbsolute(command) && command.includes('/') ? resolve(baseDir, command) : command;
@@ -309,7 +329,12 @@ class ExecCredentialPlugin {
       execFile(command, args, { env, timeout: EXEC_TIMEOUT_MS, maxBuffer: 4 << 20 }, (err, out, errOut) => {
         if (err) {
           const detail = errOut.trim().split('\n').slice(-3).join(' | ');
-          fail(new KubeConfigError(`${label}: running "${command}" failed: ${err.message.split('\n')[0]}${detail ? `: ${detail}` : ''}`, { cause: err }));
+          fail(
+            new KubeConfigError(
+              `${label}: running "${command}" failed: ${err.message.split('\n')[0]}${detail ? `: ${detail}` : ''}`,
+              { cause: err },
+            ),
+          );
         } else ok(out);
       });
     });
@@ -317,13 +342,18 @@ class ExecCredentialPlugin {
     try {
       parsed = JSON.parse(stdout);
     } catch (err) {
-      throw new KubeConfigError(`${label}: "${command}" did not print an ExecCredential JSON object: ${contentFreeMessage(err)}`, { cause: err });
+      throw new KubeConfigError(
+        `${label}: "${command}" did not print an ExecCredential JSON object: ${contentFreeMessage(err)}`,
+        { cause: err },
+      );
     }
     if (!isRecord(parsed) || parsed.kind !== 'ExecCredential') {
       throw new KubeConfigError(`${label}: "${command}" output is not kind ExecCredential`);
     }
     if (parsed.apiVersion !== apiVersion) {
-      throw new KubeConfigError(`${label}: "${command}" answered apiVersion ${String(parsed.apiVersion)}, kubeconfig asked for ${apiVersion}`);
+      throw new KubeConfigError(
+        `${label}: "${command}" answered apiVersion ${String(parsed.apiVersion)}, kubeconfig asked for ${apiVersion}`,
+      );
     }
     const status = parsed.status;
     if (!isRecord(status)) throw new KubeConfigError(`${label}: ExecCredential from "${command}" has no status`);
@@ -334,11 +364,16 @@ class ExecCredentialPlugin {
       cred.key = Buffer.from(status.clientKeyData);
     }
     if (!cred.token && !cred.cert) {
-      throw new KubeConfigError(`${label}: ExecCredential from "${command}" has neither status.token nor status.clientCertificateData+clientKeyData`);
+      throw new KubeConfigError(
+        `${label}: ExecCredential from "${command}" has neither status.token nor status.clientCertificateData+clientKeyData`,
+      );
     }
     if (typeof status.expirationTimestamp === 'string') {
       const t = Date.parse(status.expirationTimestamp);
-      if (Number.isNaN(t)) throw new KubeConfigError(`${label}: status.expirationTimestamp "${status.expirationTimestamp}" is not a timestamp`);
+      if (Number.isNaN(t))
+        throw new KubeConfigError(
+          `${label}: status.expirationTimestamp "${status.expirationTimestamp}" is not a timestamp`,
+        );
       cred.expiresAt = t;
     }
     this.#cached = cred;

@@ -145,7 +145,9 @@ export class KubeClient {
     try {
       return JSON.parse(text) as unknown;
     } catch (err) {
-      throw new Error(`${path}: response is not JSON: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+      throw new Error(`${path}: response is not JSON: ${err instanceof Error ? err.message : String(err)}`, {
+        cause: err,
+      });
     }
   }
 
@@ -153,7 +155,12 @@ export class KubeClient {
    * GET a LIST, handing each element of `items` to `onItem` parsed, as the body arrives; resolves
    * with the rest of the list (`items` empty). Non-2xx throws KubeApiError.
    */
-  async listItems(path: string, query: Query, onItem: (item: unknown) => void, opts: { signal?: AbortSignal } = {}): Promise<unknown> {
+  async listItems(
+    path: string,
+    query: Query,
+    onItem: (item: unknown) => void,
+    opts: { signal?: AbortSignal } = {},
+  ): Promise<unknown> {
     const ex = await this.#open('GET', path, query, undefined, undefined, opts.signal, this.#requestTimeoutMs);
     try {
       const status = ex.res.statusCode ?? 0;
@@ -177,7 +184,11 @@ export class KubeClient {
           try {
             scanner.write(decoder.write(chunk));
           } catch (err) {
-            stop(err instanceof SyntaxError ? new Error(`${path}: a list item is not JSON: ${err.message}`, { cause: err }) : err);
+            stop(
+              err instanceof SyntaxError
+                ? new Error(`${path}: a list item is not JSON: ${err.message}`, { cause: err })
+                : err,
+            );
           }
         });
         res.on('end', () => {
@@ -269,10 +280,15 @@ export class KubeClient {
           else abort(new Error(`${path}: watch stream cut before its end`));
         });
         res.on('error', (err) =>
-          abort(signal.aborted ? signal.reason : new Error(`${path}: watch connection lost: ${err.message}`, { cause: err })),
+          abort(
+            signal.aborted
+              ? signal.reason
+              : new Error(`${path}: watch connection lost: ${err.message}`, { cause: err }),
+          ),
         );
         res.on('close', () => {
-          if (!res.complete) abort(signal.aborted ? signal.reason : new Error(`${path}: watch connection closed mid-stream`));
+          if (!res.complete)
+            abort(signal.aborted ? signal.reason : new Error(`${path}: watch connection closed mid-stream`));
         });
       });
     } catch (err) {
@@ -360,7 +376,9 @@ export class KubeClient {
         req.on('response', ok);
         req.on('error', (err) => fail(reason ?? err));
         if (socketTimeoutMs !== undefined) {
-          req.setTimeout(socketTimeoutMs, () => kill(new Error(`${method} ${path}: no answer within ${socketTimeoutMs} ms`)));
+          req.setTimeout(socketTimeoutMs, () =>
+            kill(new Error(`${method} ${path}: no answer within ${socketTimeoutMs} ms`)),
+          );
         }
         req.end(payload);
       });

@@ -55,7 +55,12 @@ export class ListItemScanner {
       if (c === QUOTE) {
         this.#inString = true;
       } else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
-        if (c === OPEN_BRACKET && this.#depth === 1 && this.#itemsDepth < 0 && ITEMS_KEY.test(this.#skeleton + buf.slice(segStart, i))) {
+        if (
+          c === OPEN_BRACKET &&
+          this.#depth === 1 &&
+          this.#itemsDepth < 0 &&
+          ITEMS_KEY.test(this.#skeleton + buf.slice(segStart, i))
+        ) {
           this.#skeleton += buf.slice(segStart, i + 1);
           segStart = -1;
           this.#itemsDepth = 2;
@@ -80,7 +85,8 @@ export class ListItemScanner {
     }
     if (segStart >= 0) this.#skeleton += buf.slice(segStart);
     this.#carry = this.#inItem ? buf.slice(itemStart) : '';
-    if (this.#carry.length > this.maxItemChars) throw new ListSyntaxError(`a list item is larger than ${this.maxItemChars} characters`);
+    if (this.#carry.length > this.maxItemChars)
+      throw new ListSyntaxError(`a list item is larger than ${this.maxItemChars} characters`);
   }
 
   /** The list without its items (`items` is empty), once the body has ended. */

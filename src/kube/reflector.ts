@@ -5,7 +5,16 @@
 import { isDeepStrictEqual } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { KubeApiError, ResponseTooLargeError, type KubeClient, type Query } from './http.js';
-import { describeObject, isList, isStatus, isWatchEvent, listMeta, objectKey, objectMeta, type Status } from './types.js';
+import {
+  describeObject,
+  isList,
+  isStatus,
+  isWatchEvent,
+  listMeta,
+  objectKey,
+  objectMeta,
+  type Status,
+} from './types.js';
 
 export interface Projected<T> {
   key: string;
@@ -382,15 +391,22 @@ export class Reflector<T> {
     let cont = '';
     let restarts = 0;
     for (;;) {
-      const query: Query = cont ? { limit: this.#o.pageSize ?? 500, continue: cont, ...this.#selectors() } : this.#firstPageQuery(consistent);
+      const query: Query = cont
+        ? { limit: this.#o.pageSize ?? 500, continue: cont, ...this.#selectors() }
+        : this.#firstPageQuery(consistent);
       let body: unknown;
       const into = next;
       try {
         // Items are projected as the body arrives; a list that fails drops `next` whole.
-        body = await this.#o.client.listItems(this.path, query, (item) => {
-          const p = this.#project(item);
-          if (p) into.set(p.key, p.value);
-        }, { signal });
+        body = await this.#o.client.listItems(
+          this.path,
+          query,
+          (item) => {
+            const p = this.#project(item);
+            if (p) into.set(p.key, p.value);
+          },
+          { signal },
+        );
       } catch (err) {
         if (cont && err instanceof KubeApiError && err.status === 410) {
           // The continue token outlived its snapshot: start over from a fresh map.
@@ -409,7 +425,12 @@ export class Reflector<T> {
           this.#warn(`${this.name}: ${err.message}; listing in pages from etcd from now on`);
           continue;
         }
-        if (!cont && !consistent && err instanceof KubeApiError && (err.status === 410 || err.status === 400 || err.status === 422)) {
+        if (
+          !cont &&
+          !consistent &&
+          err instanceof KubeApiError &&
+          (err.status === 410 || err.status === 400 || err.status === 422)
+        ) {
           // Our version is compacted away, or the server refuses the version parameters: read from etcd (client-go does the same at once).
           consistent = true;
           this.#rvUnavailable = true;
@@ -531,8 +552,11 @@ export class Reflector<T> {
       if (status?.code === 410 || status?.reason === 'Expired' || status?.reason === 'Gone') {
         throw new ResourceExpiredError(`${this.path}: ${status.message ?? 'resourceVersion expired'}`);
       }
-      const error = new Error(`${this.path}: watch ERROR event: ${status?.message ?? JSON.stringify(obj).slice(0, 200)} (code ${status?.code ?? '?'})`);
-      if (initial && !initial.done && (status?.code === 400 || status?.code === 422)) throw new KubeApiError(status.code, this.path, status, undefined);
+      const error = new Error(
+        `${this.path}: watch ERROR event: ${status?.message ?? JSON.stringify(obj).slice(0, 200)} (code ${status?.code ?? '?'})`,
+      );
+      if (initial && !initial.done && (status?.code === 400 || status?.code === 422))
+        throw new KubeApiError(status.code, this.path, status, undefined);
       throw error;
     }
     this.counters.events++;
@@ -665,7 +689,11 @@ function isExpired(err: Error): boolean {
  * resource versions), as client-go tells them: the `ResourceVersionTooLarge` cause (1.18.6+),
  * a Timeout whose cause says "Too large resource version" (1.17.0–1.18.5), or only the message (older).
  */
-function tooLargeError(path: string, status: Status | undefined, retryAfterMs: number | undefined): ResourceVersionTooLargeError | undefined {
+function tooLargeError(
+  path: string,
+  status: Status | undefined,
+  retryAfterMs: number | undefined,
+): ResourceVersionTooLargeError | undefined {
   if (!status) return undefined;
   const causes = Array.isArray(status.details?.causes) ? status.details.causes : [];
   const match =
@@ -674,7 +702,10 @@ function tooLargeError(path: string, status: Status | undefined, retryAfterMs: n
   if (!match) return undefined;
   const fromBody = status.details?.retryAfterSeconds;
   const retry = retryAfterMs ?? (typeof fromBody === 'number' && fromBody >= 0 ? fromBody * 1000 : undefined);
-  return new ResourceVersionTooLargeError(`${path}: ${status.message ?? 'Too large resource version'} (HTTP ${status.code ?? '?'})`, retry);
+  return new ResourceVersionTooLargeError(
+    `${path}: ${status.message ?? 'Too large resource version'} (HTTP ${status.code ?? '?'})`,
+    retry,
+  );
 }
 
 /** How a server without WatchList answers `sendInitialEvents`: 422 Invalid (1.27+, gate off) or 400 (older). */

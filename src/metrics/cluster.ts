@@ -5,7 +5,14 @@
 
 import cluster from 'node:cluster';
 import { readFileSync } from 'node:fs';
-import { metricsRegistry, metricsLoaded, promClient, registry, whenRegistryCreated, withoutInternalFamilies } from './registry.js';
+import {
+  metricsRegistry,
+  metricsLoaded,
+  promClient,
+  registry,
+  whenRegistryCreated,
+  withoutInternalFamilies,
+} from './registry.js';
 
 const REQ = 'clusterdns:metrics-req';
 const RES = 'clusterdns:metrics-res';
@@ -13,8 +20,16 @@ const RES = 'clusterdns:metrics-res';
 const PROM_REQ = 'prom-client:getMetricsReq';
 const PROM_RES = 'prom-client:getMetricsRes';
 
-interface MetricsRequest { type: typeof REQ; id: number }
-interface MetricsResponse { type: typeof RES; id: number; text?: string; error?: string }
+interface MetricsRequest {
+  type: typeof REQ;
+  id: number;
+}
+interface MetricsResponse {
+  type: typeof RES;
+  id: number;
+  text?: string;
+  error?: string;
+}
 
 let nextId = 0;
 const pending = new Map<number, (r: MetricsResponse) => void>();
@@ -68,7 +83,9 @@ export async function metricsText(): Promise<string> {
   });
 }
 
-type MetricJson = Awaited<ReturnType<InstanceType<ReturnType<typeof promClient>['Registry']>['getMetricsAsJSON']>>[number];
+type MetricJson = Awaited<
+  ReturnType<InstanceType<ReturnType<typeof promClient>['Registry']>['getMetricsAsJSON']>
+>[number];
 type Aggregator = 'sum' | 'first' | 'min' | 'max' | 'average';
 
 /**
@@ -83,7 +100,11 @@ const COMBINE: Record<string, Aggregator> = {
 
 /** Metrics the primary itself produces for the whole server (its own samples count too). */
 function primaryOwned(name: string): boolean {
-  return name.startsWith('process_') || name === 'coredns_kubernetes_rest_client_requests_total' || name === 'coredns_kubernetes_dns_programming_duration_seconds';
+  return (
+    name.startsWith('process_') ||
+    name === 'coredns_kubernetes_rest_client_requests_total' ||
+    name === 'coredns_kubernetes_dns_programming_duration_seconds'
+  );
 }
 
 function isCounting(m: MetricJson): boolean {
@@ -92,7 +113,11 @@ function isCounting(m: MetricJson): boolean {
 }
 
 /** The status page's gauges whose window="total" samples count since start, as counters do. */
-const STATUS_TOTALS = new Set(['clusterdns_status_responses', 'clusterdns_status_request_duration_seconds', 'clusterdns_status_cache']);
+const STATUS_TOTALS = new Set([
+  'clusterdns_status_responses',
+  'clusterdns_status_request_duration_seconds',
+  'clusterdns_status_cache',
+]);
 
 /** What of a worker's samples outlives it: counters, histograms and the status page's totals. */
 function lasting(metrics: MetricJson[]): MetricJson[] {
@@ -126,7 +151,13 @@ function wholeServerMemory(): MetricJson | null {
     if (pss === undefined) return null;
     total += pss;
   }
-  return { name: 'process_resident_memory_bytes', help: 'Resident memory size in bytes: with workers, the sum of every process\'s proportional set size (shared pages counted once).', type: 'gauge', aggregator: 'sum', values: [{ labels: {}, value: total }] } as unknown as MetricJson;
+  return {
+    name: 'process_resident_memory_bytes',
+    help: "Resident memory size in bytes: with workers, the sum of every process's proportional set size (shared pages counted once).",
+    type: 'gauge',
+    aggregator: 'sum',
+    values: [{ labels: {}, value: total }],
+  } as unknown as MetricJson;
 }
 
 /** What /metrics serves: metricsText() without the families kept for the status page only. */
@@ -148,7 +179,16 @@ export function servePrimaryMetrics(): void {
   let nextRequest = 0;
 
   const combine = (lists: MetricJson[][]): MetricJson[][] =>
-    lists.map((l) => l.map((m) => ({ ...m, aggregator: COMBINE[m.name] ?? (isCounting(m) ? 'sum' : (m as { aggregator?: Aggregator }).aggregator ?? 'sum') }) as MetricJson));
+    lists.map((l) =>
+      l.map(
+        (m) =>
+          ({
+            ...m,
+            aggregator:
+              COMBINE[m.name] ?? (isCounting(m) ? 'sum' : ((m as { aggregator?: Aggregator }).aggregator ?? 'sum')),
+          }) as MetricJson,
+      ),
+    );
 
   cluster.on('exit', (w) => {
     // A scrape waiting for this worker goes on without it (its last numbers count below).
@@ -158,7 +198,10 @@ export function servePrimaryMetrics(): void {
     // One step at a time, and awaited by a scrape: its numbers are in `dead` or in lastSeen, never in neither.
     deadUpdate = deadUpdate.then(async () => {
       const counting = lasting(last);
-      if (counting.length > 0) dead = await promClient().AggregatorRegistry.aggregate(combine([dead, counting])).getMetricsAsJSON();
+      if (counting.length > 0)
+        dead = await promClient()
+          .AggregatorRegistry.aggregate(combine([dead, counting]))
+          .getMetricsAsJSON();
       lastSeen.delete(w.id);
     });
   });
@@ -202,23 +245,26 @@ export function servePrimaryMetrics(): void {
     return prom.AggregatorRegistry.aggregate(combine(out)).metrics();
   };
 
-  cluster.on('message', (worker, m: MetricsRequest | { type?: string; requestId?: number; metrics?: MetricJson[][]; error?: string }) => {
-    if (!m) return;
-    if (m.type === PROM_RES) {
-      const r = m as { requestId: number; metrics?: MetricJson[][] };
-      const entry = waiting.get(r.requestId);
-      if (!entry || !entry.left.delete(worker.id)) return;
-      entry.got.set(worker.id, (r.metrics ?? []).flat());
-      if (entry.left.size === 0) entry.done();
-      return;
-    }
-    if (m.type !== REQ) return;
-    const req = m as MetricsRequest;
-    wholeServer().then(
-      (text) => worker.send({ type: RES, id: req.id, text } satisfies MetricsResponse),
-      (e: Error) => worker.send({ type: RES, id: req.id, error: e.message } satisfies MetricsResponse),
-    );
-  });
+  cluster.on(
+    'message',
+    (worker, m: MetricsRequest | { type?: string; requestId?: number; metrics?: MetricJson[][]; error?: string }) => {
+      if (!m) return;
+      if (m.type === PROM_RES) {
+        const r = m as { requestId: number; metrics?: MetricJson[][] };
+        const entry = waiting.get(r.requestId);
+        if (!entry || !entry.left.delete(worker.id)) return;
+        entry.got.set(worker.id, (r.metrics ?? []).flat());
+        if (entry.left.size === 0) entry.done();
+        return;
+      }
+      if (m.type !== REQ) return;
+      const req = m as MetricsRequest;
+      wholeServer().then(
+        (text) => worker.send({ type: RES, id: req.id, text } satisfies MetricsResponse),
+        (e: Error) => worker.send({ type: RES, id: req.id, error: e.message } satisfies MetricsResponse),
+      );
+    },
+  );
 }
 
 let ownDefaults = false;

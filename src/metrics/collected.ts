@@ -19,7 +19,13 @@ interface CollectedMetric {
   help: string;
   type: MetricKind;
   aggregator: 'sum' | 'max' | 'first';
-  get(): Promise<{ name: string; help: string; type: MetricKind; values: MetricValue<string>[]; aggregator: 'sum' | 'max' | 'first' }>;
+  get(): Promise<{
+    name: string;
+    help: string;
+    type: MetricKind;
+    values: MetricValue<string>[];
+    aggregator: 'sum' | 'max' | 'first';
+  }>;
   reset(): void;
 }
 
@@ -27,7 +33,13 @@ interface CollectedMetric {
  * Registers a metric once (module level); later calls with the same name are ignored. It
  * reaches the registry when that is created (registry.ts): declaring loads nothing.
  */
-export function defineCollected(name: string, help: string, type: MetricKind, collect: () => Sample[], aggregator: 'sum' | 'max' | 'first' = 'sum'): void {
+export function defineCollected(
+  name: string,
+  help: string,
+  type: MetricKind,
+  collect: () => Sample[],
+  aggregator: 'sum' | 'max' | 'first' = 'sum',
+): void {
   withRegistry((registry) => {
     if (registry.getSingleMetric(name)) return;
     const m: CollectedMetric = {
@@ -45,7 +57,14 @@ export function defineCollected(name: string, help: string, type: MetricKind, co
 }
 
 /** Expands non-cumulative bucket counts (last slot +Inf) into histogram samples. */
-export function histogramSamples(name: string, labels: Record<string, string | number>, bounds: readonly number[], counts: ArrayLike<number>, offset: number, sum: number): Sample[] {
+export function histogramSamples(
+  name: string,
+  labels: Record<string, string | number>,
+  bounds: readonly number[],
+  counts: ArrayLike<number>,
+  offset: number,
+  sum: number,
+): Sample[] {
   const out: Sample[] = [];
   let acc = 0;
   for (let i = 0; i < bounds.length; i++) {

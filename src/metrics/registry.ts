@@ -89,7 +89,7 @@ export function withoutInternalFamilies(text: string): string {
   if (internalFamilies.size === 0) return text;
   const out: string[] = [];
   for (const line of text.split('\n')) {
-    const name = line.startsWith('# ') ? line.split(' ', 3)[2] ?? '' : line.slice(0, line.search(/[{ ]|$/));
+    const name = line.startsWith('# ') ? (line.split(' ', 3)[2] ?? '') : line.slice(0, line.search(/[{ ]|$/));
     if (!internalFamilies.has(name)) out.push(line);
   }
   return out.join('\n');

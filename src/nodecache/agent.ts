@@ -119,13 +119,19 @@ export class NodeCacheAgent {
       throw new NodeCacheStartError((e as Error).message);
     }
     try {
-      const upstream = await resolveUpstreamService({ service: f.upstreamService, env: this.deps.env, kubeconfig: f.kubeconfig });
+      const upstream = await resolveUpstreamService({
+        service: f.upstreamService,
+        env: this.deps.env,
+        kubeconfig: f.kubeconfig,
+      });
       this.generator.clusterDns = upstream.ip;
       this.log.info(`cluster DNS (${f.upstreamService}) is ${upstream.ip}, from ${upstream.source}`);
     } catch (e) {
       // As k8s-dns-node-cache's NewCacheApp: only a template that forwards to it needs the address.
       if (sources.base.includes(PILLAR.clusterDns)) throw new NodeCacheStartError((e as Error).message);
-      this.log.warn(`Unable to lookup IP address of Upstream service ${f.upstreamService}: ${(e as Error).message}; ${sources.baseFrom} does not use ${PILLAR.clusterDns}, so starting without it`);
+      this.log.warn(
+        `Unable to lookup IP address of Upstream service ${f.upstreamService}: ${(e as Error).message}; ${sources.baseFrom} does not use ${PILLAR.clusterDns}, so starting without it`,
+      );
     }
 
     // Everything is checked before the node changes: the template, every plugin's options, and
@@ -142,14 +148,21 @@ export class NodeCacheAgent {
       config = parseConfig({ file: resolve(f.corefile), text, builtin: false }, f.dnsPort);
       prepared = await this.server.setUp(config);
     } catch (e) {
-      throw new NodeCacheStartError(e instanceof CorefileError || e instanceof CorefileSourceError ? e.message : `the generated Corefile does not load: ${(e as Error).message}`);
+      throw new NodeCacheStartError(
+        e instanceof CorefileError || e instanceof CorefileSourceError
+          ? e.message
+          : `the generated Corefile does not load: ${(e as Error).message}`,
+      );
     }
     const busy = await checkPorts(portsOf(config, prepared.listenAddresses()));
-    if (busy.length > 0) throw new NodeCacheStartError(`not starting; nothing on the node was changed: ${busy.join('; ')}`);
+    if (busy.length > 0)
+      throw new NodeCacheStartError(`not starting; nothing on the node was changed: ${busy.join('; ')}`);
 
     try {
       writeAtomically(f.corefile, text);
-      this.log.info(`wrote ${f.corefile} from the ${sources.baseFrom === 'built-in' ? 'built-in template' : `template ${sources.baseFrom}`}`);
+      this.log.info(
+        `wrote ${f.corefile} from the ${sources.baseFrom === 'built-in' ? 'built-in template' : `template ${sources.baseFrom}`}`,
+      );
     } catch (e) {
       throw new NodeCacheStartError(`cannot write ${f.corefile}: ${(e as Error).message}`);
     }
@@ -174,14 +187,22 @@ export class NodeCacheAgent {
 
     if (this.rules.length > 0) {
       const r = await this.ensureRules('start');
-      if (r.errors.length === 0) this.log.info(`iptables: ${this.rules.length} rules for ${f.localIPs.join(', ')} in place (${r.added.length} added)`);
-      else this.log.warn(`iptables: not every rule is in place (errors above); retrying every ${f.syncIntervalMs / 1000}s`);
+      if (r.errors.length === 0)
+        this.log.info(
+          `iptables: ${this.rules.length} rules for ${f.localIPs.join(', ')} in place (${r.added.length} added)`,
+        );
+      else
+        this.log.warn(
+          `iptables: not every rule is in place (errors above); retrying every ${f.syncIntervalMs / 1000}s`,
+        );
     }
     if (f.pidfile) writeFileSync(f.pidfile, `${process.pid}\n`);
 
     this.syncTimer = setInterval(() => void this.syncNetwork(), f.syncIntervalMs);
     this.configTimer = setInterval(() => void this.checkConfig(), this.deps.configPollMs ?? 2000);
-    this.log.info(`ready: serving DNS on ${f.localIPs.join(', ')}; re-checking ${f.setupInterface ? `interface ${f.interfaceName}` : 'nothing'}${this.rules.length ? ' and iptables' : ''} every ${f.syncIntervalMs / 1000}s`);
+    this.log.info(
+      `ready: serving DNS on ${f.localIPs.join(', ')}; re-checking ${f.setupInterface ? `interface ${f.interfaceName}` : 'nothing'}${this.rules.length ? ' and iptables' : ''} every ${f.syncIntervalMs / 1000}s`,
+    );
   }
 
   private arm(): void {
@@ -193,10 +214,14 @@ export class NodeCacheAgent {
   private reportInterface(r: EnsureResult, when: 'start' | 'sync'): void {
     const name = this.flags.interfaceName;
     if (r.created === 'bridge') {
-      this.log.warn(`this kernel has no dummy interface driver (${r.dummyRefused}); created ${name} as an empty bridge instead, which holds the local IPs the same way`);
+      this.log.warn(
+        `this kernel has no dummy interface driver (${r.dummyRefused}); created ${name} as an empty bridge instead, which holds the local IPs the same way`,
+      );
     } else if (r.created === 'dummy') this.log.info(`created dummy interface ${name}`);
     if (when === 'sync' && (r.created || r.addedAddresses.length)) {
-      this.log.info(`Added back interface ${name}${r.addedAddresses.length ? ` address ${r.addedAddresses.join(', ')}` : ''}`);
+      this.log.info(
+        `Added back interface ${name}${r.addedAddresses.length ? ` address ${r.addedAddresses.join(', ')}` : ''}`,
+      );
     } else if (r.addedAddresses.length) this.log.info(`added ${r.addedAddresses.join(', ')} to ${name}`);
   }
 
@@ -220,7 +245,8 @@ export class NodeCacheAgent {
       countSetupError(e.errorType);
       this.log.error(`iptables: ${e.message}`);
     }
-    if (when === 'sync') for (const rule of report.added) this.log.info(`Added back nodelocaldns rule - ${ruleText(rule)}`);
+    if (when === 'sync')
+      for (const rule of report.added) this.log.info(`Added back nodelocaldns rule - ${ruleText(rule)}`);
     return report;
   }
 
@@ -253,15 +279,21 @@ export class NodeCacheAgent {
         this.lastFingerprint = ''; // not written (a full disk): try again at the next poll
         throw e;
       }
-      this.log.info(`${generated.baseFrom === 'built-in' ? 'template inputs' : generated.baseFrom} changed; wrote ${this.flags.corefile}, reloading`);
+      this.log.info(
+        `${generated.baseFrom === 'built-in' ? 'template inputs' : generated.baseFrom} changed; wrote ${this.flags.corefile}, reloading`,
+      );
       await this.server.reload('nodecache: template changed');
       if (this.server.runtime?.config.source.text !== generated.text) {
         countSetupError('configmap');
-        this.log.error(`the regenerated ${this.flags.corefile} was not loaded (see the reload error above); still serving the previous configuration`);
+        this.log.error(
+          `the regenerated ${this.flags.corefile} was not loaded (see the reload error above); still serving the previous configuration`,
+        );
       }
     } catch (e) {
       countSetupError('configmap');
-      this.log.error(`cannot regenerate ${this.flags.corefile}: ${(e as Error).message}; still serving the previous configuration`);
+      this.log.error(
+        `cannot regenerate ${this.flags.corefile}: ${(e as Error).message}; still serving the previous configuration`,
+      );
     } finally {
       this.checkingConfig = false;
     }
@@ -283,7 +315,11 @@ export class NodeCacheAgent {
       if (teardown && this.flags.setupInterface) {
         try {
           const r = await this.netif.remove();
-          this.log.info(typeof r === 'string' ? `teardown: interface ${this.flags.interfaceName} ${r}` : `teardown: ${r.kept}; left in place`);
+          this.log.info(
+            typeof r === 'string'
+              ? `teardown: interface ${this.flags.interfaceName} ${r}`
+              : `teardown: ${r.kept}; left in place`,
+          );
         } catch (e) {
           this.log.error(`teardown: ${(e as Error).message}`);
         }
@@ -334,7 +370,9 @@ export class NodeCacheAgent {
       this.log.info(`teardown on exit: removed ${removed} iptables rules${link}`);
       if (this.flags.pidfile) rmSync(this.flags.pidfile, { force: true });
     } else {
-      this.log.info(`teardown on exit: removed what this start added${link ? ` (${link.slice(5)})` : ' (nothing)'}; what was there before is left alone`);
+      this.log.info(
+        `teardown on exit: removed what this start added${link ? ` (${link.slice(5)})` : ' (nothing)'}; what was there before is left alone`,
+      );
     }
   }
 }

@@ -35,7 +35,8 @@ export async function run(argv: string[]): Promise<void> {
     die(2, `-conf and -basecorefile are both ${flags.corefile}: the generated Corefile would overwrite its template`);
   }
   const log = nodecacheLogger();
-  if (flags.reloadWithSignal) log.info('-reloadwithsignal: accepted; the Corefile is always reloaded in-process when it is regenerated');
+  if (flags.reloadWithSignal)
+    log.info('-reloadwithsignal: accepted; the Corefile is always reloaded in-process when it is regenerated');
   const agent = new NodeCacheAgent(flags, { run: execRunner, runSync: execRunnerSync, log, env: process.env });
 
   const stop = () => {
@@ -58,5 +59,8 @@ export async function run(argv: string[]): Promise<void> {
     log.fatal((e as Error).message);
     process.exit(1);
   }
-  if (!flags.quiet) process.stdout.write(`${flags.localIPs.map((ip) => `${ip}:${flags.dnsPort}`).join('\n')}\nclusterdns-${VERSION} nodecache\n`);
+  if (!flags.quiet)
+    process.stdout.write(
+      `${flags.localIPs.map((ip) => `${ip}:${flags.dnsPort}`).join('\n')}\nclusterdns-${VERSION} nodecache\n`,
+    );
 }

@@ -174,7 +174,10 @@ export function parseSyncInterval(text: string): { ms: number; note?: string } {
     ms = Number(t.slice(0, -2)) * 1000;
     note = `-syncinterval ${t} read as ${t.slice(0, -2)}s, as k8s-dns-node-cache does (write "${t.slice(0, -2)}s")`;
   } else ms = parseDurationMs(t);
-  if (ms === null || !Number.isFinite(ms)) throw new NodeCacheFlagError(`invalid value "${text}" for -syncinterval: want a duration such as 60s or 1m, or plain seconds`);
+  if (ms === null || !Number.isFinite(ms))
+    throw new NodeCacheFlagError(
+      `invalid value "${text}" for -syncinterval: want a duration such as 60s or 1m, or plain seconds`,
+    );
   if (ms < 1000) throw new NodeCacheFlagError(`-syncinterval ${text} is too short: at least 1s`);
   if (ms > 24 * 3_600_000) throw new NodeCacheFlagError(`-syncinterval ${text} is too long: at most 24h`);
   return { ms, note };
@@ -182,20 +185,26 @@ export function parseSyncInterval(text: string): { ms: number; note?: string } {
 
 function parsePort(name: string, text: string): number {
   const n = /^\d+$/.test(text.trim()) ? Number(text.trim()) : NaN;
-  if (!Number.isInteger(n) || n < 1 || n > 65535) throw new NodeCacheFlagError(`invalid value "${text}" for -${name}: want a port number 1-65535`);
+  if (!Number.isInteger(n) || n < 1 || n > 65535)
+    throw new NodeCacheFlagError(`invalid value "${text}" for -${name}: want a port number 1-65535`);
   return n;
 }
 
 /** `-localip`: comma-separated, each a literal IP, all one family, no repeats. */
 export function parseLocalIPs(text: string): { ips: string[]; family: 4 | 6 } {
-  const ips = text.split(',').map((s) => s.trim()).filter((s) => s !== '');
-  if (ips.length === 0) throw new NodeCacheFlagError('-localip is required: the IPs to listen on, e.g. -localip 169.254.20.10,10.96.0.10');
+  const ips = text
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+  if (ips.length === 0)
+    throw new NodeCacheFlagError('-localip is required: the IPs to listen on, e.g. -localip 169.254.20.10,10.96.0.10');
   let family: 4 | 6 | 0 = 0;
   const seen = new Set<string>();
   for (const ip of ips) {
     const f = isIP(ip);
     if (f === 0) throw new NodeCacheFlagError(`-localip: "${ip}" is not an IP address`);
-    if (family !== 0 && f !== family) throw new NodeCacheFlagError(`-localip: ${ips.join(',')} mixes IPv4 and IPv6; all local IPs must be one family`);
+    if (family !== 0 && f !== family)
+      throw new NodeCacheFlagError(`-localip: ${ips.join(',')} mixes IPv4 and IPv6; all local IPs must be one family`);
     family = f as 4 | 6;
     if (seen.has(ip)) throw new NodeCacheFlagError(`-localip: ${ip} is given twice`);
     seen.add(ip);
@@ -217,17 +226,33 @@ export function parseNodeCacheFlags(argv: readonly string[], exists: (path: stri
   if (help || version) {
     return {
       ...base,
-      localIPs: [], family: 4, setupInterface: false, interfaceName: 'nodelocaldns', setupIptables: false, syncIntervalMs: 60_000,
-      metricsListenAddress: '', baseCorefile: '', baseCorefileExplicit: false, corefile: '', kubeDnsConfigDir: '',
-      kubeDnsConfigDirExplicit: false, upstreamService: 'kube-dns', healthPort: 8080, dnsPort: 53, skipTeardown: false,
-      reloadWithSignal: false, resolvConf: '/etc/resolv.conf', clusterDomain: 'cluster.local',
+      localIPs: [],
+      family: 4,
+      setupInterface: false,
+      interfaceName: 'nodelocaldns',
+      setupIptables: false,
+      syncIntervalMs: 60_000,
+      metricsListenAddress: '',
+      baseCorefile: '',
+      baseCorefileExplicit: false,
+      corefile: '',
+      kubeDnsConfigDir: '',
+      kubeDnsConfigDirExplicit: false,
+      upstreamService: 'kube-dns',
+      healthPort: 8080,
+      dnsPort: 53,
+      skipTeardown: false,
+      reloadWithSignal: false,
+      resolvConf: '/etc/resolv.conf',
+      clusterDomain: 'cluster.local',
     };
   }
   const { ips, family } = parseLocalIPs(v.get('localip') ?? '');
   const sync = parseSyncInterval(v.get('syncinterval') ?? '60s');
   const interfaceName = v.get('interfacename') ?? 'nodelocaldns';
   // The name goes to `ip` as an argument; still, refuse anything the kernel would not take.
-  if (!IFNAME.test(interfaceName)) throw new NodeCacheFlagError(`-interfacename "${interfaceName}": want 1-15 letters, digits, "_", "." or "-"`);
+  if (!IFNAME.test(interfaceName))
+    throw new NodeCacheFlagError(`-interfacename "${interfaceName}": want 1-15 letters, digits, "_", "." or "-"`);
   const upstreamService = v.get('upstreamsvc') ?? 'kube-dns';
   if (!/^([a-z0-9]([-a-z0-9]*[a-z0-9])?\/)?[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(upstreamService)) {
     throw new NodeCacheFlagError(`-upstreamsvc "${upstreamService}" is not a Service name (NAME or NAMESPACE/NAME)`);

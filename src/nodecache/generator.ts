@@ -62,7 +62,8 @@ function readOptional(path: string): string | null {
 
 export function readSources(o: GeneratorOptions): SourceTexts {
   const baseText = readOptional(o.baseCorefile);
-  if (baseText === null && o.baseCorefileExplicit) throw new CorefileSourceError(`-basecorefile ${o.baseCorefile} does not exist`);
+  if (baseText === null && o.baseCorefileExplicit)
+    throw new CorefileSourceError(`-basecorefile ${o.baseCorefile} does not exist`);
   const kubeDns = new Map<string, string>();
   if (o.kubeDnsConfigDir !== '') {
     for (const key of KUBE_DNS_KEYS) {
@@ -80,7 +81,11 @@ export function readSources(o: GeneratorOptions): SourceTexts {
 
 export function fingerprint(s: SourceTexts): string {
   const h = createHash('sha256');
-  h.update(s.baseFrom).update('\0').update(s.base).update('\0').update(s.resolvConf ?? '<none>');
+  h.update(s.baseFrom)
+    .update('\0')
+    .update(s.base)
+    .update('\0')
+    .update(s.resolvConf ?? '<none>');
   for (const [k, v] of s.kubeDns) h.update('\0').update(k).update('\0').update(v);
   return h.digest('hex');
 }
@@ -92,18 +97,28 @@ export function renderSources(s: SourceTexts, o: GeneratorOptions): GeneratedCor
   let upstreamServers: string[] = kd.upstreamNameservers;
   const fromKubeDns = upstreamServers.length > 0;
   if (!fromKubeDns && s.base.includes(PILLAR.upstreamServers)) {
-    if (s.resolvConf === null) throw new CorefileSourceError(`${o.resolvConf} does not exist; it names the node's resolvers for ${PILLAR.upstreamServers}`);
+    if (s.resolvConf === null)
+      throw new CorefileSourceError(
+        `${o.resolvConf} does not exist; it names the node's resolvers for ${PILLAR.upstreamServers}`,
+      );
     const rc = parseResolvConf(s.resolvConf);
     for (const p of rc.problems) warnings.push(`${o.resolvConf}:${p.line}: ${p.why}`);
     upstreamServers = rc.nameservers;
-    if (upstreamServers.length === 0) throw new CorefileSourceError(`${o.resolvConf} has no usable nameserver line; it names the node's resolvers for ${PILLAR.upstreamServers}`);
+    if (upstreamServers.length === 0)
+      throw new CorefileSourceError(
+        `${o.resolvConf} has no usable nameserver line; it names the node's resolvers for ${PILLAR.upstreamServers}`,
+      );
     const loopback = upstreamServers.filter((ns) => ns.startsWith('127.') || ns === '::1');
     if (loopback.length > 0) {
-      warnings.push(`${o.resolvConf} names ${loopback.join(', ')}, a local stub; if it forwards back to us the loop plugin stops the agent (point -resolvconf at the real upstream list, e.g. /run/systemd/resolve/resolv.conf)`);
+      warnings.push(
+        `${o.resolvConf} names ${loopback.join(', ')}, a local stub; if it forwards back to us the loop plugin stops the agent (point -resolvconf at the real upstream list, e.g. /run/systemd/resolve/resolv.conf)`,
+      );
     }
   }
   if (o.clusterDns === null && s.base.includes(PILLAR.clusterDns)) {
-    throw new CorefileSourceError(`${s.baseFrom} uses ${PILLAR.clusterDns}, but the address of ${o.clusterDnsSource ?? 'the upstream Service'} was not found at start (restart the agent once the Service exists)`);
+    throw new CorefileSourceError(
+      `${s.baseFrom} uses ${PILLAR.clusterDns}, but the address of ${o.clusterDnsSource ?? 'the upstream Service'} was not found at start (restart the agent once the Service exists)`,
+    );
   }
   const text = renderCorefile(s.base, {
     localIPs: o.localIPs,
@@ -115,7 +130,10 @@ export function renderSources(s: SourceTexts, o: GeneratorOptions): GeneratedCor
     dnsPort: o.dnsPort,
   });
   const left = /__PILLAR__[A-Z_]+__/.exec(text);
-  if (left) throw new CorefileSourceError(`${s.baseFrom}: unknown placeholder ${left[0]} (known: ${Object.values(PILLAR).join(', ')})`);
+  if (left)
+    throw new CorefileSourceError(
+      `${s.baseFrom}: unknown placeholder ${left[0]} (known: ${Object.values(PILLAR).join(', ')})`,
+    );
   return { text, fingerprint: fingerprint(s), baseFrom: s.baseFrom, warnings };
 }
 

@@ -30,12 +30,38 @@ export function nodeCacheRules(localIPs: readonly string[], dnsPort: number, hea
   const notrack = (chain: Chain, proto: 'tcp' | 'udp', dir: '-d' | '-s', ip: string, p: string): IptablesRule => ({
     table: 'raw',
     chain,
-    spec: ['-p', proto, dir, ip, dir === '-d' ? '--dport' : '--sport', p, '-m', 'comment', '--comment', COMMENT_SKIP_CONNTRACK, '-j', 'NOTRACK'],
+    spec: [
+      '-p',
+      proto,
+      dir,
+      ip,
+      dir === '-d' ? '--dport' : '--sport',
+      p,
+      '-m',
+      'comment',
+      '--comment',
+      COMMENT_SKIP_CONNTRACK,
+      '-j',
+      'NOTRACK',
+    ],
   });
   const accept = (chain: Chain, proto: 'tcp' | 'udp', dir: '-d' | '-s', ip: string): IptablesRule => ({
     table: 'filter',
     chain,
-    spec: ['-p', proto, dir, ip, dir === '-d' ? '--dport' : '--sport', port, '-m', 'comment', '--comment', COMMENT_ALLOW_DNS, '-j', 'ACCEPT'],
+    spec: [
+      '-p',
+      proto,
+      dir,
+      ip,
+      dir === '-d' ? '--dport' : '--sport',
+      port,
+      '-m',
+      'comment',
+      '--comment',
+      COMMENT_ALLOW_DNS,
+      '-j',
+      'ACCEPT',
+    ],
   });
   const out: IptablesRule[] = [];
   for (const ip of localIPs) {
@@ -167,12 +193,18 @@ export class Iptables {
   }
 
   private step(op: '-C' | '-I' | '-D', rule: IptablesRule): Step {
-    return { file: this.program, args: ['-w', String(this.waitSeconds), '-t', rule.table, op, rule.chain, ...rule.spec] };
+    return {
+      file: this.program,
+      args: ['-w', String(this.waitSeconds), '-t', rule.table, op, rule.chain, ...rule.spec],
+    };
   }
 
   private failure(step: Step, r: CommandResult): IptablesError {
     const type: IptablesErrorType = /holding the xtables lock/i.test(r.stderr) ? 'iptables_lock' : 'iptables';
-    const what = step.input !== undefined ? `${step.file} ${step.args.join(' ')}` : `${step.file} ${step.args.slice(2).map(quote).join(' ')}`;
+    const what =
+      step.input !== undefined
+        ? `${step.file} ${step.args.join(' ')}`
+        : `${step.file} ${step.args.slice(2).map(quote).join(' ')}`;
     return new IptablesError(`${what}: ${r.stderr.trim() || `exit status ${r.code}`}`, type);
   }
 
@@ -209,7 +241,8 @@ export class Iptables {
     let input = '';
     for (const table of new Set(lines.map((l) => l.rule.table))) {
       input += `*${table}\n`;
-      for (const l of lines) if (l.rule.table === table) input += `${l.op} ${l.rule.chain} ${l.rule.spec.map(quote).join(' ')}\n`;
+      for (const l of lines)
+        if (l.rule.table === table) input += `${l.op} ${l.rule.chain} ${l.rule.spec.map(quote).join(' ')}\n`;
       input += 'COMMIT\n';
     }
     return { file: this.restoreProgram, args: ['-w', String(this.waitSeconds), '--noflush'], input };

@@ -39,13 +39,18 @@ export function parseKubeDnsConfig(files: ReadonlyMap<string, string>): KubeDnsC
   const stub = files.get('stubDomains');
   if (stub !== undefined && stub.trim() !== '') {
     const parsed = parseJson('stubDomains', stub, problems);
-    if (parsed !== undefined && !isRecord(parsed)) problems.push('stubDomains: want a JSON object {"domain": ["IP", ...]}; ignored');
+    if (parsed !== undefined && !isRecord(parsed))
+      problems.push('stubDomains: want a JSON object {"domain": ["IP", ...]}; ignored');
     else if (isRecord(parsed)) {
       for (const [domain, servers] of Object.entries(parsed)) {
         const list = Array.isArray(servers) ? servers.filter((s): s is string => typeof s === 'string') : [];
         if (!DOMAIN.test(domain)) problems.push(`stubDomains: "${domain}" is not a domain name; ignored`);
-        else if (list.length === 0 || list.length !== (servers as unknown[]).length) problems.push(`stubDomains: ${domain}: want a list of IP addresses; ignored`);
-        else if (!list.every(validServer)) problems.push(`stubDomains: ${domain}: ${list.filter((s) => !validServer(s)).join(', ')} is not IP[:PORT]; ignored`);
+        else if (list.length === 0 || list.length !== (servers as unknown[]).length)
+          problems.push(`stubDomains: ${domain}: want a list of IP addresses; ignored`);
+        else if (!list.every(validServer))
+          problems.push(
+            `stubDomains: ${domain}: ${list.filter((s) => !validServer(s)).join(', ')} is not IP[:PORT]; ignored`,
+          );
         else stubDomains.set(domain.replace(/\.$/, ''), list);
       }
     }

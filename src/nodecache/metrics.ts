@@ -7,7 +7,13 @@ import { defineCollected } from '../metrics/collected.js';
 import { metricsRegistry, registry, withoutInternalFamilies } from '../metrics/registry.js';
 import { splitHostPort } from '../server/http.js';
 
-export const SETUP_ERROR_TYPES = ['iptables', 'iptables_lock', 'interface_add', 'interface_check', 'configmap'] as const;
+export const SETUP_ERROR_TYPES = [
+  'iptables',
+  'iptables_lock',
+  'interface_add',
+  'interface_check',
+  'configmap',
+] as const;
 export type SetupErrorType = (typeof SETUP_ERROR_TYPES)[number];
 
 const setupErrors = new Map<SetupErrorType, number>(SETUP_ERROR_TYPES.map((t) => [t, 0]));
@@ -23,8 +29,11 @@ export function setupErrorCount(type: SetupErrorType): number {
 export function defineNodeCacheMetrics(): void {
   // node-cache always serves its metrics: load the registry now, as before.
   metricsRegistry();
-  defineCollected('coredns_nodecache_setup_errors_total', 'The number of errors during periodic network setup for node-cache', 'counter', () =>
-    SETUP_ERROR_TYPES.map((t) => ({ labels: { errortype: t }, value: setupErrors.get(t) ?? 0 })),
+  defineCollected(
+    'coredns_nodecache_setup_errors_total',
+    'The number of errors during periodic network setup for node-cache',
+    'counter',
+    () => SETUP_ERROR_TYPES.map((t) => ({ labels: { errortype: t }, value: setupErrors.get(t) ?? 0 })),
   );
 }
 

@@ -100,19 +100,25 @@ export class NodeInterface {
         result.dummyRefused = oneLine(dummy.stderr);
         const bridge = yield this.ip('link', 'add', this.name, 'type', 'bridge');
         if (bridge.code !== 0) {
-          throw new InterfaceError(`cannot create ${this.name}: type dummy: ${result.dummyRefused}; type bridge: ${oneLine(bridge.stderr)}`, 'interface_add');
+          throw new InterfaceError(
+            `cannot create ${this.name}: type dummy: ${result.dummyRefused}; type bridge: ${oneLine(bridge.stderr)}`,
+            'interface_add',
+          );
         }
         result.created = 'bridge';
       }
       link = { kind: result.created, up: false };
     }
     const addrs = yield this.ip('-j', 'addr', 'show', 'dev', this.name);
-    if (addrs.code !== 0) throw new InterfaceError(`ip addr show ${this.name}: ${oneLine(addrs.stderr)}`, 'interface_check');
+    if (addrs.code !== 0)
+      throw new InterfaceError(`ip addr show ${this.name}: ${oneLine(addrs.stderr)}`, 'interface_check');
     const present = parseAddresses(addrs.stdout);
     for (const ip of this.localIPs) {
       if (present.has(ip)) continue;
       // nodad: an IPv6 address must be usable at once, not "tentative" for a second or two.
-      const add = yield ip.includes(':') ? this.ip('addr', 'add', `${ip}/128`, 'dev', this.name, 'nodad') : this.ip('addr', 'add', `${ip}/32`, 'dev', this.name);
+      const add = yield ip.includes(':')
+        ? this.ip('addr', 'add', `${ip}/128`, 'dev', this.name, 'nodad')
+        : this.ip('addr', 'add', `${ip}/32`, 'dev', this.name);
       if (add.code !== 0 && !/File exists|already assigned/i.test(add.stderr)) {
         throw new InterfaceError(`cannot add ${ip} to ${this.name}: ${oneLine(add.stderr)}`, 'interface_add');
       }
@@ -120,7 +126,8 @@ export class NodeInterface {
     }
     if (!link.up) {
       const up = yield this.ip('link', 'set', 'dev', this.name, 'up');
-      if (up.code !== 0) throw new InterfaceError(`cannot bring ${this.name} up: ${oneLine(up.stderr)}`, 'interface_add');
+      if (up.code !== 0)
+        throw new InterfaceError(`cannot bring ${this.name} up: ${oneLine(up.stderr)}`, 'interface_add');
       result.broughtUp = true;
     }
     return result;
@@ -142,7 +149,8 @@ export class NodeInterface {
       return { kept: `${this.name} is a ${link?.kind || 'physical'} link, not one we made` };
     }
     const del = yield this.ip('link', 'del', 'dev', this.name);
-    if (del.code !== 0 && !missingLink(del)) throw new InterfaceError(`cannot delete ${this.name}: ${oneLine(del.stderr)}`, 'interface_check');
+    if (del.code !== 0 && !missingLink(del))
+      throw new InterfaceError(`cannot delete ${this.name}: ${oneLine(del.stderr)}`, 'interface_check');
     return 'deleted';
   }
 

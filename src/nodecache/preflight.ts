@@ -82,8 +82,13 @@ export async function checkPorts(uses: readonly PortUse[]): Promise<string[]> {
     if (u.host !== '' && !local.has(host)) continue;
     const e = await tryBind(host, u.port, u.proto);
     if (!e || e.code === 'EADDRNOTAVAIL') continue;
-    const why = e.code === 'EADDRINUSE' ? 'address already in use (another node-cache, or another program, listens there)' : e.message;
-    problems.push(`${u.what}: cannot listen on ${u.host === '' ? '' : u.host.includes(':') ? `[${u.host}]` : u.host}:${u.port}/${u.proto}: ${why}`);
+    const why =
+      e.code === 'EADDRINUSE'
+        ? 'address already in use (another node-cache, or another program, listens there)'
+        : e.message;
+    problems.push(
+      `${u.what}: cannot listen on ${u.host === '' ? '' : u.host.includes(':') ? `[${u.host}]` : u.host}:${u.port}/${u.proto}: ${why}`,
+    );
   }
   return problems;
 }

@@ -92,7 +92,10 @@ export function renderCorefile(base: string, v: TemplateValues): string {
   let text = base;
   if (v.upstreamFromKubeDns) {
     // As upstream: custom upstreams from kube-dns may not speak TCP, so drop force_tcp there.
-    text = text.replace(/forward \. __PILLAR__UPSTREAM__SERVERS__ \{\s*force_tcp\s*\}/g, `forward . ${PILLAR.upstreamServers}`);
+    text = text.replace(
+      /forward \. __PILLAR__UPSTREAM__SERVERS__ \{\s*force_tcp\s*\}/g,
+      `forward . ${PILLAR.upstreamServers}`,
+    );
   }
   const lines = text.split('\n').map((line) => {
     let l = line.replace(/__PILLAR__LOCAL__DNS__(?=:\d)/g, bracket(first));

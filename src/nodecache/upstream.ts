@@ -70,11 +70,18 @@ export async function resolveUpstreamService(o: UpstreamLookup): Promise<Upstrea
   const client = new KubeClient(conn, { requestTimeoutMs: o.timeoutMs ?? 10_000 });
   let obj: unknown;
   try {
-    obj = await client.getJSON(`/api/v1/namespaces/${encodeURIComponent(namespace)}/services/${encodeURIComponent(name)}`);
+    obj = await client.getJSON(
+      `/api/v1/namespaces/${encodeURIComponent(namespace)}/services/${encodeURIComponent(name)}`,
+    );
   } catch (e) {
-    throw new UpstreamServiceError(`$${envName} is not set and Service ${namespace}/${name} could not be read from ${conn.source ?? 'the API'}: ${(e as Error).message}`);
+    throw new UpstreamServiceError(
+      `$${envName} is not set and Service ${namespace}/${name} could not be read from ${conn.source ?? 'the API'}: ${(e as Error).message}`,
+    );
   }
   const ip = ipOf(obj);
-  if (!ip) throw new UpstreamServiceError(`Service ${namespace}/${name} has no ClusterIP (headless?); node-cache needs one to forward to`);
+  if (!ip)
+    throw new UpstreamServiceError(
+      `Service ${namespace}/${name} has no ClusterIP (headless?); node-cache needs one to forward to`,
+    );
   return { ip, source: `API ${namespace}/${name} (${conn.source ?? 'API'})` };
 }

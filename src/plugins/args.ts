@@ -16,7 +16,18 @@ export function parseDurationMs(text: string): number | null {
   while ((m = re.exec(text)) !== null) {
     const v = Number(m[1]);
     const unit = m[2];
-    const mult = unit === 'h' ? 3_600_000 : unit === 'm' ? 60_000 : unit === 's' ? 1000 : unit === 'ms' ? 1 : unit === 'ns' ? 1e-6 : 1e-3;
+    const mult =
+      unit === 'h'
+        ? 3_600_000
+        : unit === 'm'
+          ? 60_000
+          : unit === 's'
+            ? 1000
+            : unit === 'ms'
+              ? 1
+              : unit === 'ns'
+                ? 1e-6
+                : 1e-3;
     total += v * mult;
     matched = re.lastIndex;
   }

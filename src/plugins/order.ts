@@ -92,9 +92,32 @@ export const primaryServices: ReadonlyArray<() => void> = [
 
 /** CoreDNS plugins not built into clusterdns (a Corefile using one gets a clear error). */
 export const coreDnsOnly = new Set([
-  'root', 'geoip', 'cancel', 'proxyproto', 'quic', 'grpc_server', 'https', 'https3',
-  'timeouts', 'multisocket', 'trace', 'shed', 'dnstap', 'tsig', 'dnssec', 'tls',
-  'route53', 'azure', 'clouddns', 'auto', 'secondary', 'grpc', 'erratic', 'on', 'sign', 'nomad',
+  'root',
+  'geoip',
+  'cancel',
+  'proxyproto',
+  'quic',
+  'grpc_server',
+  'https',
+  'https3',
+  'timeouts',
+  'multisocket',
+  'trace',
+  'shed',
+  'dnstap',
+  'tsig',
+  'dnssec',
+  'tls',
+  'route53',
+  'azure',
+  'clouddns',
+  'auto',
+  'secondary',
+  'grpc',
+  'erratic',
+  'on',
+  'sign',
+  'nomad',
 ]);
 
 export const knownDirectives: ReadonlySet<string> = new Set(pluginOrder.map(([n]) => n));

@@ -103,7 +103,7 @@ export function answerEdnsOptions(req: Request, reply: Buffer, asked = readAsked
   }
   if (opt === null) return reply;
   const kept: Buffer[] = [];
-  for (let p = opt.start + 11; p + 4 <= opt.end; ) {
+  for (let p = opt.start + 11; p + 4 <= opt.end;) {
     const code = reply.readUInt16BE(p);
     const next = p + 4 + reply.readUInt16BE(p + 2);
     if (next > opt.end) break;

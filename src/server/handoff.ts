@@ -77,7 +77,8 @@ export class ShardLinks {
     readonly count: number,
     private readonly dispatcher: Dispatcher,
   ) {
-    const local: Unanswered = (msg, client, key, send) => dispatcher.handle(msg, client, dispatcher.routers.get(key), send);
+    const local: Unanswered = (msg, client, key, send) =>
+      dispatcher.handle(msg, client, dispatcher.routers.get(key), send);
     this.peers = Array.from({ length: count }, (_, i) => (i === index ? null : new PeerLink(linkPath(i), local)));
   }
 

@@ -80,7 +80,9 @@ export class HttpServices {
         await listening;
       } catch (e) {
         this.listeners.delete(address);
-        throw new ListenError(listenErrorMessage(host ? address : `${address} (${formatHostPort('::', port)})`, port, e));
+        throw new ListenError(
+          listenErrorMessage(host ? address : `${address} (${formatHostPort('::', port)})`, port, e),
+        );
       }
     } else {
       await l.listening;

@@ -13,7 +13,14 @@ import { Request, type ClientInfo, type HandlerResult, type Response } from './r
 import { serverStats, type ZoneStats } from './stats.js';
 import { queryNames } from '../status/names.js';
 import { TcpConnection, type Dispatch, type TcpLimits } from './tcp-conn.js';
-import { FLAG_TRUNCATED, META_INTS, OUT_INTS, udpBatchAddon, type UdpBatchAddon, type UdpBatchSocket } from './udp-native.js';
+import {
+  FLAG_TRUNCATED,
+  META_INTS,
+  OUT_INTS,
+  udpBatchAddon,
+  type UdpBatchAddon,
+  type UdpBatchSocket,
+} from './udp-native.js';
 import { shardLinks, type ShardLinks } from './handoff.js';
 import { inheritedUdpFd } from './shards.js';
 
@@ -52,7 +59,8 @@ export class Router {
       return;
     }
     this.zones.set(block.zone, Router.chain(this.zones.get(block.zone), block));
-    if (!this.lengths.includes(block.zone.length)) this.lengths = [...this.lengths, block.zone.length].sort((a, b) => b - a);
+    if (!this.lengths.includes(block.zone.length))
+      this.lengths = [...this.lengths, block.zone.length].sort((a, b) => b - a);
   }
 
   /** Blocks with a view are tried in the order they came; one without a view goes last. */
@@ -86,7 +94,6 @@ export class Router {
     while (r !== undefined && r.filter !== undefined && !r.filter(req)) r = r.nextView;
     return r;
   }
-
 }
 
 export interface ListenerOptions {
@@ -191,7 +198,17 @@ export class Dispatcher {
 
   private count(stats: ZoneStats, req: Request, out: Buffer, plugin: string, start: number): void {
     const rcode = out.length >= 4 ? out[3]! & 0xf : 0;
-    stats.record(req.client.proto === 'udp' ? 0 : 1, req.client.family, req.qtype, req.do, req.raw.length, out.length, rcode, plugin, (performance.now() - start) / 1000);
+    stats.record(
+      req.client.proto === 'udp' ? 0 : 1,
+      req.client.family,
+      req.qtype,
+      req.do,
+      req.raw.length,
+      out.length,
+      rcode,
+      plugin,
+      (performance.now() - start) / 1000,
+    );
     if (queryNames.enabled) queryNames.record(req.name, rcode);
   }
 
@@ -295,7 +312,10 @@ export class DnsListener {
     else {
       const text = `UDP: node:dgram (native batched socket unavailable: ${addon ? 'cannot take over the socket node:dgram opened' : why})`;
       // Asked for by name and not there: say so; otherwise the fallback is normal (an image built without a compiler).
-      logUdpPath(text, !addon && (process.env.CLUSTERDNS_NATIVE_UDP === '1' || process.env.CLUSTERDNS_NATIVE_UDP === 'reuseport'));
+      logUdpPath(
+        text,
+        !addon && (process.env.CLUSTERDNS_NATIVE_UDP === '1' || process.env.CLUSTERDNS_NATIVE_UDP === 'reuseport'),
+      );
     }
     try {
       await this.startTcp(port === 0 ? this.boundPort : port);
@@ -334,8 +354,11 @@ export class DnsListener {
   private adoptDgram(addon: UdpBatchAddon): boolean {
     const udp = this.udp!;
     const state = Object.getOwnPropertySymbols(udp).find((k) => k.description === 'state symbol');
-    const handle = state ? (udp as unknown as Record<symbol, { handle?: { fd?: number; recvStop?: () => number } }>)[state]?.handle : undefined;
-    if (!handle || typeof handle.fd !== 'number' || handle.fd < 0 || typeof handle.recvStop !== 'function') return false;
+    const handle = state
+      ? (udp as unknown as Record<symbol, { handle?: { fd?: number; recvStop?: () => number } }>)[state]?.handle
+      : undefined;
+    if (!handle || typeof handle.fd !== 'number' || handle.fd < 0 || typeof handle.recvStop !== 'function')
+      return false;
     let sock: UdpBatchSocket;
     try {
       sock = addon.adopt({ fd: handle.fd });
@@ -376,7 +399,12 @@ export class DnsListener {
 
   private async startDgram(family: 'udp4' | 'udp6'): Promise<void> {
     const { host, port } = this.opts;
-    const udp = dgram.createSocket({ type: family, reuseAddr: false, ipv6Only: this.opts.ipv6Only === true, lookup: literalLookup(family) });
+    const udp = dgram.createSocket({
+      type: family,
+      reuseAddr: false,
+      ipv6Only: this.opts.ipv6Only === true,
+      lookup: literalLookup(family),
+    });
     await new Promise<void>((resolve, reject) => {
       udp.once('error', reject);
       udp.bind({ address: host || (family === 'udp6' ? '::' : '0.0.0.0'), port }, () => {
@@ -474,7 +502,8 @@ export class DnsListener {
   /** A TCP query goes to the worker that owns its name (one cache); a zone transfer, several messages long, is answered here. */
   private readonly dispatchTcp: Dispatch = (msg, client, send) => {
     const h = this.tcpHandoff;
-    if (h === null || isZoneTransferQuery(msg) || !h.forward(msg, client, this.key, send)) this.dispatcher.handle(msg, client, this.router(), send);
+    if (h === null || isZoneTransferQuery(msg) || !h.forward(msg, client, this.key, send))
+      this.dispatcher.handle(msg, client, this.router(), send);
   };
 
   /** Number of open TCP connections (for tests and metrics). */
@@ -550,7 +579,11 @@ const TCP_MAX_UNSENT = 256 * 1024;
  */
 function literalLookup(type: 'udp4' | 'udp6'): dgram.SocketOptions['lookup'] {
   const family = type === 'udp6' ? 6 : 4;
-  const f = (address: string, options: unknown, cb: (err: Error | null, address: string, family: number) => void): void => {
+  const f = (
+    address: string,
+    options: unknown,
+    cb: (err: Error | null, address: string, family: number) => void,
+  ): void => {
     if (net.isIP(address) !== 0) cb(null, address, family);
     else dns.lookup(address, options as dns.LookupOneOptions, cb as never);
   };
@@ -601,7 +634,8 @@ class BatchClient implements ClientInfo {
   get remoteAddress(): string {
     if (this.text === undefined) {
       const a = this.a0;
-      this.text = this.af === 4 ? `${a >>> 24}.${(a >>> 16) & 255}.${(a >>> 8) & 255}.${a & 255}` : this.path.ntop(this);
+      this.text =
+        this.af === 4 ? `${a >>> 24}.${(a >>> 16) & 255}.${(a >>> 8) & 255}.${a & 255}` : this.path.ntop(this);
     }
     return this.text;
   }
@@ -682,7 +716,18 @@ class NativeUdp {
         const len = meta[m]!;
         const af = meta[m + 2]!;
         if (af !== 4 && af !== 6) continue;
-        const c = new BatchClient(this, gen, i, af, meta[m + 3]!, meta[m + 4]!, meta[m + 5]!, meta[m + 6]!, meta[m + 7]!, meta[m + 8]!);
+        const c = new BatchClient(
+          this,
+          gen,
+          i,
+          af,
+          meta[m + 3]!,
+          meta[m + 4]!,
+          meta[m + 5]!,
+          meta[m + 6]!,
+          meta[m + 7]!,
+          meta[m + 8]!,
+        );
         const at = i * this.slotSize;
         l.udpTaken();
         if ((meta[m + 1]! & FLAG_TRUNCATED) !== 0) {

@@ -97,7 +97,14 @@ function prepareMessage(req: Request, m: Message): void {
   m.id = req.id;
   m.qr = true;
   if (req.edns) {
-    if (!m.edns) m.edns = { udpSize: req.edns.udpSize < 512 ? 512 : req.edns.udpSize, version: 0, do: req.edns.do, zflags: 0, options: [] };
+    if (!m.edns)
+      m.edns = {
+        udpSize: req.edns.udpSize < 512 ? 512 : req.edns.udpSize,
+        version: 0,
+        do: req.edns.do,
+        zflags: 0,
+        options: [],
+      };
   } else if (m.edns && m.rcode <= 0xf) {
     // The client did not speak EDNS: it gets no OPT back (RFC 6891 7).
     m.edns = null;

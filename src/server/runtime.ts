@@ -135,7 +135,9 @@ function groupDirectives(block: ServerBlock, problem: ProblemSink): Map<string, 
 
 function compose(handlers: PluginInstance[]): Next {
   // Only the last plugin can reach the end: CoreDNS's NextOrFailure error, which `errors` logs.
-  const noNext = handlers.length ? `plugin/${handlers[handlers.length - 1]!.name}: no next plugin found` : 'no next plugin found';
+  const noNext = handlers.length
+    ? `plugin/${handlers[handlers.length - 1]!.name}: no next plugin found`
+    : 'no next plugin found';
   let next: Next = () => Response.rcode(Rcode.SERVFAIL, '', noNext);
   for (let i = handlers.length - 1; i >= 0; i--) {
     const h = handlers[i]!.handler!;

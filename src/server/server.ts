@@ -162,7 +162,10 @@ export class DnsServer {
           const v4 = new DnsListener({ host: '0.0.0.0', port, routerKey: key }, this.dispatcher);
           await listenOrExplain(v4, '0.0.0.0', port);
           ls.push(v4);
-          const v6 = new DnsListener({ host: '::', port: port || v4.boundPort, routerKey: key, ipv6Only: true }, this.dispatcher);
+          const v6 = new DnsListener(
+            { host: '::', port: port || v4.boundPort, routerKey: key, ipv6Only: true },
+            this.dispatcher,
+          );
           try {
             await v6.start();
             ls.push(v6);
@@ -245,13 +248,17 @@ export class DnsServer {
         const lead = leadProcess();
         try {
           cfg = parseConfig(
-            readConfigSource(current?.config.source.builtin ? undefined : this.opts.conf ?? current?.config.source.file),
+            readConfigSource(
+              current?.config.source.builtin ? undefined : (this.opts.conf ?? current?.config.source.file),
+            ),
             this.opts.defaultPort,
             lead ? (m) => log.warn(m) : undefined,
           );
         } catch (e) {
           if (lead) log.info('Reloading');
-          reloadLog.error(`Corefile changed but reload failed: ${(e as Error).message}; keeping the running configuration`);
+          reloadLog.error(
+            `Corefile changed but reload failed: ${(e as Error).message}; keeping the running configuration`,
+          );
           continue;
         }
         if (current && cfg.hash === current.config.hash && reason !== 'SIGUSR1') continue;

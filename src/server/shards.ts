@@ -59,7 +59,11 @@ function parseInherited(text: string | undefined): InheritedSocket[] {
   if (!text) return [];
   try {
     const v = JSON.parse(text) as unknown;
-    return Array.isArray(v) ? (v as InheritedSocket[]).filter((s) => typeof s?.host === 'string' && Number.isInteger(s.port) && Number.isInteger(s.fd)) : [];
+    return Array.isArray(v)
+      ? (v as InheritedSocket[]).filter(
+          (s) => typeof s?.host === 'string' && Number.isInteger(s.port) && Number.isInteger(s.fd),
+        )
+      : [];
   } catch {
     return [];
   }
@@ -67,7 +71,11 @@ function parseInherited(text: string | undefined): InheritedSocket[] {
 
 /** The address a listener binds for a configured host ('' = every address: IPv4 and IPv6). */
 function bindHosts(host: string): Array<{ host: string; ipv6: boolean; ipv6Only: boolean }> {
-  if (host === '') return [{ host: '0.0.0.0', ipv6: false, ipv6Only: false }, { host: '::', ipv6: true, ipv6Only: true }];
+  if (host === '')
+    return [
+      { host: '0.0.0.0', ipv6: false, ipv6Only: false },
+      { host: '::', ipv6: true, ipv6Only: true },
+    ];
   return [{ host, ipv6: host.includes(':'), ipv6Only: false }];
 }
 
@@ -106,14 +114,27 @@ export class SteeredSockets {
         const fds: number[] = [];
         try {
           for (let i = 0; i < count; i++) {
-            fds.push(addon.openFd({ address: b.host, port: a.port, ipv6: b.ipv6, ipv6Only: b.ipv6Only, reusePort: true, steer: count, recvBuffer: 4 * 1024 * 1024, sendBuffer: 1024 * 1024 }));
+            fds.push(
+              addon.openFd({
+                address: b.host,
+                port: a.port,
+                ipv6: b.ipv6,
+                ipv6Only: b.ipv6Only,
+                reusePort: true,
+                steer: count,
+                recvBuffer: 4 * 1024 * 1024,
+                sendBuffer: 1024 * 1024,
+              }),
+            );
           }
         } catch (e) {
           for (const fd of fds) addon.closeFd(fd);
           // No IPv6 on this host, or the port is taken: the workers' own listener finds out the same way and says so.
           const code = (e as NodeJS.ErrnoException).code;
           if ((b.ipv6 && a.host === '') || code === 'EADDRINUSE' || code === 'EACCES') continue;
-          log.warn(`UDP ${b.host}:${a.port}: cannot steer queries by name (${(e as Error).message}); workers hand queries to each other instead`);
+          log.warn(
+            `UDP ${b.host}:${a.port}: cannot steer queries by name (${(e as Error).message}); workers hand queries to each other instead`,
+          );
           continue;
         }
         s.groups.push({ host: b.host, port: a.port, key: listenerKey(a.host, a.port), fds });
@@ -177,7 +198,14 @@ export class SteeredSockets {
           if ((af !== 4 && af !== 6) || (meta[m + 1]! & FLAG_TRUNCATED) !== 0) continue;
           const at = i * sock.slotSize;
           const msg = Buffer.from(inBuf.subarray(at, at + meta[m]!));
-          const [port, scope, a0, a1, a2, a3] = [meta[m + 3]!, meta[m + 4]!, meta[m + 5]!, meta[m + 6]!, meta[m + 7]!, meta[m + 8]!];
+          const [port, scope, a0, a1, a2, a3] = [
+            meta[m + 3]!,
+            meta[m + 4]!,
+            meta[m + 5]!,
+            meta[m + 6]!,
+            meta[m + 7]!,
+            meta[m + 8]!,
+          ];
           const client: ClientInfo = {
             proto: 'udp',
             family: af === 6 ? 2 : 1,

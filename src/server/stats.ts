@@ -6,8 +6,29 @@ import { QType, rcodeToString } from '../dns/constants.js';
 
 /** The qtypes CoreDNS reports by name; everything else is "other". */
 export const MONITORED_TYPES = [
-  'A', 'AAAA', 'NS', 'PTR', 'SOA', 'CNAME', 'MX', 'TXT', 'SRV', 'NAPTR', 'DS', 'DNSKEY', 'RRSIG',
-  'NSEC', 'NSEC3', 'HINFO', 'IXFR', 'AXFR', 'ANY', 'HTTPS', 'SVCB', 'CAA', 'other',
+  'A',
+  'AAAA',
+  'NS',
+  'PTR',
+  'SOA',
+  'CNAME',
+  'MX',
+  'TXT',
+  'SRV',
+  'NAPTR',
+  'DS',
+  'DNSKEY',
+  'RRSIG',
+  'NSEC',
+  'NSEC3',
+  'HINFO',
+  'IXFR',
+  'AXFR',
+  'ANY',
+  'HTTPS',
+  'SVCB',
+  'CAA',
+  'other',
 ] as const;
 const OTHER = MONITORED_TYPES.length - 1;
 const typeIndexTable = new Uint8Array(65536).fill(OTHER);
@@ -48,7 +69,17 @@ export class ZoneStats {
     readonly zone: string,
   ) {}
 
-  record(proto: 0 | 1, family: 1 | 2, qtype: number, dnssecOk: boolean, reqSize: number, respSize: number, rcode: number, plugin: string, seconds: number): void {
+  record(
+    proto: 0 | 1,
+    family: 1 | 2,
+    qtype: number,
+    dnssecOk: boolean,
+    reqSize: number,
+    respSize: number,
+    rcode: number,
+    plugin: string,
+    seconds: number,
+  ): void {
     const t = typeIndexTable[qtype]!;
     this.requests[(proto * 2 + (family - 1)) * NT + t]! += 1;
     if (dnssecOk) this.doRequests++;

@@ -59,7 +59,17 @@ export interface UdpBatchAddon {
   pause(s: UdpBatchSocket): void;
   close(s: UdpBatchSocket): void;
   /** One datagram to the given peer; 0 or a negative errno. */
-  sendTo(s: UdpBatchSocket, data: Uint8Array, family: number, port: number, scope: number, a0: number, a1: number, a2: number, a3: number): number;
+  sendTo(
+    s: UdpBatchSocket,
+    data: Uint8Array,
+    family: number,
+    port: number,
+    scope: number,
+    a0: number,
+    a1: number,
+    a2: number,
+    a3: number,
+  ): number;
   ntop(family: number, scope: number, a0: number, a1: number, a2: number, a3: number): string;
   /** [received, batches, sent, sendErrors, truncated, recvErrors, wakeups] */
   stats(s: UdpBatchSocket): number[];
@@ -70,7 +80,9 @@ export const OUT_INTS = 4;
 export const FLAG_TRUNCATED = 1;
 
 /** Where `npm ci` leaves the addon (relative to dist/src/server/). */
-export const DEFAULT_ADDON_PATH = fileURLToPath(new URL('../../../native/build/Release/udpbatch.node', import.meta.url));
+export const DEFAULT_ADDON_PATH = fileURLToPath(
+  new URL('../../../native/build/Release/udpbatch.node', import.meta.url),
+);
 
 let loaded: { addon: UdpBatchAddon | null; why: string } | undefined;
 

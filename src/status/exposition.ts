@@ -51,7 +51,7 @@ export function parseSampleLine(line: string): { name: string; sample: Expositio
         if (ch === '"') break;
         if (ch === '\\') {
           const next = line[j + 1];
-          value += next === 'n' ? '\n' : next ?? '';
+          value += next === 'n' ? '\n' : (next ?? '');
           j += 2;
         } else {
           value += ch;

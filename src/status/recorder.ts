@@ -63,7 +63,8 @@ async function readCounts(at: number): Promise<Counts> {
   const c = new Counts(at);
   for (const z of serverStats.all()) {
     for (const byRcode of z.responses.values()) for (let r = 0; r < RCODE_SLOTS; r++) c.rcodes[r]! += byRcode[r]!;
-    for (let t = 0; t < NT; t++) for (let b = 0; b < DURATION_SLOTS; b++) c.durations[b]! += z.durations[t * DURATION_SLOTS + b]!;
+    for (let t = 0; t < NT; t++)
+      for (let b = 0; b < DURATION_SLOTS; b++) c.durations[b]! += z.durations[t * DURATION_SLOTS + b]!;
   }
   // Through the registry, by CoreDNS's names: no core module imports the cache plugin.
   c.cacheRequests = await metricSum('coredns_cache_requests_total');
@@ -181,80 +182,156 @@ function defineStatusMetrics(): void {
   defined = true;
   // The page is built from the metrics: they are wanted now (prom-client loads here).
   metricsRegistry();
-  const about = 'For the health plugin\'s /status page, summed over workers.';
+  const about = "For the health plugin's /status page, summed over workers.";
   // Client-chosen names as label values, and a gauge shaped like histogram buckets: page only.
-  for (const name of ['clusterdns_status_top_names', 'clusterdns_status_names_counted', 'clusterdns_status_request_duration_seconds']) keepOffMetrics(name);
-  defineCollected('clusterdns_status_workers', `Processes counting for the status page. ${about}`, 'gauge', whileShown(() => [{ labels: {}, value: 1 }]));
-  defineCollected('clusterdns_status_uptime_seconds', 'Seconds since the longest-running worker started.', 'gauge', whileShown(() => [{ labels: {}, value: Math.round(process.uptime()) }]), 'max');
-  defineCollected('clusterdns_status_queries_per_second', `DNS queries answered per second over the last second. ${about}`, 'gauge', whileShown(() => [
-    { labels: {}, value: statusRecorder.queriesPerSecond },
-  ]));
-  defineCollected('clusterdns_status_responses', `Responses by rcode in the window (last ${WINDOW_SECONDS}s, or since counting began). ${about}`, 'gauge', whileShown(() => {
-    const out: Sample[] = [];
-    for (const [window, c] of windows())
-      for (let r = 0; r < RCODE_SLOTS; r++) if (c.rcodes[r]! > 0) out.push({ labels: { window, rcode: rcodeToString(r) }, value: c.rcodes[r]! });
-    return out;
-  }));
-  defineCollected('clusterdns_status_request_duration_seconds', `Requests answered within le seconds in the window (cumulative, as histogram buckets). ${about}`, 'gauge', whileShown(() => {
-    const out: Sample[] = [];
-    for (const [window, c] of windows()) {
-      let acc = 0;
-      for (let b = 0; b < DURATION_SLOTS; b++) {
-        acc += c.durations[b]!;
-        out.push({ labels: { window, le: b < DURATION_BUCKETS.length ? String(DURATION_BUCKETS[b]) : '+Inf' }, value: acc });
+  for (const name of [
+    'clusterdns_status_top_names',
+    'clusterdns_status_names_counted',
+    'clusterdns_status_request_duration_seconds',
+  ])
+    keepOffMetrics(name);
+  defineCollected(
+    'clusterdns_status_workers',
+    `Processes counting for the status page. ${about}`,
+    'gauge',
+    whileShown(() => [{ labels: {}, value: 1 }]),
+  );
+  defineCollected(
+    'clusterdns_status_uptime_seconds',
+    'Seconds since the longest-running worker started.',
+    'gauge',
+    whileShown(() => [{ labels: {}, value: Math.round(process.uptime()) }]),
+    'max',
+  );
+  defineCollected(
+    'clusterdns_status_queries_per_second',
+    `DNS queries answered per second over the last second. ${about}`,
+    'gauge',
+    whileShown(() => [{ labels: {}, value: statusRecorder.queriesPerSecond }]),
+  );
+  defineCollected(
+    'clusterdns_status_responses',
+    `Responses by rcode in the window (last ${WINDOW_SECONDS}s, or since counting began). ${about}`,
+    'gauge',
+    whileShown(() => {
+      const out: Sample[] = [];
+      for (const [window, c] of windows())
+        for (let r = 0; r < RCODE_SLOTS; r++)
+          if (c.rcodes[r]! > 0) out.push({ labels: { window, rcode: rcodeToString(r) }, value: c.rcodes[r]! });
+      return out;
+    }),
+  );
+  defineCollected(
+    'clusterdns_status_request_duration_seconds',
+    `Requests answered within le seconds in the window (cumulative, as histogram buckets). ${about}`,
+    'gauge',
+    whileShown(() => {
+      const out: Sample[] = [];
+      for (const [window, c] of windows()) {
+        let acc = 0;
+        for (let b = 0; b < DURATION_SLOTS; b++) {
+          acc += c.durations[b]!;
+          out.push({
+            labels: { window, le: b < DURATION_BUCKETS.length ? String(DURATION_BUCKETS[b]) : '+Inf' },
+            value: acc,
+          });
+        }
       }
-    }
-    return out;
-  }));
-  defineCollected('clusterdns_status_cache', `Cache lookups by result in the window. ${about}`, 'gauge', whileShown(() => {
-    const out: Sample[] = [];
-    for (const [window, c] of windows()) {
-      out.push({ labels: { window, result: 'hit' }, value: c.cacheHits });
-      out.push({ labels: { window, result: 'miss' }, value: Math.max(0, c.cacheRequests - c.cacheHits) });
-    }
-    return out;
-  }));
-  defineCollected('clusterdns_status_top_names', `The most asked names (kind="query") and NXDOMAIN names, counts decayed with a one-minute half-life; at most 64 per kind and worker. ${about}`, 'gauge', whileShown(() => {
-    const out: Sample[] = [];
-    for (const [kind, sketch] of [['query', queryNames.all], ['nxdomain', queryNames.nxdomain]] as const)
-      for (const e of sketch.top()) out.push({ labels: { kind, name: e.name }, value: e.count });
-    return out;
-  }));
-  defineCollected('clusterdns_status_names_counted', `Every name counted by the top-names sketch, decayed likewise (the denominator of a name's share). ${about}`, 'gauge', whileShown(() => [
-    { labels: { kind: 'query' }, value: queryNames.all.total },
-    { labels: { kind: 'nxdomain' }, value: queryNames.nxdomain.total },
-  ]));
-  defineCollected('clusterdns_status_upstream', `forward upstreams by health state: how many instances (forward lines times workers) see each state. ${about}`, 'gauge', whileShown(() => {
-    const counts = new Map<string, Record<UpstreamState, number>>();
-    for (const u of upstreamHealth(statusRecorder.instances())) {
-      let c = counts.get(u.to);
-      if (c === undefined) counts.set(u.to, (c = { up: 0, failing: 0, down: 0 }));
-      c[u.state]++;
-    }
-    const out: Sample[] = [];
-    for (const [to, c] of counts) for (const state of UPSTREAM_STATES) out.push({ labels: { to, state }, value: c[state] });
-    return out;
-  }));
-  const apis = () => apiSyncStates(statusRecorder.instances()).map((a) => ({ a, labels: { zones: a.zones.join(' '), source: a.source } }));
-  defineCollected('clusterdns_status_kubernetes', `kubernetes plugin instances by API state (up, stale: serving the last known state, syncing: no complete list yet). ${about}`, 'gauge', whileShown(() => {
-    const out: Sample[] = [];
-    for (const { a, labels } of apis()) {
-      const state: ApiState = !a.synced ? 'syncing' : a.connected ? 'up' : 'stale';
-      for (const s of API_STATES) out.push({ labels: { ...labels, state: s }, value: s === state ? 1 : 0 });
-    }
-    return out;
-  }));
-  defineCollected('clusterdns_status_kubernetes_objects', 'Objects the kubernetes plugin holds, by kind (largest over workers).', 'gauge', whileShown(() => {
-    const out: Sample[] = [];
-    for (const { a, labels } of apis()) {
-      out.push({ labels: { ...labels, kind: 'services' }, value: a.services });
-      out.push({ labels: { ...labels, kind: 'endpointslices' }, value: a.endpointSlices });
-      out.push({ labels: { ...labels, kind: 'namespaces' }, value: a.namespaces });
-      out.push({ labels: { ...labels, kind: 'pods' }, value: a.pods });
-    }
-    return out;
-  }), 'max');
-  defineCollected('clusterdns_status_kubernetes_last_change_seconds', 'Unix time of the last cluster change DNS answers reflect (latest over workers).', 'gauge', whileShown(() =>
-    apis().map(({ a, labels }) => ({ labels, value: a.lastChange })),
-  ), 'max');
+      return out;
+    }),
+  );
+  defineCollected(
+    'clusterdns_status_cache',
+    `Cache lookups by result in the window. ${about}`,
+    'gauge',
+    whileShown(() => {
+      const out: Sample[] = [];
+      for (const [window, c] of windows()) {
+        out.push({ labels: { window, result: 'hit' }, value: c.cacheHits });
+        out.push({ labels: { window, result: 'miss' }, value: Math.max(0, c.cacheRequests - c.cacheHits) });
+      }
+      return out;
+    }),
+  );
+  defineCollected(
+    'clusterdns_status_top_names',
+    `The most asked names (kind="query") and NXDOMAIN names, counts decayed with a one-minute half-life; at most 64 per kind and worker. ${about}`,
+    'gauge',
+    whileShown(() => {
+      const out: Sample[] = [];
+      for (const [kind, sketch] of [
+        ['query', queryNames.all],
+        ['nxdomain', queryNames.nxdomain],
+      ] as const)
+        for (const e of sketch.top()) out.push({ labels: { kind, name: e.name }, value: e.count });
+      return out;
+    }),
+  );
+  defineCollected(
+    'clusterdns_status_names_counted',
+    `Every name counted by the top-names sketch, decayed likewise (the denominator of a name's share). ${about}`,
+    'gauge',
+    whileShown(() => [
+      { labels: { kind: 'query' }, value: queryNames.all.total },
+      { labels: { kind: 'nxdomain' }, value: queryNames.nxdomain.total },
+    ]),
+  );
+  defineCollected(
+    'clusterdns_status_upstream',
+    `forward upstreams by health state: how many instances (forward lines times workers) see each state. ${about}`,
+    'gauge',
+    whileShown(() => {
+      const counts = new Map<string, Record<UpstreamState, number>>();
+      for (const u of upstreamHealth(statusRecorder.instances())) {
+        let c = counts.get(u.to);
+        if (c === undefined) counts.set(u.to, (c = { up: 0, failing: 0, down: 0 }));
+        c[u.state]++;
+      }
+      const out: Sample[] = [];
+      for (const [to, c] of counts)
+        for (const state of UPSTREAM_STATES) out.push({ labels: { to, state }, value: c[state] });
+      return out;
+    }),
+  );
+  const apis = () =>
+    apiSyncStates(statusRecorder.instances()).map((a) => ({
+      a,
+      labels: { zones: a.zones.join(' '), source: a.source },
+    }));
+  defineCollected(
+    'clusterdns_status_kubernetes',
+    `kubernetes plugin instances by API state (up, stale: serving the last known state, syncing: no complete list yet). ${about}`,
+    'gauge',
+    whileShown(() => {
+      const out: Sample[] = [];
+      for (const { a, labels } of apis()) {
+        const state: ApiState = !a.synced ? 'syncing' : a.connected ? 'up' : 'stale';
+        for (const s of API_STATES) out.push({ labels: { ...labels, state: s }, value: s === state ? 1 : 0 });
+      }
+      return out;
+    }),
+  );
+  defineCollected(
+    'clusterdns_status_kubernetes_objects',
+    'Objects the kubernetes plugin holds, by kind (largest over workers).',
+    'gauge',
+    whileShown(() => {
+      const out: Sample[] = [];
+      for (const { a, labels } of apis()) {
+        out.push({ labels: { ...labels, kind: 'services' }, value: a.services });
+        out.push({ labels: { ...labels, kind: 'endpointslices' }, value: a.endpointSlices });
+        out.push({ labels: { ...labels, kind: 'namespaces' }, value: a.namespaces });
+        out.push({ labels: { ...labels, kind: 'pods' }, value: a.pods });
+      }
+      return out;
+    }),
+    'max',
+  );
+  defineCollected(
+    'clusterdns_status_kubernetes_last_change_seconds',
+    'Unix time of the last cluster change DNS answers reflect (latest over workers).',
+    'gauge',
+    whileShown(() => apis().map(({ a, labels }) => ({ labels, value: a.lastChange }))),
+    'max',
+  );
 }

@@ -157,7 +157,11 @@ function topNames(m: Exposition, kind: string): NameShare[] {
     .filter((s) => s.labels.kind === kind && s.value >= 0.5)
     .sort((a, b) => b.value - a.value || ((a.labels.name ?? '') < (b.labels.name ?? '') ? -1 : 1))
     .slice(0, TOP_LIST)
-    .map((s) => ({ name: s.labels.name ?? '', count: Math.round(s.value * 10) / 10, share: counted > 0 ? Math.min(1, s.value / counted) : 0 }));
+    .map((s) => ({
+      name: s.labels.name ?? '',
+      count: Math.round(s.value * 10) / 10,
+      share: counted > 0 ? Math.min(1, s.value / counted) : 0,
+    }));
 }
 
 /** The first state of `ranked` (worst first) that some instance is in. */

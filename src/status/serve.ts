@@ -29,7 +29,11 @@ export function statusReport(): Promise<StatusReport> {
 const COMMON_HEADERS = { 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' };
 
 function servePage(_req: IncomingMessage, res: ServerResponse): void {
-  res.writeHead(200, { ...COMMON_HEADERS, 'content-type': 'text/html; charset=utf-8', 'content-security-policy': STATUS_PAGE_CSP });
+  res.writeHead(200, {
+    ...COMMON_HEADERS,
+    'content-type': 'text/html; charset=utf-8',
+    'content-security-policy': STATUS_PAGE_CSP,
+  });
   res.end(STATUS_PAGE_HTML);
 }
 
@@ -51,7 +55,11 @@ function serveJson(_req: IncomingMessage, res: ServerResponse): void {
  * removes both and stops counting when no other configuration shows a page.
  * `instances` lists the running configuration's plugins (for upstream and API state).
  */
-export async function serveStatus(http: HttpServices, address: string, instances: () => readonly PluginInstance[]): Promise<() => Promise<void>> {
+export async function serveStatus(
+  http: HttpServices,
+  address: string,
+  instances: () => readonly PluginInstance[],
+): Promise<() => Promise<void>> {
   const stopCounting = statusRecorder.acquire(instances);
   const releases: Array<() => Promise<void>> = [];
   try {

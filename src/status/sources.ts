@@ -56,7 +56,8 @@ function* candidates(instances: readonly PluginInstance[]): Generator<unknown> {
 
 export function upstreamHealth(instances: readonly PluginInstance[]): UpstreamHealth[] {
   const out: UpstreamHealth[] = [];
-  for (const c of candidates(instances)) if (hasMethod(c, 'upstreamHealth')) out.push(...(c as UpstreamHealthSource).upstreamHealth());
+  for (const c of candidates(instances))
+    if (hasMethod(c, 'upstreamHealth')) out.push(...(c as UpstreamHealthSource).upstreamHealth());
   return out;
 }
 

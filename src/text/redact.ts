@@ -13,7 +13,9 @@ const MIN_REDACTED = 3;
  */
 export function redactContent(what: string, texts: readonly string[]): string {
   const quoted = (q: string, inner: string) => (SYNTAX.has(inner) ? q + inner + q : q + '…' + q);
-  let out = what.replace(/'([^']*)'/g, (_m, inner: string) => quoted("'", inner)).replace(/"([^"]*)"/g, (_m, inner: string) => quoted('"', inner));
+  let out = what
+    .replace(/'([^']*)'/g, (_m, inner: string) => quoted("'", inner))
+    .replace(/"([^"]*)"/g, (_m, inner: string) => quoted('"', inner));
   for (const t of texts) if (t.length >= MIN_REDACTED) out = out.split(t).join('…');
   return out;
 }

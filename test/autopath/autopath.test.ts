@@ -17,7 +17,14 @@ import { Request, Response, type Next } from '../../src/server/request.js';
 import { buildQuery } from '../helpers/dns.js';
 import { rrText } from '../kubernetes/fixtures.js';
 
-const CLIENT = { proto: 'udp' as const, remoteAddress: '127.0.0.5', remotePort: 40000, family: 1 as const, localAddress: '127.0.0.1', localPort: 53 };
+const CLIENT = {
+  proto: 'udp' as const,
+  remoteAddress: '127.0.0.5',
+  remotePort: 40000,
+  family: 1 as const,
+  localAddress: '127.0.0.1',
+  localPort: 53,
+};
 
 function request(name: string, type: number): Request {
   const raw = buildQuery(name, type, { id: 0x4242 });
@@ -55,17 +62,28 @@ describe('autopath: the walk', () => {
   it('walks the rest of the path through the chain and answers with a CNAME to the first name that is not NXDOMAIN', async () => {
     const asked: string[] = [];
     const m = await run(ap, 'Web.ns1.svc.cluster.local.', chain({ 'web.corp.example.': '10.1.1.1' }, asked));
-    assert.deepEqual(asked, ['Web.ns1.svc.cluster.local.', 'Web.svc.cluster.local.', 'Web.cluster.local.', 'Web.corp.example.']);
+    assert.deepEqual(asked, [
+      'Web.ns1.svc.cluster.local.',
+      'Web.svc.cluster.local.',
+      'Web.cluster.local.',
+      'Web.corp.example.',
+    ]);
     assert.equal(m.id, 0x4242);
     assert.deepEqual(m.questions, [{ name: 'Web.ns1.svc.cluster.local.', type: QType.A, class: QClass.IN }]);
-    assert.deepEqual(m.answers.map(rrText), ['Web.ns1.svc.cluster.local. 42 CNAME Web.corp.example.', 'Web.corp.example. 42 A 10.1.1.1']);
+    assert.deepEqual(m.answers.map(rrText), [
+      'Web.ns1.svc.cluster.local. 42 CNAME Web.corp.example.',
+      'Web.corp.example. 42 A 10.1.1.1',
+    ]);
   });
 
   it('the bare name comes last (the "" element)', async () => {
     const asked: string[] = [];
     const m = await run(ap, 'example.org.ns1.svc.cluster.local.', chain({ 'example.org.': '93.184.216.34' }, asked));
     assert.equal(asked.at(-1), 'example.org.');
-    assert.deepEqual(m.answers.map(rrText), ['example.org.ns1.svc.cluster.local. 42 CNAME example.org.', 'example.org. 42 A 93.184.216.34']);
+    assert.deepEqual(m.answers.map(rrText), [
+      'example.org.ns1.svc.cluster.local. 42 CNAME example.org.',
+      'example.org. 42 A 93.184.216.34',
+    ]);
   });
 
   it('leaves alone a name that is not the first expansion, and the first element itself', async () => {
@@ -78,10 +96,25 @@ describe('autopath: the walk', () => {
 
   it('a reply that is not a client write (bare SERVFAIL) is skipped; a plugin error ends the walk', async () => {
     const asked: string[] = [];
-    const m = await run(ap, 'x.ns1.svc.cluster.local.', chain({ 'x.cluster.local.': '10.0.0.9' }, asked, { 'x.svc.cluster.local.': () => Response.rcode(Rcode.SERVFAIL, 'test') }));
-    assert.deepEqual(m.answers.map(rrText), ['x.ns1.svc.cluster.local. 42 CNAME x.cluster.local.', 'x.cluster.local. 42 A 10.0.0.9']);
+    const m = await run(
+      ap,
+      'x.ns1.svc.cluster.local.',
+      chain({ 'x.cluster.local.': '10.0.0.9' }, asked, {
+        'x.svc.cluster.local.': () => Response.rcode(Rcode.SERVFAIL, 'test'),
+      }),
+    );
+    assert.deepEqual(m.answers.map(rrText), [
+      'x.ns1.svc.cluster.local. 42 CNAME x.cluster.local.',
+      'x.cluster.local. 42 A 10.0.0.9',
+    ]);
     const asked2: string[] = [];
-    const e = await run(ap, 'y.ns1.svc.cluster.local.', chain({ 'y.cluster.local.': '10.0.0.9' }, asked2, { 'y.svc.cluster.local.': () => Response.rcode(Rcode.SERVFAIL, 'test', 'upstream down') }));
+    const e = await run(
+      ap,
+      'y.ns1.svc.cluster.local.',
+      chain({ 'y.cluster.local.': '10.0.0.9' }, asked2, {
+        'y.svc.cluster.local.': () => Response.rcode(Rcode.SERVFAIL, 'test', 'upstream down'),
+      }),
+    );
     assert.equal(e.rcode, Rcode.SERVFAIL);
     assert.equal(asked2.length, 2, 'stopped at the failing plugin');
   });
@@ -105,12 +138,25 @@ describe('autopath: the walk', () => {
 describe('autopath: setup', () => {
   const dir = mkdtempSync(join(tmpdir(), 'clusterdns-autopath-'));
   writeFileSync(join(dir, 'resolv.conf'), 'nameserver 10.0.0.2\nsearch Corp.Example. lab.example\n');
-  const parse = (line: string, zones = ['.']): AutoPathConfig => parseAutoPath(parseCorefile(`. {\n${line}\n}\n`, join(dir, 'Corefile'))[0]!.directives[0]!, zones, join(dir, 'Corefile'));
+  const parse = (line: string, zones = ['.']): AutoPathConfig =>
+    parseAutoPath(
+      parseCorefile(`. {\n${line}\n}\n`, join(dir, 'Corefile'))[0]!.directives[0]!,
+      zones,
+      join(dir, 'Corefile'),
+    );
 
   it('@kubernetes, with the block zones by default or the zones given', () => {
-    assert.deepEqual(parse('autopath @kubernetes', ['cluster.local.']), { zones: ['cluster.local.'], plugin: 'kubernetes', staticPath: [], serverResolvConf: '/etc/resolv.conf' });
+    assert.deepEqual(parse('autopath @kubernetes', ['cluster.local.']), {
+      zones: ['cluster.local.'],
+      plugin: 'kubernetes',
+      staticPath: [],
+      serverResolvConf: '/etc/resolv.conf',
+    });
     assert.deepEqual(parse('autopath Example.ORG @kubernetes {\n resolvconf resolv.conf\n}').zones, ['example.org.']);
-    assert.equal(parse('autopath @kubernetes {\n resolvconf resolv.conf\n}').serverResolvConf, join(dir, 'resolv.conf'));
+    assert.equal(
+      parse('autopath @kubernetes {\n resolvconf resolv.conf\n}').serverResolvConf,
+      join(dir, 'resolv.conf'),
+    );
   });
 
   it('a resolv.conf file gives every client its search list, then the bare name', () => {
@@ -118,7 +164,10 @@ describe('autopath: setup', () => {
   });
 
   it('rejects other plugins, missing files and unknown options with the Corefile line', () => {
-    assert.throws(() => parse('autopath @etcd'), /Corefile:2 - Error during parsing: autopath: etcd does not implement the AutoPather interface/);
+    assert.throws(
+      () => parse('autopath @etcd'),
+      /Corefile:2 - Error during parsing: autopath: etcd does not implement the AutoPather interface/,
+    );
     assert.throws(() => parse('autopath nope.conf'), /autopath: failed to parse "nope\.conf"/);
     assert.throws(() => parse('autopath'), /Wrong argument count/);
     assert.throws(() => parse('autopath resolv.conf {\n resolvconf x\n}'), /resolvconf only applies to @kubernetes/);

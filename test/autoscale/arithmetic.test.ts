@@ -14,9 +14,21 @@ function replicasFor(params: Record<string, unknown>, status: ClusterStatus): nu
 }
 
 /** Every node schedulable: totals and schedulable counts agree. */
-const all = (nodes: number, cores: number): ClusterStatus => ({ totalNodes: nodes, schedulableNodes: nodes, totalCores: cores, schedulableCores: cores });
+const all = (nodes: number, cores: number): ClusterStatus => ({
+  totalNodes: nodes,
+  schedulableNodes: nodes,
+  totalCores: cores,
+  schedulableCores: cores,
+});
 
-const ADDON_DEFAULTS = { linear: { coresPerReplica: 256, nodesPerReplica: 16, preventSinglePointFailure: true, includeUnschedulableNodes: true } };
+const ADDON_DEFAULTS = {
+  linear: {
+    coresPerReplica: 256,
+    nodesPerReplica: 16,
+    preventSinglePointFailure: true,
+    includeUnschedulableNodes: true,
+  },
+};
 
 describe('linear mode: the kube-dns addon defaults give the upstream test vectors', () => {
   // [#, nodes, cores, replicas] from the reference table §4.7
@@ -49,7 +61,13 @@ describe('linear mode: clamping, preventSinglePointFailure and includeUnschedula
   });
 
   test('README example: cpr 2, npr 1, min 1, max 100, PSPF; 4 nodes and 13 cores → max(7, 4) = 7', () => {
-    assert.equal(replicasFor({ linear: { coresPerReplica: 2, nodesPerReplica: 1, min: 1, max: 100, preventSinglePointFailure: true } }, all(4, 13)), 7);
+    assert.equal(
+      replicasFor(
+        { linear: { coresPerReplica: 2, nodesPerReplica: 1, min: 1, max: 100, preventSinglePointFailure: true } },
+        all(4, 13),
+      ),
+      7,
+    );
   });
 
   test('each dimension is clamped to [min, max] before the larger is taken', () => {
@@ -97,8 +115,18 @@ describe('linear mode: clamping, preventSinglePointFailure and includeUnschedula
 describe('ladder mode: the upstream README tables', () => {
   const README = {
     ladder: {
-      coresToReplicas: [[1, 1], [64, 3], [512, 5], [1024, 7], [2048, 10], [4096, 15]],
-      nodesToReplicas: [[1, 1], [2, 2]],
+      coresToReplicas: [
+        [1, 1],
+        [64, 3],
+        [512, 5],
+        [1024, 7],
+        [2048, 10],
+        [4096, 15],
+      ],
+      nodesToReplicas: [
+        [1, 1],
+        [2, 2],
+      ],
     },
   };
   const vectors: Array<[number, number, number]> = [
@@ -116,17 +144,72 @@ describe('ladder mode: the upstream README tables', () => {
   }
 
   test('a value below the first step gives the first step’s replicas, not 0', () => {
-    assert.equal(stepReplicas(3, [[5, 4], [10, 6]]), 4);
+    assert.equal(
+      stepReplicas(3, [
+        [5, 4],
+        [10, 6],
+      ]),
+      4,
+    );
   });
 
   test('thresholds are inclusive and tables are sorted before lookup', () => {
-    assert.equal(replicasFor({ ladder: { nodesToReplicas: [[10, 6], [0, 1], [5, 4]] } }, all(5, 0)), 4);
-    assert.equal(replicasFor({ ladder: { nodesToReplicas: [[10, 6], [0, 1], [5, 4]] } }, all(9, 0)), 4);
-    assert.equal(replicasFor({ ladder: { nodesToReplicas: [[10, 6], [0, 1], [5, 4]] } }, all(10, 0)), 6);
+    assert.equal(
+      replicasFor(
+        {
+          ladder: {
+            nodesToReplicas: [
+              [10, 6],
+              [0, 1],
+              [5, 4],
+            ],
+          },
+        },
+        all(5, 0),
+      ),
+      4,
+    );
+    assert.equal(
+      replicasFor(
+        {
+          ladder: {
+            nodesToReplicas: [
+              [10, 6],
+              [0, 1],
+              [5, 4],
+            ],
+          },
+        },
+        all(9, 0),
+      ),
+      4,
+    );
+    assert.equal(
+      replicasFor(
+        {
+          ladder: {
+            nodesToReplicas: [
+              [10, 6],
+              [0, 1],
+              [5, 4],
+            ],
+          },
+        },
+        all(10, 0),
+      ),
+      6,
+    );
   });
 
   test('0 replicas is allowed: a component enabled only from 6 nodes', () => {
-    const p = { ladder: { nodesToReplicas: [[0, 0], [6, 1]] } };
+    const p = {
+      ladder: {
+        nodesToReplicas: [
+          [0, 0],
+          [6, 1],
+        ],
+      },
+    };
     assert.equal(replicasFor(p, all(5, 100)), 0);
     assert.equal(replicasFor(p, all(6, 100)), 1);
   });
@@ -138,7 +221,11 @@ describe('ladder mode: the upstream README tables', () => {
 
   test('includeUnschedulableNodes switches the ladder to total counts', () => {
     const status: ClusterStatus = { totalNodes: 10, schedulableNodes: 2, totalCores: 0, schedulableCores: 0 };
-    const table = [[1, 1], [5, 5], [10, 10]];
+    const table = [
+      [1, 1],
+      [5, 5],
+      [10, 10],
+    ];
     assert.equal(replicasFor({ ladder: { nodesToReplicas: table } }, status), 1);
     assert.equal(replicasFor({ ladder: { nodesToReplicas: table, includeUnschedulableNodes: true } }, status), 10);
   });

@@ -15,7 +15,8 @@ import { deploymentObject, nodeObject, replicasOf } from './fixtures.js';
 
 const NS = 'kube-system';
 const CM = 'clusterdns-autoscaler';
-const DEFAULTS = '{"linear":{"coresPerReplica":256,"nodesPerReplica":16,"preventSinglePointFailure":true,"includeUnschedulableNodes":true}}';
+const DEFAULTS =
+  '{"linear":{"coresPerReplica":256,"nodesPerReplica":16,"preventSinglePointFailure":true,"includeUnschedulableNodes":true}}';
 const SCALE_PATH = `/apis/apps/v1/namespaces/${NS}/deployments/clusterdns/scale`;
 
 interface Captured {
@@ -26,7 +27,17 @@ interface Captured {
 function captureLog(): Captured {
   const lines: string[] = [];
   const push = (level: string) => (m: string) => lines.push(`[${level}] ${m}`);
-  return { lines, log: { debug: () => {}, info: push('INFO'), warn: push('WARNING'), error: push('ERROR'), fatal: push('FATAL'), line: (t) => lines.push(t) } };
+  return {
+    lines,
+    log: {
+      debug: () => {},
+      info: push('INFO'),
+      warn: push('WARNING'),
+      error: push('ERROR'),
+      fatal: push('FATAL'),
+      line: (t) => lines.push(t),
+    },
+  };
 }
 
 describe('autoscaler control loop', () => {
@@ -87,10 +98,17 @@ describe('autoscaler control loop', () => {
     assert.equal(out.replicas, 2); // vector 7: 17 nodes, 68 cores
     assert.equal(replicas(), 2);
     assert.deepEqual(api.get('ConfigMap', NS, CM)?.data, {
-      linear: '{"coresPerReplica":256,"includeUnschedulableNodes":true,"nodesPerReplica":16,"preventSinglePointFailure":true}',
+      linear:
+        '{"coresPerReplica":256,"includeUnschedulableNodes":true,"nodesPerReplica":16,"preventSinglePointFailure":true}',
     });
-    assert.ok(lines.some((l) => l.includes(`created ConfigMap ${NS}/${CM}`)), lines.join('\n'));
-    assert.ok(lines.some((l) => l.includes('updating deployment/clusterdns in namespace kube-system from 1 to 2 replicas')), lines.join('\n'));
+    assert.ok(
+      lines.some((l) => l.includes(`created ConfigMap ${NS}/${CM}`)),
+      lines.join('\n'),
+    );
+    assert.ok(
+      lines.some((l) => l.includes('updating deployment/clusterdns in namespace kube-system from 1 to 2 replicas')),
+      lines.join('\n'),
+    );
   });
 
   test('the target is written only when the count differs, through /scale with its resourceVersion', async () => {
@@ -103,8 +121,16 @@ describe('autoscaler control loop', () => {
     await a.pollOnce();
     await a.pollOnce();
     assert.equal(writes(SCALE_PATH).length, 1, 'no write when replicas already match');
-    assert.equal(api.requestLog.filter((r) => r.path === SCALE_PATH && r.method === 'GET').length, 3, 'read every poll');
-    assert.equal(api.requestLog.filter((r) => r.path === `/api/v1/namespaces/${NS}/configmaps/${CM}` && r.method === 'GET').length, 3, 'ConfigMap read every poll');
+    assert.equal(
+      api.requestLog.filter((r) => r.path === SCALE_PATH && r.method === 'GET').length,
+      3,
+      'read every poll',
+    );
+    assert.equal(
+      api.requestLog.filter((r) => r.path === `/api/v1/namespaces/${NS}/configmaps/${CM}` && r.method === 'GET').length,
+      3,
+      'ConfigMap read every poll',
+    );
   });
 
   test('replicas follow nodes added and removed (seen through the node watch)', async () => {
@@ -127,14 +153,21 @@ describe('autoscaler control loop', () => {
     addNodes(6, 8, '4', { ready: false });
     const { a } = autoscaler({ defaultParams: defaultParamsData('{"linear":{"nodesPerReplica":1}}') });
     assert.equal((await a.pollOnce()).replicas, 2);
-    api.apply({ kind: 'ConfigMap', metadata: { name: CM, namespace: NS }, data: { linear: '{"nodesPerReplica":1,"includeUnschedulableNodes":true}' } });
+    api.apply({
+      kind: 'ConfigMap',
+      metadata: { name: CM, namespace: NS },
+      data: { linear: '{"nodesPerReplica":1,"includeUnschedulableNodes":true}' },
+    });
     assert.equal((await a.pollOnce()).replicas, 8, 'params re-read on the next poll');
   });
 
   test('--nodelabels limits the nodes that are listed and counted', async () => {
     addNodes(0, 3, '4', { labels: { pool: 'dns' } });
     addNodes(3, 10);
-    const { a } = autoscaler({ nodeLabels: 'pool=dns', defaultParams: defaultParamsData('{"linear":{"nodesPerReplica":1}}') });
+    const { a } = autoscaler({
+      nodeLabels: 'pool=dns',
+      defaultParams: defaultParamsData('{"linear":{"nodesPerReplica":1}}'),
+    });
     assert.equal((await a.pollOnce()).status.totalNodes, 3);
     assert.equal(replicas(), 3);
     assert.ok(api.requestLog.some((r) => r.path === '/api/v1/nodes' && r.query.labelSelector === 'pool=dns'));
@@ -144,15 +177,29 @@ describe('autoscaler control loop', () => {
     addNodes(0, 40);
     api.apply({ kind: 'ConfigMap', metadata: { name: CM, namespace: NS }, data: { linear: '{"nodesPerReplica":-1}' } });
     const { a, lines } = autoscaler();
-    await assert.rejects(a.pollOnce(), (err: unknown) => err instanceof ParamsError && /ConfigMap kube-system\/clusterdns-autoscaler: error parsing linear params: invalid negative value for nodesPerReplica/.test(err.message));
-    api.apply({ kind: 'ConfigMap', metadata: { name: CM, namespace: NS }, data: { linear: '{"nodesPerReplica":1}', ladder: '{}' } });
+    await assert.rejects(
+      a.pollOnce(),
+      (err: unknown) =>
+        err instanceof ParamsError &&
+        /ConfigMap kube-system\/clusterdns-autoscaler: error parsing linear params: invalid negative value for nodesPerReplica/.test(
+          err.message,
+        ),
+    );
+    api.apply({
+      kind: 'ConfigMap',
+      metadata: { name: CM, namespace: NS },
+      data: { linear: '{"nodesPerReplica":1}', ladder: '{}' },
+    });
     await assert.rejects(a.pollOnce(), /exactly one data key/);
     assert.equal(replicas(), 1);
     assert.equal(writes('/apis/').length, 0);
     // run() logs each failed poll and keeps going (max-sync-failures 0)
     const stop = new AbortController();
     const loop = a.run(stop.signal);
-    await waitFor(() => lines.filter((l) => l.startsWith('[ERROR] poll failed, nothing changed: ConfigMap')).length >= 2, 'two logged failures');
+    await waitFor(
+      () => lines.filter((l) => l.startsWith('[ERROR] poll failed, nothing changed: ConfigMap')).length >= 2,
+      'two logged failures',
+    );
     stop.abort();
     assert.equal(await loop, 'stopped');
     assert.equal(replicas(), 1);
@@ -172,7 +219,10 @@ describe('autoscaler control loop', () => {
   test('without defaults a missing ConfigMap fails the poll', async () => {
     addNodes(0, 2);
     const { a } = autoscaler({ defaultParams: undefined });
-    await assert.rejects(a.pollOnce(), /ConfigMap kube-system\/clusterdns-autoscaler not found and no --default-params/);
+    await assert.rejects(
+      a.pollOnce(),
+      /ConfigMap kube-system\/clusterdns-autoscaler not found and no --default-params/,
+    );
     assert.equal(api.get('ConfigMap', NS, CM), undefined);
   });
 
@@ -194,7 +244,10 @@ describe('autoscaler control loop', () => {
     assert.equal(await first, 'too-many-failures');
     api.clearFailures();
     assert.equal(a.consecutiveFailures, 3);
-    assert.ok(lines.some((l) => l.includes('(3/3 consecutive)')), lines.join('\n'));
+    assert.ok(
+      lines.some((l) => l.includes('(3/3 consecutive)')),
+      lines.join('\n'),
+    );
   });
 
   test('a poll before the first node list fails after the sync wait instead of scaling on zero nodes', async () => {

@@ -49,7 +49,12 @@ describe('Kubernetes quantities', () => {
 describe('cluster status from nodes', () => {
   test('cores are summed over nodes before rounding up', () => {
     const nodes = ['a', 'b', 'c'].map((n) => record(nodeObject(n, '3920m')));
-    assert.deepEqual(clusterStatus(nodes), { totalNodes: 3, schedulableNodes: 3, totalCores: 12, schedulableCores: 12 });
+    assert.deepEqual(clusterStatus(nodes), {
+      totalNodes: 3,
+      schedulableNodes: 3,
+      totalCores: 12,
+      schedulableCores: 12,
+    });
   });
 
   test('cordoned and NotReady nodes count only in the totals', () => {
@@ -72,6 +77,9 @@ describe('cluster status from nodes', () => {
   });
 
   test('a node without a name is malformed', () => {
-    assert.equal(projectNode({ metadata: {} }, () => {}), null);
+    assert.equal(
+      projectNode({ metadata: {} }, () => {}),
+      null,
+    );
   });
 });

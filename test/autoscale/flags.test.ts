@@ -22,14 +22,30 @@ describe('flags', () => {
     assert.equal(f.maxSyncFailures, 0);
     assert.equal(f.healthPort, 8080);
     assert.deepEqual(f.defaultParams, {
-      linear: '{"coresPerReplica":256,"includeUnschedulableNodes":true,"nodesPerReplica":16,"preventSinglePointFailure":true}',
+      linear:
+        '{"coresPerReplica":256,"includeUnschedulableNodes":true,"nodesPerReplica":16,"preventSinglePointFailure":true}',
     });
     assert.deepEqual(f.ignored, ['--logtostderr=true', '--v=2']);
   });
 
   test('--name value, --name=value and -name=value forms all work', () => {
     const f = parseAutoscaleFlags(
-      ['--target', 'deployment/a', '-configmap=cm', '--namespace', 'ns', '--poll-period-seconds', '1', '--max-sync-failures=3', '--nodelabels', 'pool=dns,zone=a', '--logtostderr', '--v', '4', '--log_dir=/tmp'],
+      [
+        '--target',
+        'deployment/a',
+        '-configmap=cm',
+        '--namespace',
+        'ns',
+        '--poll-period-seconds',
+        '1',
+        '--max-sync-failures=3',
+        '--nodelabels',
+        'pool=dns,zone=a',
+        '--logtostderr',
+        '--v',
+        '4',
+        '--log_dir=/tmp',
+      ],
       {},
     );
     assert.equal(f.targetSpec, 'deployment/a');
@@ -42,7 +58,11 @@ describe('flags', () => {
   });
 
   test('--namespace wins over $MY_POD_NAMESPACE', () => {
-    assert.equal(parseAutoscaleFlags(['--target=deployment/a', '--configmap=c', '--namespace=x'], { MY_POD_NAMESPACE: 'y' }).namespace, 'x');
+    assert.equal(
+      parseAutoscaleFlags(['--target=deployment/a', '--configmap=c', '--namespace=x'], { MY_POD_NAMESPACE: 'y' })
+        .namespace,
+      'x',
+    );
   });
 
   test('every problem is reported at once, each naming its flag', () => {
@@ -60,14 +80,29 @@ describe('flags', () => {
 
   test('bad numbers, unknown flags and stray arguments are errors', () => {
     const base = ['--target=deployment/a', '--configmap=c'];
-    assert.throws(() => parseAutoscaleFlags([...base, '--poll-period-seconds=0'], {}), /--poll-period-seconds cannot be less than 1/);
-    assert.throws(() => parseAutoscaleFlags([...base, '--poll-period-seconds=ten'], {}), /invalid argument "ten" for --poll-period-seconds/);
-    assert.throws(() => parseAutoscaleFlags([...base, '--max-sync-failures=-1'], {}), /--max-sync-failures cannot be less than 0/);
+    assert.throws(
+      () => parseAutoscaleFlags([...base, '--poll-period-seconds=0'], {}),
+      /--poll-period-seconds cannot be less than 1/,
+    );
+    assert.throws(
+      () => parseAutoscaleFlags([...base, '--poll-period-seconds=ten'], {}),
+      /invalid argument "ten" for --poll-period-seconds/,
+    );
+    assert.throws(
+      () => parseAutoscaleFlags([...base, '--max-sync-failures=-1'], {}),
+      /--max-sync-failures cannot be less than 0/,
+    );
     assert.throws(() => parseAutoscaleFlags([...base, '--bogus=1'], {}), /unknown flag: --bogus/);
     assert.throws(() => parseAutoscaleFlags([...base, 'extra'], {}), /unexpected argument "extra"/);
     assert.throws(() => parseAutoscaleFlags([...base, '--namespace'], {}), /flag needs an argument: --namespace/);
-    assert.throws(() => parseAutoscaleFlags([...base, '--default-params={"linear":'], {}), /--default-params: not JSON/);
-    assert.throws(() => parseAutoscaleFlags([...base, '--nodelabels=pool'], {}), /--nodelabels: "pool" is not key=value/);
+    assert.throws(
+      () => parseAutoscaleFlags([...base, '--default-params={"linear":'], {}),
+      /--default-params: not JSON/,
+    );
+    assert.throws(
+      () => parseAutoscaleFlags([...base, '--nodelabels=pool'], {}),
+      /--nodelabels: "pool" is not key=value/,
+    );
     assert.throws(() => parseAutoscaleFlags([...base, '--logtostderr=maybe'], {}), /must be true or false/);
   });
 
@@ -79,16 +114,21 @@ describe('flags', () => {
 
 describe('--target', () => {
   test('kinds are case-insensitive, singular or plural, optionally with their API group; lists are comma-separated', () => {
-    assert.deepEqual(parseTargets('Deployment/coredns,statefulsets.apps/web, ReplicationController/old,replicaset/rs', 'ns'), [
-      { kind: 'deployment', name: 'coredns', namespace: 'ns' },
-      { kind: 'statefulset', name: 'web', namespace: 'ns' },
-      { kind: 'replicationcontroller', name: 'old', namespace: 'ns' },
-      { kind: 'replicaset', name: 'rs', namespace: 'ns' },
-    ]);
+    assert.deepEqual(
+      parseTargets('Deployment/coredns,statefulsets.apps/web, ReplicationController/old,replicaset/rs', 'ns'),
+      [
+        { kind: 'deployment', name: 'coredns', namespace: 'ns' },
+        { kind: 'statefulset', name: 'web', namespace: 'ns' },
+        { kind: 'replicationcontroller', name: 'old', namespace: 'ns' },
+        { kind: 'replicaset', name: 'rs', namespace: 'ns' },
+      ],
+    );
   });
 
   test('each kind is scaled through its own /scale subresource', () => {
-    const paths = parseTargets('deployment/a,replicaset/b,statefulset/c,replicationcontroller/d', 'kube-system').map(scalePath);
+    const paths = parseTargets('deployment/a,replicaset/b,statefulset/c,replicationcontroller/d', 'kube-system').map(
+      scalePath,
+    );
     assert.deepEqual(paths, [
       '/apis/apps/v1/namespaces/kube-system/deployments/a/scale',
       '/apis/apps/v1/namespaces/kube-system/replicasets/b/scale',
@@ -106,7 +146,11 @@ describe('--target', () => {
       ['deployment/', /"" is not a valid object name/],
       ['deployment/under_score', /not a valid object name/],
     ] as const) {
-      assert.throws(() => parseTargets(spec, 'ns'), (e: unknown) => e instanceof TargetError && re.test(e.message), spec);
+      assert.throws(
+        () => parseTargets(spec, 'ns'),
+        (e: unknown) => e instanceof TargetError && re.test(e.message),
+        spec,
+      );
     }
   });
 });

@@ -5,12 +5,15 @@ import assert from 'node:assert/strict';
 import { ParamsError, parseScalingParams } from '../../src/autoscale/params.js';
 
 function rejects(data: Record<string, string>, message: RegExp): void {
-  assert.throws(() => parseScalingParams(data), (err: unknown) => {
-    assert.ok(err instanceof ParamsError, `expected ParamsError, got ${String(err)}`);
-    assert.equal(err.code, 'AUTOSCALE_ERR_PARAMS');
-    assert.match(err.message, message);
-    return true;
-  });
+  assert.throws(
+    () => parseScalingParams(data),
+    (err: unknown) => {
+      assert.ok(err instanceof ParamsError, `expected ParamsError, got ${String(err)}`);
+      assert.equal(err.code, 'AUTOSCALE_ERR_PARAMS');
+      assert.match(err.message, message);
+      return true;
+    },
+  );
 }
 
 describe('ConfigMap shape', () => {
@@ -34,19 +37,32 @@ describe('linear params validation (CPA rules)', () => {
     const { scaling } = parseScalingParams({ linear: '{"coresPerReplica":256,"nodesPerReplica":16}' });
     assert.deepEqual(scaling, {
       mode: 'linear',
-      params: { coresPerReplica: 256, nodesPerReplica: 16, min: 1, max: 0, preventSinglePointFailure: false, includeUnschedulableNodes: false },
+      params: {
+        coresPerReplica: 256,
+        nodesPerReplica: 16,
+        min: 1,
+        max: 0,
+        preventSinglePointFailure: false,
+        includeUnschedulableNodes: false,
+      },
     });
   });
 
   test('negative min, max, coresPerReplica or nodesPerReplica is an error', () => {
-    rejects({ linear: '{"nodesPerReplica":1,"min":-1}' }, /error parsing linear params: invalid negative value for min: -1/);
+    rejects(
+      { linear: '{"nodesPerReplica":1,"min":-1}' },
+      /error parsing linear params: invalid negative value for min: -1/,
+    );
     rejects({ linear: '{"nodesPerReplica":1,"max":-3}' }, /negative value for max/);
     rejects({ linear: '{"coresPerReplica":-2,"nodesPerReplica":1}' }, /negative value for coresPerReplica: -2/);
     rejects({ linear: '{"nodesPerReplica":-0.5}' }, /negative value for nodesPerReplica/);
   });
 
   test('max below min is an error', () => {
-    rejects({ linear: '{"nodesPerReplica":1,"min":5,"max":2}' }, /max replicas count 2 should be greater than \/ equal to min replicas count 5/);
+    rejects(
+      { linear: '{"nodesPerReplica":1,"min":5,"max":2}' },
+      /max replicas count 2 should be greater than \/ equal to min replicas count 5/,
+    );
   });
 
   test('at least one per-replica value must be set', () => {
@@ -57,7 +73,10 @@ describe('linear params validation (CPA rules)', () => {
   test('wrong types are errors, as in Go: string numbers, float min, string booleans', () => {
     rejects({ linear: '{"nodesPerReplica":"16"}' }, /nodesPerReplica: "16" is not a number/);
     rejects({ linear: '{"nodesPerReplica":1,"min":1.5}' }, /min: 1.5 is not an integer/);
-    rejects({ linear: '{"nodesPerReplica":1,"preventSinglePointFailure":"true"}' }, /preventSinglePointFailure: "true" is not true or false/);
+    rejects(
+      { linear: '{"nodesPerReplica":1,"preventSinglePointFailure":"true"}' },
+      /preventSinglePointFailure: "true" is not true or false/,
+    );
   });
 
   test('keys match case-insensitively and null keeps the default, as Go’s json does', () => {
@@ -87,6 +106,11 @@ describe('ladder params validation', () => {
   test('tables are sorted by threshold', () => {
     const { scaling } = parseScalingParams({ ladder: '{"nodesToReplicas":[[10,3],[1,1],[5,2]]}' });
     assert.equal(scaling.mode, 'ladder');
-    if (scaling.mode === 'ladder') assert.deepEqual(scaling.params.nodesToReplicas, [[1, 1], [5, 2], [10, 3]]);
+    if (scaling.mode === 'ladder')
+      assert.deepEqual(scaling.params.nodesToReplicas, [
+        [1, 1],
+        [5, 2],
+        [10, 3],
+      ]);
   });
 });

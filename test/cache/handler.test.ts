@@ -10,7 +10,17 @@ import { advanceClock, freezeClock } from '../../src/plugins/cache/clock.js';
 import { registry } from '../../src/metrics/registry.js';
 import { invalidateNames, invalidateSuffix } from '../../src/server/invalidation.js';
 import { buildQuery, query, sendTcp, sendUdp } from '../helpers/dns.js';
-import { answerTo, forwardTo, rr, sleep, soa, startRig, startUpstream, type CacheRig, type Upstream } from './harness.js';
+import {
+  answerTo,
+  forwardTo,
+  rr,
+  sleep,
+  soa,
+  startRig,
+  startUpstream,
+  type CacheRig,
+  type Upstream,
+} from './harness.js';
 
 freezeClock(1_000_000);
 
@@ -442,7 +452,9 @@ describe('cache over sockets', () => {
       const c2 = await startRig('cache', forwardTo(up.port, 300));
       rigs.push(c2);
       void c;
-      const answers = await Promise.all(Array.from({ length: 20 }, () => query(c2.port, 'silent.example.org.', QType.A)));
+      const answers = await Promise.all(
+        Array.from({ length: 20 }, () => query(c2.port, 'silent.example.org.', QType.A)),
+      );
       for (const a of answers) assert.equal(a.rcode, Rcode.SERVFAIL);
       assert.equal(up.count('silent.example.org.'), 1);
     });
@@ -569,7 +581,14 @@ describe('cache over sockets', () => {
       assert.equal(up.count(), 1);
       up.respond = (q) => {
         const m = answerTo(q);
-        m.answers.push(rr(q.questions[0]!.name, QType.SRV, 5, { priority: 0, weight: 100, port: 80, target: 'web.default.svc.cluster.local.' }));
+        m.answers.push(
+          rr(q.questions[0]!.name, QType.SRV, 5, {
+            priority: 0,
+            weight: 100,
+            port: 80,
+            target: 'web.default.svc.cluster.local.',
+          }),
+        );
         return m;
       };
       assert.equal(invalidateSuffix('web.default.svc.cluster.local.'), 1);
@@ -614,7 +633,14 @@ describe('cache over sockets', () => {
         `coredns_cache_served_stale_total{${labels}} 0`,
         `coredns_cache_evictions_total{server="dns://:53",type="success",${zl}} 0`,
       ];
-      for (const w of want) assert.ok(text.includes(w), `missing ${w}\n${text.split('\n').filter((l) => l.includes('cache')).join('\n')}`);
+      for (const w of want)
+        assert.ok(
+          text.includes(w),
+          `missing ${w}\n${text
+            .split('\n')
+            .filter((l) => l.includes('cache'))
+            .join('\n')}`,
+        );
       // Counters survive the cache being replaced (a reload): they never go backwards.
       await c.close();
       rigs.splice(rigs.indexOf(c), 1);

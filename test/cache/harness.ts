@@ -5,7 +5,13 @@
 import dgram from 'node:dgram';
 import net from 'node:net';
 import { parseCorefile } from '../../src/corefile/parser.js';
-import { decodeMessage, emptyMessage, encodeMessage, type Message, type ResourceRecord } from '../../src/dns/message.js';
+import {
+  decodeMessage,
+  emptyMessage,
+  encodeMessage,
+  type Message,
+  type ResourceRecord,
+} from '../../src/dns/message.js';
 import { QClass, QType, Rcode } from '../../src/dns/constants.js';
 import { Dispatcher, DnsListener, Router, listenerKey } from '../../src/server/listeners.js';
 import { Response, type HandlerResult, type Next, type Request } from '../../src/server/request.js';
@@ -42,7 +48,9 @@ export async function startUpstream(respond: (q: Message) => Message | null, del
     port: (sock.address() as net.AddressInfo).port,
     log: [],
     count(name?: string) {
-      return name === undefined ? this.log.length : this.log.filter((l) => l.split(' ')[0]!.toLowerCase() === name.toLowerCase()).length;
+      return name === undefined
+        ? this.log.length
+        : this.log.filter((l) => l.split(' ')[0]!.toLowerCase() === name.toLowerCase()).length;
     },
     respond,
     delayMs,
@@ -145,7 +153,14 @@ export function answerTo(q: Message, rcode: number = Rcode.NOERROR): Message {
   m.cd = q.cd;
   m.rcode = rcode;
   m.questions = q.questions.map((x) => ({ ...x }));
-  if (q.edns) m.edns = { udpSize: 1232, version: 0, do: q.edns.do, zflags: 0, options: [{ code: 3, data: Buffer.from('upstream-nsid') }] };
+  if (q.edns)
+    m.edns = {
+      udpSize: 1232,
+      version: 0,
+      do: q.edns.do,
+      zflags: 0,
+      options: [{ code: 3, data: Buffer.from('upstream-nsid') }],
+    };
   return m;
 }
 

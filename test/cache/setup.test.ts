@@ -32,8 +32,14 @@ describe('cache syntax and defaults', () => {
     assert.equal(cacheOptionsFrom('cache {\n max_bytes 512K\n}').maxBytes, 512 * 1024);
     assert.equal(cacheOptionsFrom('cache {\n max_bytes 64M\n}').maxBytes, 64 * 1024 * 1024);
     assert.equal(cacheOptionsFrom('cache {\n max_bytes 1g\n}').maxBytes, 1024 * 1024 * 1024);
-    assert.match(parseError('cache {\n max_bytes 0\n}'), /:\d+ - Error during parsing: max_bytes: "0" is not a size above zero/);
-    assert.match(parseError('cache {\n max_bytes lots\n}'), /:\d+ - Error during parsing: max_bytes: "lots" is not a size above zero/);
+    assert.match(
+      parseError('cache {\n max_bytes 0\n}'),
+      /:\d+ - Error during parsing: max_bytes: "0" is not a size above zero/,
+    );
+    assert.match(
+      parseError('cache {\n max_bytes lots\n}'),
+      /:\d+ - Error during parsing: max_bytes: "lots" is not a size above zero/,
+    );
     assert.match(parseError('cache {\n max_bytes\n}'), /Wrong argument count/);
   });
 
@@ -61,8 +67,16 @@ describe('cache syntax and defaults', () => {
   });
 
   test('prefetch AMOUNT [[DURATION] [PERCENTAGE%]] defaults to 1m and 10%', () => {
-    assert.deepEqual(cacheOptionsFrom('cache {\n prefetch 10\n}').prefetch, { amount: 10, durationMs: 60000, percentage: 10 });
-    assert.deepEqual(cacheOptionsFrom('cache {\n prefetch 2 30s 50%\n}').prefetch, { amount: 2, durationMs: 30000, percentage: 50 });
+    assert.deepEqual(cacheOptionsFrom('cache {\n prefetch 10\n}').prefetch, {
+      amount: 10,
+      durationMs: 60000,
+      percentage: 10,
+    });
+    assert.deepEqual(cacheOptionsFrom('cache {\n prefetch 2 30s 50%\n}').prefetch, {
+      amount: 2,
+      durationMs: 30000,
+      percentage: 50,
+    });
     assert.equal(cacheOptionsFrom('cache {\n prefetch 0\n}').prefetch, null);
   });
 
@@ -96,7 +110,10 @@ describe('cache syntax and defaults', () => {
   const bad: Array<[string, RegExp]> = [
     ['cache 0', /^Corefile:2 - Error during parsing: cache TTL can not be zero or negative: 0$/],
     ['cache -5', /cache TTL can not be zero or negative: -5/],
-    ['cache {\n success\n}', /^Corefile:3 - Error during parsing: Wrong argument count or unexpected line ending after 'success'$/],
+    [
+      'cache {\n success\n}',
+      /^Corefile:3 - Error during parsing: Wrong argument count or unexpected line ending after 'success'$/,
+    ],
     ['cache {\n success lots\n}', /strconv.Atoi: parsing "lots": invalid syntax/],
     ['cache {\n success 100 0\n}', /cache TTL can not be zero or negative: 0/],
     ['cache {\n denial 100 10 -1\n}', /cache min TTL can not be negative: -1/],

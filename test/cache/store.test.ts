@@ -5,12 +5,37 @@ import assert from 'node:assert/strict';
 import { CacheEntry, CacheStore, EntryKind, parentName } from '../../src/plugins/cache/store.js';
 import type { PreparedReply } from '../../src/plugins/cache/reply.js';
 
-const reply: PreparedReply = { body: Buffer.alloc(0), an: 0, ns: 0, ar: 0, flags: 0x8180, ttlOffsets: new Uint16Array(0), questionEnd: 12 };
+const reply: PreparedReply = {
+  body: Buffer.alloc(0),
+  an: 0,
+  ns: 0,
+  ar: 0,
+  flags: 0x8180,
+  ttlOffsets: new Uint16Array(0),
+  questionEnd: 12,
+};
 
 const noEviction = (): void => {};
 
-function entry(name: string, qtype = 1, kind = EntryKind.Success, lifetimeMs = 60_000, storedMs = 0, body = reply.body): CacheEntry {
-  return new CacheEntry(name, qtype, 1, 0, kind, { ...reply, body }, Math.floor(lifetimeMs / 1000), storedMs, lifetimeMs);
+function entry(
+  name: string,
+  qtype = 1,
+  kind = EntryKind.Success,
+  lifetimeMs = 60_000,
+  storedMs = 0,
+  body = reply.body,
+): CacheEntry {
+  return new CacheEntry(
+    name,
+    qtype,
+    1,
+    0,
+    kind,
+    { ...reply, body },
+    Math.floor(lifetimeMs / 1000),
+    storedMs,
+    lifetimeMs,
+  );
 }
 
 describe('cache store', () => {
@@ -25,17 +50,27 @@ describe('cache store', () => {
     const s = new CacheStore({ successCapacity: 10_000, denialCapacity: 10_000, maxBytes: 1_000_000 });
     const evicted: EntryKind[] = [];
     const big = Buffer.alloc(60_000);
-    for (let i = 0; i < 100; i++) assert.equal(s.insert(entry(`big${i}.example.`, 16, EntryKind.Success, 60_000, 0, big), -1, (k) => evicted.push(k)), true);
+    for (let i = 0; i < 100; i++)
+      assert.equal(
+        s.insert(entry(`big${i}.example.`, 16, EntryKind.Success, 60_000, 0, big), -1, (k) => evicted.push(k)),
+        true,
+      );
     assert.ok(s.bytes <= 1_000_000, `${s.bytes} bytes`);
     assert.equal(s.size(EntryKind.Success), 16, '16 entries of 60 KB fit in 1 MB');
     assert.equal(evicted.length, 100 - 16);
     // Small denials push out big successes: the queue holding more bytes gives them up.
-    for (let i = 0; i < 1000; i++) s.insert(entry(`nx${i}.example.`, 1, EntryKind.Denial, 60_000, 0, Buffer.alloc(100)), -1, (k) => evicted.push(k));
+    for (let i = 0; i < 1000; i++)
+      s.insert(entry(`nx${i}.example.`, 1, EntryKind.Denial, 60_000, 0, Buffer.alloc(100)), -1, (k) => evicted.push(k));
     assert.ok(s.bytes <= 1_000_000);
     assert.ok(evicted.filter((k) => k === EntryKind.Success).length > 84, 'big successes made room');
     // One answer bigger than the whole budget is not stored at all, and evicts nothing.
     const before = evicted.length;
-    assert.equal(s.insert(entry('huge.example.', 16, EntryKind.Success, 60_000, 0, Buffer.alloc(1_000_001)), -1, (k) => evicted.push(k)), false);
+    assert.equal(
+      s.insert(entry('huge.example.', 16, EntryKind.Success, 60_000, 0, Buffer.alloc(1_000_001)), -1, (k) =>
+        evicted.push(k),
+      ),
+      false,
+    );
     assert.equal(evicted.length, before);
     assert.equal(s.find('huge.example.', 16, 1, 0), null);
   });
@@ -66,7 +101,11 @@ describe('cache store', () => {
 
   test('the hand evicts an entry past its TTL on sight, even one that was hit', () => {
     const s = new CacheStore({ successCapacity: 3, denialCapacity: 3, maxBytes: Infinity });
-    const all = [entry('a.', 1, EntryKind.Success, 60_000), entry('b.', 1, EntryKind.Success, 1_000), entry('c.', 1, EntryKind.Success, 60_000)];
+    const all = [
+      entry('a.', 1, EntryKind.Success, 60_000),
+      entry('b.', 1, EntryKind.Success, 1_000),
+      entry('c.', 1, EntryKind.Success, 60_000),
+    ];
     for (const e of all) {
       s.insert(e, 0, noEviction);
       e.visited = true;

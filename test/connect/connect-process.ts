@@ -20,10 +20,19 @@ export function killLeftovers(): void {
   live.clear();
 }
 
-export function startConnect(args: string[], env: NodeJS.ProcessEnv, wrap: string[] = [], cwd?: string): ConnectProcess {
+export function startConnect(
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  wrap: string[] = [],
+  cwd?: string,
+): ConnectProcess {
   const argv = [...wrap, process.execPath, BIN, 'connect', ...args];
   // Exit with the test process, so a killed test run leaves no connect behind.
-  const proc = spawn(argv[0], argv.slice(1), { env: { ...env, CLUSTERDNS_EXIT_WITH_PARENT: '1' }, stdio: ['ignore', 'pipe', 'pipe'], cwd });
+  const proc = spawn(argv[0], argv.slice(1), {
+    env: { ...env, CLUSTERDNS_EXIT_WITH_PARENT: '1' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    cwd,
+  });
   live.add(proc);
   proc.on('exit', () => live.delete(proc));
   let out = '';
@@ -48,7 +57,10 @@ export function startConnect(args: string[], env: NodeJS.ProcessEnv, wrap: strin
     exited,
     waitFor(text, timeoutMs = 20_000) {
       return new Promise((res, rej) => {
-        const timer = setTimeout(() => rej(new Error(`timed out waiting for ${String(text)}; output:\n${out}`)), timeoutMs);
+        const timer = setTimeout(
+          () => rej(new Error(`timed out waiting for ${String(text)}; output:\n${out}`)),
+          timeoutMs,
+        );
         const check = () => {
           if (typeof text === 'string' ? out.includes(text) : text.test(out)) {
             clearTimeout(timer);

@@ -44,7 +44,11 @@ fi
 `;
 
 function readWords(path: string): string[] {
-  return fs.readFileSync(path, 'utf8').trim().split(/\s+/).filter((s) => s !== '');
+  return fs
+    .readFileSync(path, 'utf8')
+    .trim()
+    .split(/\s+/)
+    .filter((s) => s !== '');
 }
 
 export class FakeResolved {

@@ -158,7 +158,8 @@ export class FakeRouteServer {
     const from = rvParam === null ? NaN : Number(rvParam);
     if (Number.isInteger(from) && from >= this.compactedAt && from <= this.rv) {
       for (const ch of this.history) {
-        if (ch.rv > from && this.visible(client, ch.route)) this.write(client, { type: ch.type, resourceVersion: String(ch.rv), route: ch.route });
+        if (ch.rv > from && this.visible(client, ch.route))
+          this.write(client, { type: ch.type, resourceVersion: String(ch.rv), route: ch.route });
       }
     } else {
       const routes = [...this.routes.values()].filter((r) => this.visible(client, r));

@@ -24,7 +24,10 @@ describe('connect flags', () => {
   });
 
   test('domains are normalised and validated', () => {
-    const f = parseConnectFlags(['--server', '10.96.0.10', '--domains', 'Cluster.Local.,corp.k8s', '--search', 'default.svc.cluster.local'], {});
+    const f = parseConnectFlags(
+      ['--server', '10.96.0.10', '--domains', 'Cluster.Local.,corp.k8s', '--search', 'default.svc.cluster.local'],
+      {},
+    );
     assert.deepEqual(f.domains, ['cluster.local', 'corp.k8s']);
     for (const bad of ['../etc', 'a..b', 'x/y', '-', '']) {
       assert.throws(() => parseConnectFlags(['--server', '10.96.0.10', '--domains', bad], {}), ConnectFlagError, bad);
@@ -44,11 +47,21 @@ describe('connect flags', () => {
     assert.throws(() => parseConnectFlags(['--server', '10.0.0.1', '--routes', 'ftp://x/'], {}), ConnectFlagError);
     assert.throws(() => parseConnectFlags(['--server', '10.0.0.1', '--bogus'], {}), ConnectFlagError);
     assert.throws(() => parseConnectFlags(['--server', '10.0.0.1', '--os', 'plan9'], {}), ConnectFlagError);
-    assert.throws(() => parseConnectFlags(['--server', '10.0.0.1', '--interface', 'eth0; reboot'], {}), ConnectFlagError);
+    assert.throws(
+      () => parseConnectFlags(['--server', '10.0.0.1', '--interface', 'eth0; reboot'], {}),
+      ConnectFlagError,
+    );
   });
 
   test('disconnect flags', () => {
-    assert.deepEqual(parseDisconnectFlags(['--cleanup', '--root', '/tmp/x', '--timeout', '2']), { root: '/tmp/x', cleanup: true, timeoutMs: 2000, os: 'linux', help: false, version: false });
+    assert.deepEqual(parseDisconnectFlags(['--cleanup', '--root', '/tmp/x', '--timeout', '2']), {
+      root: '/tmp/x',
+      cleanup: true,
+      timeoutMs: 2000,
+      os: 'linux',
+      help: false,
+      version: false,
+    });
     // A relative --root is made absolute here, so the state file names paths any cwd can use.
     assert.equal(parseDisconnectFlags(['--root', 'rel/dir']).root, join(process.cwd(), 'rel/dir'));
   });

@@ -1,10 +1,26 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { BLOCK_BEGIN, BLOCK_END, HostsBlockError, hostsEntries, renderBlock, searchNamespaces, spliceBlock } from '../../src/connect/hosts-block.js';
+import {
+  BLOCK_BEGIN,
+  BLOCK_END,
+  HostsBlockError,
+  hostsEntries,
+  renderBlock,
+  searchNamespaces,
+  spliceBlock,
+} from '../../src/connect/hosts-block.js';
 import { parseRoute, parseRouteEvent, RouteEventError } from '../../src/connect/routes.js';
 
-const naming = { clusterDomain: 'cluster.local', searchDomains: ['default.svc.cluster.local', 'svc.cluster.local', 'cluster.local'] };
-const r = (namespace: string, name: string, ...ips: string[]) => ({ name, namespace, clusterIP: ips[0] ?? '', clusterIPs: ips });
+const naming = {
+  clusterDomain: 'cluster.local',
+  searchDomains: ['default.svc.cluster.local', 'svc.cluster.local', 'cluster.local'],
+};
+const r = (namespace: string, name: string, ...ips: string[]) => ({
+  name,
+  namespace,
+  clusterIP: ips[0] ?? '',
+  clusterIPs: ips,
+});
 
 describe('hosts entries from routes', () => {
   test('each ClusterIP gets name, name.ns, name.ns.svc and the FQDN', () => {
@@ -21,9 +37,15 @@ describe('hosts entries from routes', () => {
   });
 
   test('the bare name goes only to the namespace the search list reaches first', () => {
-    const n = { clusterDomain: 'cluster.local', searchDomains: ['team-b.svc.cluster.local', 'default.svc.cluster.local', 'svc.cluster.local'] };
+    const n = {
+      clusterDomain: 'cluster.local',
+      searchDomains: ['team-b.svc.cluster.local', 'default.svc.cluster.local', 'svc.cluster.local'],
+    };
     assert.deepEqual(searchNamespaces(n), ['team-b', 'default']);
-    const lines = hostsEntries([r('default', 'api', '10.96.0.1'), r('team-b', 'api', '10.96.0.2'), r('other', 'api', '10.96.0.3')], n);
+    const lines = hostsEntries(
+      [r('default', 'api', '10.96.0.1'), r('team-b', 'api', '10.96.0.2'), r('other', 'api', '10.96.0.3')],
+      n,
+    );
     assert.deepEqual(lines, [
       '10.96.0.1 api.default api.default.svc api.default.svc.cluster.local',
       '10.96.0.3 api.other api.other.svc api.other.svc.cluster.local',
@@ -32,31 +54,50 @@ describe('hosts entries from routes', () => {
   });
 
   test('headless Services (no ClusterIP) get no line', () => {
-    assert.deepEqual(hostsEntries([parseRoute({ name: 'db', namespace: 'default', clusterIP: 'None', clusterIPs: ['None'] })], naming), []);
+    assert.deepEqual(
+      hostsEntries([parseRoute({ name: 'db', namespace: 'default', clusterIP: 'None', clusterIPs: ['None'] })], naming),
+      [],
+    );
   });
 
   test('a custom cluster domain is used in the FQDN', () => {
-    assert.deepEqual(hostsEntries([r('prod', 'x', '10.0.0.9')], { clusterDomain: 'corp.k8s', searchDomains: ['prod.svc.corp.k8s'] }), [
-      '10.0.0.9 x x.prod x.prod.svc x.prod.svc.corp.k8s',
-    ]);
+    assert.deepEqual(
+      hostsEntries([r('prod', 'x', '10.0.0.9')], { clusterDomain: 'corp.k8s', searchDomains: ['prod.svc.corp.k8s'] }),
+      ['10.0.0.9 x x.prod x.prod.svc x.prod.svc.corp.k8s'],
+    );
   });
 });
 
 describe('route stream events', () => {
   test('names that could inject into /etc/hosts are refused', () => {
     for (const name of ['a b', 'evil\n1.2.3.4 bank.com', 'A', 'x#y', '-x', '', 'a'.repeat(64)]) {
-      assert.throws(() => parseRoute({ name, namespace: 'default', clusterIP: '10.0.0.1' }), RouteEventError, JSON.stringify(name));
+      assert.throws(
+        () => parseRoute({ name, namespace: 'default', clusterIP: '10.0.0.1' }),
+        RouteEventError,
+        JSON.stringify(name),
+      );
     }
     assert.throws(() => parseRoute({ name: 'ok', namespace: 'bad ns', clusterIP: '10.0.0.1' }), RouteEventError);
   });
 
   test('invalid IPs are dropped, valid ones kept', () => {
-    const route = parseRoute({ name: 'a', namespace: 'b', clusterIP: '10.0.0.1', clusterIPs: ['10.0.0.1', '1.2.3.4 evil', 'fd00::1', 7] });
+    const route = parseRoute({
+      name: 'a',
+      namespace: 'b',
+      clusterIP: '10.0.0.1',
+      clusterIPs: ['10.0.0.1', '1.2.3.4 evil', 'fd00::1', 7],
+    });
     assert.deepEqual(route.clusterIPs, ['10.0.0.1', 'fd00::1']);
   });
 
   test('a SNAPSHOT keeps the valid routes and reports the rest', () => {
-    const ev = parseRouteEvent(JSON.stringify({ type: 'SNAPSHOT', resourceVersion: '5', routes: [r('d', 'ok', '10.0.0.1'), { name: 'Bad!', namespace: 'd' }] }));
+    const ev = parseRouteEvent(
+      JSON.stringify({
+        type: 'SNAPSHOT',
+        resourceVersion: '5',
+        routes: [r('d', 'ok', '10.0.0.1'), { name: 'Bad!', namespace: 'd' }],
+      }),
+    );
     assert.equal(ev.type, 'SNAPSHOT');
     if (ev.type !== 'SNAPSHOT') return;
     assert.equal(ev.routes.length, 1);
@@ -64,7 +105,13 @@ describe('route stream events', () => {
   });
 
   test('garbage, unknown types and missing resourceVersion are errors, not crashes', () => {
-    for (const line of ['{', '[]', '{"type":"WHAT","resourceVersion":"1"}', '{"type":"ADDED"}', '{"type":"DELETED","resourceVersion":"1"}']) {
+    for (const line of [
+      '{',
+      '[]',
+      '{"type":"WHAT","resourceVersion":"1"}',
+      '{"type":"ADDED"}',
+      '{"type":"DELETED","resourceVersion":"1"}',
+    ]) {
       assert.throws(() => parseRouteEvent(line), RouteEventError, line);
     }
   });

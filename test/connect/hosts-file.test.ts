@@ -98,19 +98,27 @@ describe('hosts file writes', () => {
     assert.deepEqual(fs.readdirSync(etc), ['hosts']);
   });
 
-  test('a really bind-mounted hosts file (as in Docker) is updated in place', { skip: !canUnshareMount() && 'needs unshare --mount' }, () => {
-    const etc = tempEtc();
-    const hosts = join(etc, 'hosts');
-    const source = join(etc, '..', 'hosts.source');
-    fs.writeFileSync(hosts, 'placeholder\n');
-    fs.writeFileSync(source, ORIGINAL);
-    const main = resolve('dist/test/connect/hosts-write-main.js');
-    const script = 'mount --bind "$1" "$2" && "$3" "$4" "$2" "$5" && cat "$2"';
-    const r = spawnSync('unshare', ['--mount', 'sh', '-c', script, 'sh', source, hosts, process.execPath, main, JSON.stringify([ENTRY])], { encoding: 'utf8' });
-    assert.equal(r.status, 0, r.stderr);
-    assert.equal(r.stdout, `in-place\nin-place\n${ORIGINAL}`);
-    assert.equal(fs.readFileSync(source, 'utf8'), ORIGINAL);
-  });
+  test(
+    'a really bind-mounted hosts file (as in Docker) is updated in place',
+    { skip: !canUnshareMount() && 'needs unshare --mount' },
+    () => {
+      const etc = tempEtc();
+      const hosts = join(etc, 'hosts');
+      const source = join(etc, '..', 'hosts.source');
+      fs.writeFileSync(hosts, 'placeholder\n');
+      fs.writeFileSync(source, ORIGINAL);
+      const main = resolve('dist/test/connect/hosts-write-main.js');
+      const script = 'mount --bind "$1" "$2" && "$3" "$4" "$2" "$5" && cat "$2"';
+      const r = spawnSync(
+        'unshare',
+        ['--mount', 'sh', '-c', script, 'sh', source, hosts, process.execPath, main, JSON.stringify([ENTRY])],
+        { encoding: 'utf8' },
+      );
+      assert.equal(r.status, 0, r.stderr);
+      assert.equal(r.stdout, `in-place\nin-place\n${ORIGINAL}`);
+      assert.equal(fs.readFileSync(source, 'utf8'), ORIGINAL);
+    },
+  );
 
   test('a symlink to a file in the same directory is followed and stays a symlink', async () => {
     const etc = tempEtc();

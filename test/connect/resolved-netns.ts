@@ -23,9 +23,19 @@ function onPath(tool: string): boolean {
 export function resolvedUnavailable(): string | null {
   if (process.platform !== 'linux') return 'not Linux';
   if (typeof process.getuid !== 'function' || process.getuid() !== 0) return 'needs root for namespaces';
-  if (!RESOLVED_BINARIES.some((p) => fs.existsSync(p))) return 'systemd-resolved is not installed (apt-get install systemd-resolved)';
-  for (const tool of ['resolvectl', 'dbus-daemon', 'unshare', 'nsenter', 'ip']) if (!onPath(tool)) return `${tool} is not installed`;
-  const probe = spawnSync('unshare', ['--net', '--mount', '--pid', '--fork', 'sh', '-c', 'ip link add t0 type veth peer name t1']);
+  if (!RESOLVED_BINARIES.some((p) => fs.existsSync(p)))
+    return 'systemd-resolved is not installed (apt-get install systemd-resolved)';
+  for (const tool of ['resolvectl', 'dbus-daemon', 'unshare', 'nsenter', 'ip'])
+    if (!onPath(tool)) return `${tool} is not installed`;
+  const probe = spawnSync('unshare', [
+    '--net',
+    '--mount',
+    '--pid',
+    '--fork',
+    'sh',
+    '-c',
+    'ip link add t0 type veth peer name t1',
+  ]);
   if (probe.status !== 0) return `cannot create namespaces and veth links here: ${probe.stderr.toString().trim()}`;
   return null;
 }
@@ -120,21 +130,53 @@ export class ResolvedSandbox {
     const resolvedBin = RESOLVED_BINARIES.find((p) => fs.existsSync(p))!;
     const u = spawn(
       'unshare',
-      ['--net', '--mount', '--pid', '--fork', '--kill-child', 'sh', join(this.dir, 'sandbox.sh'), this.dir, process.execPath, resolve('bin/clusterdns'), resolvedBin],
+      [
+        '--net',
+        '--mount',
+        '--pid',
+        '--fork',
+        '--kill-child',
+        'sh',
+        join(this.dir, 'sandbox.sh'),
+        this.dir,
+        process.execPath,
+        resolve('bin/clusterdns'),
+        resolvedBin,
+      ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
     this.unshare = u;
     let out = '';
     u.stdout!.on('data', (d: Buffer) => (out += d.toString()));
     u.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-    await this.poll('the sandbox to start', () => out.includes('ready'), () => out, 15_000);
+    await this.poll(
+      'the sandbox to start',
+      () => out.includes('ready'),
+      () => out,
+      15_000,
+    );
     this.innerPid = Number(fs.readFileSync(`/proc/${u.pid}/task/${u.pid}/children`, 'utf8').trim().split(/\s+/)[0]);
     let last: CmdResult = { code: -1, stdout: '', stderr: '' };
-    await this.poll('systemd-resolved on the private bus', async () => (last = await this.run('resolvectl', ['dns', LINK])).code === 0, () => last.stderr, 15_000);
-    await this.poll('the cluster DNS server in the peer namespace', () => this.dnsLog().includes('clusterdns-'), () => this.dnsLog(), 15_000);
+    await this.poll(
+      'systemd-resolved on the private bus',
+      async () => (last = await this.run('resolvectl', ['dns', LINK])).code === 0,
+      () => last.stderr,
+      15_000,
+    );
+    await this.poll(
+      'the cluster DNS server in the peer namespace',
+      () => this.dnsLog().includes('clusterdns-'),
+      () => this.dnsLog(),
+      15_000,
+    );
   }
 
-  private async poll(what: string, cond: () => boolean | Promise<boolean>, detail: () => string, timeoutMs: number): Promise<void> {
+  private async poll(
+    what: string,
+    cond: () => boolean | Promise<boolean>,
+    detail: () => string,
+    timeoutMs: number,
+  ): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       let ok = false;
@@ -144,7 +186,8 @@ export class ResolvedSandbox {
         ok = false;
       }
       if (ok) return;
-      if (this.unshare?.exitCode !== null && this.unshare?.exitCode !== undefined) throw new Error(`sandbox exited waiting for ${what}: ${detail()}`);
+      if (this.unshare?.exitCode !== null && this.unshare?.exitCode !== undefined)
+        throw new Error(`sandbox exited waiting for ${what}: ${detail()}`);
       if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${detail()}`);
       await new Promise((r) => setTimeout(r, 100));
     }
@@ -165,7 +208,11 @@ export class ResolvedSandbox {
     const r = await this.run('resolvectl', [verb, LINK]);
     if (r.code !== 0) throw new Error(`resolvectl ${verb} ${LINK}: ${r.stderr}`);
     const line = r.stdout.split('\n').find((l) => l.startsWith('Link ')) ?? '';
-    return line.slice(line.indexOf('):') + 2).trim().split(/\s+/).filter((s) => s !== '');
+    return line
+      .slice(line.indexOf('):') + 2)
+      .trim()
+      .split(/\s+/)
+      .filter((s) => s !== '');
   }
 
   dnsLog(): string {

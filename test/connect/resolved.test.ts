@@ -6,7 +6,13 @@ import fs from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execRunner, type CommandRunner } from '../../src/connect/exec.js';
-import { applyResolved, parseLinkValues, reapplyResolved, resolvectlApplyArgs, revertResolved } from '../../src/connect/resolved.js';
+import {
+  applyResolved,
+  parseLinkValues,
+  reapplyResolved,
+  resolvectlApplyArgs,
+  revertResolved,
+} from '../../src/connect/resolved.js';
 import type { ConnectState } from '../../src/connect/state.js';
 import { parseServer } from '../../src/connect/flags.js';
 import type { DnsSetup } from '../../src/connect/dns-setup.js';
@@ -39,34 +45,67 @@ function harness(links?: Record<string, number>, routeDev?: string) {
   const runner = fakeRunner(fake);
   const log = memoryLog();
   const records: Array<Partial<ConnectState>> = [];
-  return { fake, runner, log, records, ctx: { runner, log, record: (p: Partial<ConnectState>) => void records.push(p) } };
+  return {
+    fake,
+    runner,
+    log,
+    records,
+    ctx: { runner, log, record: (p: Partial<ConnectState>) => void records.push(p) },
+  };
 }
 
 describe('systemd-resolved backend (resolvectl stand-in)', () => {
   test('configures the link that reaches the server: server with port, search and routing domains, default route off', async () => {
     const h = harness({ kdns0: 3, eth0: 2 });
     assert.equal(await applyResolved(setup, h.ctx), true);
-    assert.deepEqual(h.runner.ran.find((c) => c[0] === 'ip'), ['ip', 'route', 'get', '10.250.0.53']);
+    assert.deepEqual(
+      h.runner.ran.find((c) => c[0] === 'ip'),
+      ['ip', 'route', 'get', '10.250.0.53'],
+    );
     assert.deepEqual(h.fake.changes(), [
       ['dns', 'kdns0', '10.250.0.53:5353'],
       ['domain', 'kdns0', 'default.svc.cluster.local', 'svc.cluster.local', 'cluster.local'],
       ['default-route', 'kdns0', 'false'],
     ]);
-    assert.deepEqual(h.fake.link('eth0'), { index: 2, dns: [], domains: [], defaultRoute: null }, 'other links untouched');
-    assert.deepEqual(h.records, [{ resolved: { link: 'kdns0', server: '10.250.0.53:5353', domains: ['default.svc.cluster.local', 'svc.cluster.local', 'cluster.local'] } }], 'the undo record is written before the change');
+    assert.deepEqual(
+      h.fake.link('eth0'),
+      { index: 2, dns: [], domains: [], defaultRoute: null },
+      'other links untouched',
+    );
+    assert.deepEqual(
+      h.records,
+      [
+        {
+          resolved: {
+            link: 'kdns0',
+            server: '10.250.0.53:5353',
+            domains: ['default.svc.cluster.local', 'svc.cluster.local', 'cluster.local'],
+          },
+        },
+      ],
+      'the undo record is written before the change',
+    );
     await revertResolved(h.records[0].resolved!, h.runner, h.log);
     assert.deepEqual(h.fake.link('kdns0'), { index: 3, dns: [], domains: [], defaultRoute: null });
     assert.deepEqual(h.fake.changes().at(-1), ['revert', 'kdns0']);
   });
 
   test('cluster domains not in the search list are routing-only (~domain)', () => {
-    const args = resolvectlApplyArgs('tun0', { ...setup, server: parseServer('10.96.0.10'), domains: ['cluster.local', 'corp.k8s'] }, ['default.svc.cluster.local']);
+    const args = resolvectlApplyArgs(
+      'tun0',
+      { ...setup, server: parseServer('10.96.0.10'), domains: ['cluster.local', 'corp.k8s'] },
+      ['default.svc.cluster.local'],
+    );
     assert.deepEqual(args, [
       ['dns', 'tun0', '10.96.0.10'],
       ['domain', 'tun0', 'default.svc.cluster.local', '~cluster.local', '~corp.k8s'],
       ['default-route', 'tun0', 'false'],
     ]);
-    assert.deepEqual(resolvectlApplyArgs('tun0', { ...setup, server: parseServer('[fd00::10]:5353') }, [])[0], ['dns', 'tun0', '[fd00::10]:5353']);
+    assert.deepEqual(resolvectlApplyArgs('tun0', { ...setup, server: parseServer('[fd00::10]:5353') }, [])[0], [
+      'dns',
+      'tun0',
+      '[fd00::10]:5353',
+    ]);
   });
 
   test('a search domain outside the cluster domains is left out with a warning', async () => {
@@ -79,7 +118,10 @@ describe('systemd-resolved backend (resolvectl stand-in)', () => {
   test('--interface overrides the route lookup', async () => {
     const h = harness({ kdns0: 3, tun7: 9 });
     await applyResolved({ ...setup, interface: 'tun7' }, h.ctx);
-    assert.equal(h.runner.ran.some((c) => c[0] === 'ip'), false);
+    assert.equal(
+      h.runner.ran.some((c) => c[0] === 'ip'),
+      false,
+    );
     assert.deepEqual(h.fake.link('tun7').dns, ['10.250.0.53:5353']);
   });
 
@@ -89,7 +131,10 @@ describe('systemd-resolved backend (resolvectl stand-in)', () => {
     assert.equal(await applyResolved(setup, h.ctx), false);
     assert.deepEqual(h.fake.changes(), []);
     assert.deepEqual(h.records, []);
-    assert.ok(h.log.lines.some((l) => l.includes('already has DNS settings') && l.includes('192.168.1.1')), h.log.lines.join('\n'));
+    assert.ok(
+      h.log.lines.some((l) => l.includes('already has DNS settings') && l.includes('192.168.1.1')),
+      h.log.lines.join('\n'),
+    );
   });
 
   test('our own settings left by a crash are taken over, not refused', async () => {
@@ -109,7 +154,10 @@ describe('systemd-resolved backend (resolvectl stand-in)', () => {
     const h = harness();
     h.fake.setDown(true);
     assert.equal(await applyResolved(setup, h.ctx), false);
-    assert.ok(h.log.lines.some((l) => l.includes('systemd-resolved did not answer')), h.log.lines.join('\n'));
+    assert.ok(
+      h.log.lines.some((l) => l.includes('systemd-resolved did not answer')),
+      h.log.lines.join('\n'),
+    );
     assert.deepEqual(h.records, []);
   });
 
@@ -121,23 +169,43 @@ describe('systemd-resolved backend (resolvectl stand-in)', () => {
     const warning = h.log.lines.find((l) => l.includes('no systemd-resolved on this machine (resolvectl not found)'));
     assert.ok(warning?.includes('NetworkManager is here, but would make the cluster server'), h.log.lines.join('\n'));
     // What does work without it: the hosts block only with --routes, else a split-DNS rule of one's own.
-    assert.ok(warning?.includes('without --routes (the /etc/hosts block of cluster Services) nothing on this machine resolves cluster names'), warning);
+    assert.ok(
+      warning?.includes(
+        'without --routes (the /etc/hosts block of cluster Services) nothing on this machine resolves cluster names',
+      ),
+      warning,
+    );
     assert.match(warning!, /dnsmasq: server=\/cluster\.local\/10\.250\.0\.53/);
     const withRoutes = harness();
     fs.rmSync(join(withRoutes.fake.bin, 'resolvectl'));
     await applyResolved({ ...setup, hostsBlock: true }, withRoutes.ctx);
-    assert.ok(withRoutes.log.lines.some((l) => l.includes('cluster Service names resolve only through the /etc/hosts block kept from --routes')), withRoutes.log.lines.join('\n'));
-    assert.equal(h.runner.ran.some((c) => c[0] === 'nmcli' && c[1] !== '--version'), false, 'only asked for its version');
+    assert.ok(
+      withRoutes.log.lines.some((l) =>
+        l.includes('cluster Service names resolve only through the /etc/hosts block kept from --routes'),
+      ),
+      withRoutes.log.lines.join('\n'),
+    );
+    assert.equal(
+      h.runner.ran.some((c) => c[0] === 'nmcli' && c[1] !== '--version'),
+      false,
+      'only asked for its version',
+    );
   });
 
   test('a failing step is undone at once', async () => {
     const h = harness();
     const failing: CommandRunner = {
-      run: async (file, args) => (file === 'resolvectl' && args[0] === 'default-route' ? { code: 1, stdout: '', stderr: 'Access denied' } : h.runner.run(file, args)),
+      run: async (file, args) =>
+        file === 'resolvectl' && args[0] === 'default-route'
+          ? { code: 1, stdout: '', stderr: 'Access denied' }
+          : h.runner.run(file, args),
     };
     assert.equal(await applyResolved(setup, { ...h.ctx, runner: failing }), false);
     assert.deepEqual(h.fake.link(), { index: 3, dns: [], domains: [], defaultRoute: null });
-    assert.deepEqual(h.records.map((r) => r.resolved?.link), ['kdns0', undefined]);
+    assert.deepEqual(
+      h.records.map((r) => r.resolved?.link),
+      ['kdns0', undefined],
+    );
   });
 
   test('settings lost by a resolved restart are applied again; a link taken over by another manager is left to it', async () => {
@@ -146,7 +214,12 @@ describe('systemd-resolved backend (resolvectl stand-in)', () => {
     const record = h.records[0].resolved!;
     h.fake.setLink('kdns0', [], []);
     assert.equal(await reapplyResolved(record, h.runner, h.log), true);
-    assert.deepEqual(h.fake.link(), { index: 3, dns: ['10.250.0.53:5353'], domains: ['default.svc.cluster.local', 'svc.cluster.local', 'cluster.local'], defaultRoute: false });
+    assert.deepEqual(h.fake.link(), {
+      index: 3,
+      dns: ['10.250.0.53:5353'],
+      domains: ['default.svc.cluster.local', 'svc.cluster.local', 'cluster.local'],
+      defaultRoute: false,
+    });
     assert.ok(h.log.lines.some((l) => l.includes('applied them again')));
     const before = h.fake.changes().length;
     assert.equal(await reapplyResolved(record, h.runner, h.log), true);
@@ -155,7 +228,10 @@ describe('systemd-resolved backend (resolvectl stand-in)', () => {
     assert.equal(await reapplyResolved(record, h.runner, h.log), false);
     await revertResolved(record, h.runner, h.log);
     assert.deepEqual(h.fake.link().dns, ['192.168.1.1'], 'never reverts settings that are not ours');
-    assert.equal(h.fake.changes().some((c) => c[0] === 'revert'), false);
+    assert.equal(
+      h.fake.changes().some((c) => c[0] === 'revert'),
+      false,
+    );
   });
 
   test('parses resolvectl per-link output', () => {

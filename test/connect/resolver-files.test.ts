@@ -6,12 +6,22 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { recordingRunner } from '../../src/connect/exec.js';
 import { parseServer } from '../../src/connect/flags.js';
-import { applyResolverFiles, DARWIN_FLUSH_COMMANDS, RESOLVER_MARKER, resolverFileContent, revertResolverFiles } from '../../src/connect/resolver-files.js';
+import {
+  applyResolverFiles,
+  DARWIN_FLUSH_COMMANDS,
+  RESOLVER_MARKER,
+  resolverFileContent,
+  revertResolverFiles,
+} from '../../src/connect/resolver-files.js';
 import type { ConnectState } from '../../src/connect/state.js';
 import type { DnsSetup } from '../../src/connect/dns-setup.js';
 import { memoryLog } from './memory-log.js';
 
-const setup: DnsSetup = { server: parseServer('10.96.0.10:5353'), domains: ['cluster.local', 'corp.k8s'], search: ['default.svc.cluster.local'] };
+const setup: DnsSetup = {
+  server: parseServer('10.96.0.10:5353'),
+  domains: ['cluster.local', 'corp.k8s'],
+  search: ['default.svc.cluster.local'],
+};
 
 function harness() {
   const root = fs.mkdtempSync(join(tmpdir(), 'connect-darwin-'));
@@ -20,7 +30,14 @@ function harness() {
   const runner = recordingRunner((f, a) => void ran.push([f, ...a]));
   const log = memoryLog();
   let state: Partial<ConnectState> = {};
-  return { dir, ran, runner, log, state: () => state, ctx: { runner, log, record: (p: Partial<ConnectState>) => void (state = { ...state, ...p }) } };
+  return {
+    dir,
+    ran,
+    runner,
+    log,
+    state: () => state,
+    ctx: { runner, log, record: (p: Partial<ConnectState>) => void (state = { ...state, ...p }) },
+  };
 }
 
 describe('macOS /etc/resolver files', () => {
@@ -50,13 +67,16 @@ describe('macOS /etc/resolver files', () => {
       ['dscacheutil', '-flushcache'],
       ['killall', '-HUP', 'mDNSResponder'],
     ]);
-    assert.deepEqual(DARWIN_FLUSH_COMMANDS.map(([f, a]) => [f, ...a]), h.ran);
+    assert.deepEqual(
+      DARWIN_FLUSH_COMMANDS.map(([f, a]) => [f, ...a]),
+      h.ran,
+    );
     await revertResolverFiles(h.state().resolverFiles!, h.runner, h.log);
     assert.equal(h.ran.length, 4);
     assert.equal(fs.existsSync(h.dir), false, 'the directory we created is gone once empty');
   });
 
-  test("a file without our marker is never overwritten or removed", async () => {
+  test('a file without our marker is never overwritten or removed', async () => {
     const h = harness();
     fs.mkdirSync(h.dir, { recursive: true });
     const theirs = 'nameserver 192.168.5.1\n';

@@ -114,7 +114,10 @@ describe('route stream client', () => {
     const { s, log } = open({ idleTimeoutMs: 150 });
     try {
       await server.waitForRequests(count + 2, 5000);
-      assert.ok(log.lines.some((l) => l.includes('route stream idle')), log.lines.join('\n'));
+      assert.ok(
+        log.lines.some((l) => l.includes('route stream idle')),
+        log.lines.join('\n'),
+      );
     } finally {
       server.mute = false;
     }
@@ -124,7 +127,9 @@ describe('route stream client', () => {
   test('malformed lines are skipped and the stream goes on', async () => {
     const { s, latest, log } = open();
     await until('snapshot', () => latest().size >= 2);
-    server.raw('{not json\n{"type":"ADDED","resourceVersion":"999","route":{"name":"Bad Name","namespace":"default","clusterIP":"10.0.0.1"}}\n');
+    server.raw(
+      '{not json\n{"type":"ADDED","resourceVersion":"999","route":{"name":"Bad Name","namespace":"default","clusterIP":"10.0.0.1"}}\n',
+    );
     server.set(route('default', 'fine', '10.96.0.60'));
     await until('later event', () => latest().has('default/fine'));
     assert.equal(log.lines.filter((l) => l.includes('ignoring a line')).length, 2);

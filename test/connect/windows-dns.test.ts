@@ -30,13 +30,26 @@ describe('Windows NRPT and interface DNS through PowerShell', () => {
   test('quotes values as single-quoted literals, doubling every kind of single quote', () => {
     assert.equal(psQuote('cluster.local'), "'cluster.local'");
     assert.equal(psQuote("a'b"), "'a''b'");
-    assert.equal(psQuote('x\u2019; Remove-Item C:\\ -Recurse; \u2018'), "'x\u2019\u2019; Remove-Item C:\\ -Recurse; \u2018\u2018'");
-    assert.equal(psQuote('$(Get-Process) `n "q"'), "'$(Get-Process) `n \"q\"'", '$, backtick and " are inert inside single quotes');
+    assert.equal(
+      psQuote('x\u2019; Remove-Item C:\\ -Recurse; \u2018'),
+      "'x\u2019\u2019; Remove-Item C:\\ -Recurse; \u2018\u2018'",
+    );
+    assert.equal(
+      psQuote('$(Get-Process) `n "q"'),
+      '\'$(Get-Process) `n "q"\'',
+      '$, backtick and " are inert inside single quotes',
+    );
   });
 
   test('scripts travel base64 UTF-16LE in -EncodedCommand, so no command line is parsed', () => {
     const args = powershellArgs("Write-Output 'hi'");
-    assert.deepEqual(args.slice(0, 5), ['-NoProfile', '-NonInteractive', '-ExecutionPolicy', 'Bypass', '-EncodedCommand']);
+    assert.deepEqual(args.slice(0, 5), [
+      '-NoProfile',
+      '-NonInteractive',
+      '-ExecutionPolicy',
+      'Bypass',
+      '-EncodedCommand',
+    ]);
     assert.equal(Buffer.from(args[5], 'base64').toString('utf16le'), "Write-Output 'hi'");
     assert.equal(scriptOf(args), "Write-Output 'hi'");
   });
@@ -73,8 +86,10 @@ describe('Windows NRPT and interface DNS through PowerShell', () => {
     );
   });
 
-  test("an interface with its own DNS servers keeps them; suffixes already there are not ours to remove", () => {
-    const found = parseInspection('{"interfaceIndex":4,"servers":["192.168.1.1","fe80::1"],"suffixSearchList":"svc.cluster.local"}');
+  test('an interface with its own DNS servers keeps them; suffixes already there are not ours to remove', () => {
+    const found = parseInspection(
+      '{"interfaceIndex":4,"servers":["192.168.1.1","fe80::1"],"suffixSearchList":"svc.cluster.local"}',
+    );
     const { plan, record } = planWindows(setup, setup.search, found);
     assert.equal(plan.interfaceIndex, null);
     assert.equal(record.interfaceDns, null);
@@ -97,7 +112,11 @@ describe('Windows NRPT and interface DNS through PowerShell', () => {
         assert.equal(file, POWERSHELL);
         const script = scriptOf(args);
         ran.push(script);
-        return { code: 0, stdout: script.includes('ConvertTo-Json') ? '{"interfaceIndex":12,"servers":null,"suffixSearchList":[]}' : '', stderr: '' };
+        return {
+          code: 0,
+          stdout: script.includes('ConvertTo-Json') ? '{"interfaceIndex":12,"servers":null,"suffixSearchList":[]}' : '',
+          stderr: '',
+        };
       },
     };
     const log = memoryLog();
@@ -114,7 +133,10 @@ describe('Windows NRPT and interface DNS through PowerShell', () => {
   test('a port other than 53 cannot be used by the Windows DNS client: warning, nothing run', async () => {
     const ran: string[][] = [];
     const log = memoryLog();
-    const ok = await applyWindows({ ...setup, server: parseServer('10.96.0.10:5353') }, { runner: recordingRunner((f, a) => void ran.push([f, ...a])), log, record: () => {} });
+    const ok = await applyWindows(
+      { ...setup, server: parseServer('10.96.0.10:5353') },
+      { runner: recordingRunner((f, a) => void ran.push([f, ...a])), log, record: () => {} },
+    );
     assert.equal(ok, false);
     assert.deepEqual(ran, []);
     assert.ok(log.lines.some((l) => l.includes('only uses port 53')));
@@ -122,6 +144,10 @@ describe('Windows NRPT and interface DNS through PowerShell', () => {
 
   test('unparseable inspection output is treated as nothing known', () => {
     assert.deepEqual(parseInspection('WARNING: something'), { interfaceIndex: 0, servers: [], suffixSearchList: [] });
-    assert.deepEqual(parseInspection('{"interfaceIndex":"1; rm"}'), { interfaceIndex: 0, servers: [], suffixSearchList: [] });
+    assert.deepEqual(parseInspection('{"interfaceIndex":"1; rm"}'), {
+      interfaceIndex: 0,
+      servers: [],
+      suffixSearchList: [],
+    });
   });
 });

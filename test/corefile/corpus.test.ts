@@ -18,7 +18,10 @@ const EXTERNAL = new Set(['mdns', 'kuadrant', 'vcluster', 'k8s_crd', 'k8s_gatewa
 /** Files CoreDNS rejects as well (INDEX.md marks them), and the error each must give. */
 const REJECTED = new Map<string, RegExp>([
   // kubespray's documented `cache: 0` renders `cache 0`, which CoreDNS refuses.
-  ['06-kubespray-coredns-documented-options.Corefile', /:30 - Error during parsing: cache TTL can not be zero or negative/],
+  [
+    '06-kubespray-coredns-documented-options.Corefile',
+    /:30 - Error during parsing: cache TTL can not be zero or negative/,
+  ],
   // LEGACY: `upstream` in kubernetes (removed in CoreDNS 1.7.0).
   ['30-typhoon-legacy-upstream.Corefile', /:12 - Error during parsing: kubernetes: 'upstream' was removed/],
   // vcluster's own build; without its plugin the kubeconfig it names is not there either.
@@ -28,21 +31,30 @@ const REJECTED = new Map<string, RegExp>([
   // LEGACY: `proxy` (removed in CoreDNS 1.7.0).
   ['47-rewrite-regex-answer-proxy-legacy.Corefile', /:11 - Error during parsing: Unknown directive 'proxy'/],
   ['48-rewrite-continue-type-legacy.Corefile', /Error during parsing: (Unknown directive 'proxy'|rewrite: )/],
-  ['56-kops-autopath-nsid-legacy.Corefile', /Error during parsing: (Unknown directive 'proxy'|kubernetes: 'upstream' was removed)/],
+  [
+    '56-kops-autopath-nsid-legacy.Corefile',
+    /Error during parsing: (Unknown directive 'proxy'|kubernetes: 'upstream' was removed)/,
+  ],
   ['60-kubernetes-transfer-legacy.Corefile', /Error during parsing: (Unknown directive 'proxy'|kubernetes: )/],
   ['68-file-zone-custom-domain-legacy.Corefile', /Error during parsing: Unknown directive 'proxy'/],
   // Kuadrant's own CoreDNS build (its `kuadrant` plugin), which also needs `geoip` and a MaxMind
   // database: clusterdns has no geoip (documented in the README), so it says so at the line.
-  ['71-kuadrant-geoip-transfer.Corefile', /Error during parsing: Unknown directive 'geoip' \(a CoreDNS plugin that clusterdns does not include/],
+  [
+    '71-kuadrant-geoip-transfer.Corefile',
+    /Error during parsing: Unknown directive 'geoip' \(a CoreDNS plugin that clusterdns does not include/,
+  ],
 ]);
 
-const files = readdirSync(FIXTURES).filter((f) => f.endsWith('.Corefile')).sort();
+const files = readdirSync(FIXTURES)
+  .filter((f) => f.endsWith('.Corefile'))
+  .sort();
 
 async function load(f: string): Promise<string[]> {
   const restore = setLogSink(() => {});
   try {
     const cfg = parseConfig(readConfigSource(join(FIXTURES, f)), 53);
-    for (const b of cfg.blocks) b.directives = b.directives.filter((d) => knownDirectives.has(d.name) || !EXTERNAL.has(d.name));
+    for (const b of cfg.blocks)
+      b.directives = b.directives.filter((d) => knownDirectives.has(d.name) || !EXTERNAL.has(d.name));
     await loadPlugins(cfg.blocks.flatMap((b) => b.directives.map((d) => d.name)));
     const http = new HttpServices();
     const rt = new Runtime(cfg, { http, requestReload: () => {}, shuttingDown: () => false });

@@ -25,7 +25,11 @@ interface Shape {
 
 /** Compact view of directives: name, arg texts, nested block. */
 function shape(ds: Directive[]): Shape[] {
-  return ds.map((d) => (d.block === null ? { n: d.name, a: d.args.map((t) => t.text) } : { n: d.name, a: d.args.map((t) => t.text), b: shape(d.block) }));
+  return ds.map((d) =>
+    d.block === null
+      ? { n: d.name, a: d.args.map((t) => t.text) }
+      : { n: d.name, a: d.args.map((t) => t.text), b: shape(d.block) },
+  );
 }
 
 function keys(b: ServerBlock): string[] {
@@ -80,7 +84,21 @@ const KUBEADM = `.:53 {
 }
 `;
 
-const KNOWN = new Set(['errors', 'health', 'ready', 'kubernetes', 'prometheus', 'forward', 'cache', 'loop', 'reload', 'loadbalance', 'log', 'whoami', 'hosts']);
+const KNOWN = new Set([
+  'errors',
+  'health',
+  'ready',
+  'kubernetes',
+  'prometheus',
+  'forward',
+  'cache',
+  'loop',
+  'reload',
+  'loadbalance',
+  'log',
+  'whoami',
+  'hosts',
+]);
 
 // ---------- errors ----------
 
@@ -94,7 +112,10 @@ test('CorefileError message format and directiveError', () => {
   const [b] = parse('.:53 {\n  cache 30 {\n    bogus 1\n  }\n}\n');
   const inner = b.directives[0].block?.[0];
   assert.ok(inner);
-  assert.equal(directiveError(inner, "unknown property 'bogus'").message, "Corefile:3 - Error during parsing: unknown property 'bogus'");
+  assert.equal(
+    directiveError(inner, "unknown property 'bogus'").message,
+    "Corefile:3 - Error during parsing: unknown property 'bogus'",
+  );
   assert.equal(directiveError(inner.args[0], 'bad').message, 'Corefile:3 - Error during parsing: bad');
 });
 
@@ -109,25 +130,57 @@ test('kubeadm default Corefile', () => {
   assert.equal(b.line, 1);
   assert.deepEqual(
     b.directives.map((d) => [d.name, d.line]),
-    [['errors', 2], ['health', 3], ['ready', 6], ['kubernetes', 7], ['prometheus', 12], ['forward', 13], ['cache', 16], ['loop', 20], ['reload', 21], ['loadbalance', 22]],
+    [
+      ['errors', 2],
+      ['health', 3],
+      ['ready', 6],
+      ['kubernetes', 7],
+      ['prometheus', 12],
+      ['forward', 13],
+      ['cache', 16],
+      ['loop', 20],
+      ['reload', 21],
+      ['loadbalance', 22],
+    ],
   );
   const k = b.directives[3];
-  assert.deepEqual(k.args.map((t) => t.text), ['cluster.local', 'in-addr.arpa', 'ip6.arpa']);
+  assert.deepEqual(
+    k.args.map((t) => t.text),
+    ['cluster.local', 'in-addr.arpa', 'ip6.arpa'],
+  );
   assert.deepEqual(k.args[0], { text: 'cluster.local', file: 'Corefile', line: 7, quoted: false });
   assert.deepEqual(shape(k.block ?? []), [
     { n: 'pods', a: ['insecure'] },
     { n: 'fallthrough', a: ['in-addr.arpa', 'ip6.arpa'] },
     { n: 'ttl', a: ['30'] },
   ]);
-  assert.deepEqual(k.block?.map((d) => d.line), [8, 9, 10]);
+  assert.deepEqual(
+    k.block?.map((d) => d.line),
+    [8, 9, 10],
+  );
   assert.deepEqual(shape(b.directives), [
     { n: 'errors', a: [] },
     { n: 'health', a: [], b: [{ n: 'lameduck', a: ['5s'] }] },
     { n: 'ready', a: [] },
-    { n: 'kubernetes', a: ['cluster.local', 'in-addr.arpa', 'ip6.arpa'], b: [{ n: 'pods', a: ['insecure'] }, { n: 'fallthrough', a: ['in-addr.arpa', 'ip6.arpa'] }, { n: 'ttl', a: ['30'] }] },
+    {
+      n: 'kubernetes',
+      a: ['cluster.local', 'in-addr.arpa', 'ip6.arpa'],
+      b: [
+        { n: 'pods', a: ['insecure'] },
+        { n: 'fallthrough', a: ['in-addr.arpa', 'ip6.arpa'] },
+        { n: 'ttl', a: ['30'] },
+      ],
+    },
     { n: 'prometheus', a: [':9153'] },
     { n: 'forward', a: ['.', '/etc/resolv.conf'], b: [{ n: 'max_concurrent', a: ['1000'] }] },
-    { n: 'cache', a: ['30'], b: [{ n: 'disable', a: ['success', 'cluster.local'] }, { n: 'disable', a: ['denial', 'cluster.local'] }] },
+    {
+      n: 'cache',
+      a: ['30'],
+      b: [
+        { n: 'disable', a: ['success', 'cluster.local'] },
+        { n: 'disable', a: ['denial', 'cluster.local'] },
+      ],
+    },
     { n: 'loop', a: [] },
     { n: 'reload', a: [] },
     { n: 'loadbalance', a: [] },
@@ -153,8 +206,14 @@ test('lexer: whitespace, quotes, backticks, comments, lines', () => {
   );
   assert.equal(toks[2].endLine, 2);
   // A quote in the middle of a token is literal; a closing quote ends the token.
-  assert.deepEqual(lex('a"b"c "d"e', 'F').map((t) => t.text), ['a"b"c', 'd', 'e']);
-  assert.deepEqual(lex('""', 'F').map((t) => [t.text, t.quoted]), [['', true]]);
+  assert.deepEqual(
+    lex('a"b"c "d"e', 'F').map((t) => t.text),
+    ['a"b"c', 'd', 'e'],
+  );
+  assert.deepEqual(
+    lex('""', 'F').map((t) => [t.text, t.quoted]),
+    [['', true]],
+  );
 });
 
 test('lexer: unterminated quotes are errors at the opening line', () => {
@@ -193,21 +252,31 @@ test('comments everywhere', () => {
     { n: 'log', a: ['#not a comment'] },
   ]);
   assert.equal(b.line, 2);
-  assert.deepEqual(b.directives.map((d) => d.line), [4, 5, 8]);
+  assert.deepEqual(
+    b.directives.map((d) => d.line),
+    [4, 5, 8],
+  );
   assert.equal(b.directives[2].args[0].quoted, true);
 });
 
 test('a comment inside a token ends it (foo#bar is foo)', () => {
   const [b] = parse('. {\n  hosts foo#bar baz\n  whoami\n}');
-  assert.deepEqual(shape(b.directives), [{ n: 'hosts', a: ['foo'] }, { n: 'whoami', a: [] }]);
+  assert.deepEqual(shape(b.directives), [
+    { n: 'hosts', a: ['foo'] },
+    { n: 'whoami', a: [] },
+  ]);
 });
 
 // ---------- quoted strings ----------
 
 test('quoted strings with spaces and newlines stay one token; lines continue after them', () => {
-  const text = '. {\n  log . "{remote} - {name} {type}"\n  template IN A {\n    answer "{{ .Name }} 60 IN A\n1.2.3.4"\n  }\n  errors\n}';
+  const text =
+    '. {\n  log . "{remote} - {name} {type}"\n  template IN A {\n    answer "{{ .Name }} 60 IN A\n1.2.3.4"\n  }\n  errors\n}';
   const [b] = parse(text);
-  assert.deepEqual(b.directives[0].args.map((t) => t.text), ['.', '{remote} - {name} {type}']);
+  assert.deepEqual(
+    b.directives[0].args.map((t) => t.text),
+    ['.', '{remote} - {name} {type}'],
+  );
   const tmpl = b.directives[1];
   assert.deepEqual(shape(tmpl.block ?? []), [{ n: 'answer', a: ['{{ .Name }} 60 IN A\n1.2.3.4'] }]);
   assert.equal(tmpl.block?.[0].args[0].line, 4);
@@ -217,7 +286,10 @@ test('quoted strings with spaces and newlines stay one token; lines continue aft
 
 test('escaped quotes and backslashes in quoted strings; backtick strings', () => {
   const [b] = parse('. {\n  x "say \\"hi\\"" "a\\\\b" "c\\d" `raw "q" \\n`\n}');
-  assert.deepEqual(b.directives[0].args.map((t) => t.text), ['say "hi"', 'a\\b', 'c\\d', 'raw "q" \\n']);
+  assert.deepEqual(
+    b.directives[0].args.map((t) => t.text),
+    ['say "hi"', 'a\\b', 'c\\d', 'raw "q" \\n'],
+  );
   assert.ok(b.directives[0].args.every((t) => t.quoted));
 });
 
@@ -253,7 +325,10 @@ test('environment defaults to process.env', () => {
 test('unset variable in a key gives an empty key, which is skipped', () => {
   const [b] = parse('{$NOPE} example.org {\n whoami\n}');
   assert.deepEqual(keys(b), ['dns://example.org.:53']);
-  parseErr('\n{$NOPE} "" {\n whoami\n}', 'Corefile:2 - Error during parsing: Server block without an address (the keys are empty)');
+  parseErr(
+    '\n{$NOPE} "" {\n whoami\n}',
+    'Corefile:2 - Error during parsing: Server block without an address (the keys are empty)',
+  );
 });
 
 // ---------- keys ----------
@@ -281,8 +356,14 @@ test('server keys: schemes, ports, default port, lowercasing, fqdn', () => {
 test('bad keys', () => {
   parseErr('.:abc {\n}', "Corefile:1 - Error during parsing: invalid port 'abc' in '.:abc'");
   parseErr('.:70000 {\n}', "Corefile:1 - Error during parsing: invalid port '70000' in '.:70000'");
-  parseErr('\nfoo://example.org {\n}', "Corefile:2 - Error during parsing: unsupported scheme 'foo' in 'foo://example.org'");
-  parseErr('constructor://x {\n}', "Corefile:1 - Error during parsing: unsupported scheme 'constructor' in 'constructor://x'");
+  parseErr(
+    '\nfoo://example.org {\n}',
+    "Corefile:2 - Error during parsing: unsupported scheme 'foo' in 'foo://example.org'",
+  );
+  parseErr(
+    'constructor://x {\n}',
+    "Corefile:1 - Error during parsing: unsupported scheme 'constructor' in 'constructor://x'",
+  );
   parseErr('10.0.0.0/33 {\n}', "Corefile:1 - Error during parsing: invalid CIDR '10.0.0.0/33' in '10.0.0.0/33'");
 });
 
@@ -292,32 +373,62 @@ test('comma-separated keys, trailing comma continues the line', () => {
   const [c] = parse('a.org,\n  b.org:1053,\n  c.org {\n  whoami\n}');
   assert.deepEqual(keys(c), ['dns://a.org.:53', 'dns://b.org.:1053', 'dns://c.org.:53']);
   assert.deepEqual(shape(c.directives), [{ n: 'whoami', a: [] }]);
-  assert.deepEqual(c.keys.map((k) => k.raw), ['a.org', 'b.org:1053', 'c.org']);
-  parseErr('a.org, {\n}', "Corefile:1 - Error during parsing: Expected another address but had '{' - check for extra comma");
-  parseErr('a.org,', 'Corefile:1 - Error during parsing: Unexpected EOF, expecting another address after the trailing comma');
+  assert.deepEqual(
+    c.keys.map((k) => k.raw),
+    ['a.org', 'b.org:1053', 'c.org'],
+  );
+  parseErr(
+    'a.org, {\n}',
+    "Corefile:1 - Error during parsing: Expected another address but had '{' - check for extra comma",
+  );
+  parseErr(
+    'a.org,',
+    'Corefile:1 - Error during parsing: Unexpected EOF, expecting another address after the trailing comma',
+  );
 });
 
 test('CIDR keys expand to reverse zones', () => {
-  const blocks = parse('10.0.0.0/24 {\n whoami\n}\n10.1.0.0/17:1053 {\n whoami\n}\n10.0.0.0/8 fd00::/64 {\n whoami\n}\ndns://172.16.0.0/16 {\n}\n');
+  const blocks = parse(
+    '10.0.0.0/24 {\n whoami\n}\n10.1.0.0/17:1053 {\n whoami\n}\n10.0.0.0/8 fd00::/64 {\n whoami\n}\ndns://172.16.0.0/16 {\n}\n',
+  );
   assert.deepEqual(keys(blocks[0]), ['dns://0.0.10.in-addr.arpa.:53']);
   assert.equal(blocks[0].keys[0].raw, '10.0.0.0/24');
   assert.equal(blocks[1].keys.length, 128);
   assert.equal(keys(blocks[1])[0], 'dns://0.1.10.in-addr.arpa.:1053');
   assert.equal(keys(blocks[1])[127], 'dns://127.1.10.in-addr.arpa.:1053');
   assert.ok(blocks[1].keys.every((k) => k.raw === '10.1.0.0/17:1053'));
-  assert.deepEqual(keys(blocks[2]), ['dns://10.in-addr.arpa.:53', 'dns://0.0.0.0.0.0.0.0.0.0.0.0.0.0.d.f.ip6.arpa.:53']);
+  assert.deepEqual(keys(blocks[2]), [
+    'dns://10.in-addr.arpa.:53',
+    'dns://0.0.0.0.0.0.0.0.0.0.0.0.0.0.d.f.ip6.arpa.:53',
+  ]);
   assert.deepEqual(keys(blocks[3]), ['dns://16.172.in-addr.arpa.:53']);
 });
 
 test('duplicate zone+port is an error at the second occurrence', () => {
-  parseErr('.:53 {\n whoami\n}\n\n.:53 {\n whoami\n}', 'Corefile:5 - Error during parsing: cannot serve dns://.:53 - it is already defined');
-  parseErr('example.org {\n}\nEXAMPLE.org.:53 {\n}', 'Corefile:3 - Error during parsing: cannot serve dns://example.org.:53 - it is already defined');
-  parseErr('a.org a.org {\n}', 'Corefile:1 - Error during parsing: cannot serve dns://a.org.:53 - it is already defined');
-  parseErr('10.0.0.0/24 {\n}\n10.0.0.0/17 {\n}', 'Corefile:3 - Error during parsing: cannot serve dns://0.0.10.in-addr.arpa.:53 - it is already defined');
+  parseErr(
+    '.:53 {\n whoami\n}\n\n.:53 {\n whoami\n}',
+    'Corefile:5 - Error during parsing: cannot serve dns://.:53 - it is already defined',
+  );
+  parseErr(
+    'example.org {\n}\nEXAMPLE.org.:53 {\n}',
+    'Corefile:3 - Error during parsing: cannot serve dns://example.org.:53 - it is already defined',
+  );
+  parseErr(
+    'a.org a.org {\n}',
+    'Corefile:1 - Error during parsing: cannot serve dns://a.org.:53 - it is already defined',
+  );
+  parseErr(
+    '10.0.0.0/24 {\n}\n10.0.0.0/17 {\n}',
+    'Corefile:3 - Error during parsing: cannot serve dns://0.0.10.in-addr.arpa.:53 - it is already defined',
+  );
   // Same zone, different port or scheme: fine.
   assert.equal(parse('.:53 {\n}\n.:1053 {\n}\ntls://.:53 {\n}').length, 3);
   // Default port applies to the duplicate check.
-  parseErr('.:1053 {\n}\n. {\n}', 'Corefile:3 - Error during parsing: cannot serve dns://.:1053 - it is already defined', { defaultPort: 1053 });
+  parseErr(
+    '.:1053 {\n}\n. {\n}',
+    'Corefile:3 - Error during parsing: cannot serve dns://.:1053 - it is already defined',
+    { defaultPort: 1053 },
+  );
 });
 
 // ---------- blocks ----------
@@ -326,18 +437,26 @@ test('single server block without braces', () => {
   const [b, ...rest] = parse('example.org\nwhoami\nlog\n');
   assert.equal(rest.length, 0);
   assert.deepEqual(keys(b), ['dns://example.org.:53']);
-  assert.deepEqual(shape(b.directives), [{ n: 'whoami', a: [] }, { n: 'log', a: [] }]);
+  assert.deepEqual(shape(b.directives), [
+    { n: 'whoami', a: [] },
+    { n: 'log', a: [] },
+  ]);
   const [c] = parse('example.org\nforward . 1.1.1.1 {\n  policy random\n}\n');
   assert.deepEqual(shape(c.directives), [{ n: 'forward', a: ['.', '1.1.1.1'], b: [{ n: 'policy', a: ['random'] }] }]);
   const [d] = parse('example.org');
   assert.deepEqual(d.directives, []);
-  parseErr('example.org\nwhoami\n}', "Corefile:3 - Error during parsing: Unexpected '}' because no matching opening brace");
+  parseErr(
+    'example.org\nwhoami\n}',
+    "Corefile:3 - Error during parsing: Unexpected '}' because no matching opening brace",
+  );
 });
 
 test('braces on the same line; nested blocks; empty blocks', () => {
   const [b] = parse('. { whoami }\n');
   assert.deepEqual(shape(b.directives), [{ n: 'whoami', a: [] }]);
-  const [c] = parse('.:53 {\n  health { lameduck 5s }\n  forward . 1.1.1.1 { policy sequential }\n  a { b { c 1 } }\n  e {\n  }\n}');
+  const [c] = parse(
+    '.:53 {\n  health { lameduck 5s }\n  forward . 1.1.1.1 { policy sequential }\n  a { b { c 1 } }\n  e {\n  }\n}',
+  );
   assert.deepEqual(shape(c.directives), [
     { n: 'health', a: [], b: [{ n: 'lameduck', a: ['5s'] }] },
     { n: 'forward', a: ['.', '1.1.1.1'], b: [{ n: 'policy', a: ['sequential'] }] },
@@ -352,43 +471,80 @@ test('braces on the same line; nested blocks; empty blocks', () => {
 });
 
 test('nested kubernetes block with multi-line options', () => {
-  const [b] = parse('cluster.local {\n  kubernetes cluster.local {\n    pods insecure\n    fallthrough in-addr.arpa\n  }\n}');
+  const [b] = parse(
+    'cluster.local {\n  kubernetes cluster.local {\n    pods insecure\n    fallthrough in-addr.arpa\n  }\n}',
+  );
   assert.deepEqual(shape(b.directives), [
-    { n: 'kubernetes', a: ['cluster.local'], b: [{ n: 'pods', a: ['insecure'] }, { n: 'fallthrough', a: ['in-addr.arpa'] }] },
+    {
+      n: 'kubernetes',
+      a: ['cluster.local'],
+      b: [
+        { n: 'pods', a: ['insecure'] },
+        { n: 'fallthrough', a: ['in-addr.arpa'] },
+      ],
+    },
   ]);
 });
 
 test('unbalanced braces', () => {
   parseErr('.:53 {\n  whoami\n', "Corefile:1 - Error during parsing: Unexpected EOF: '{' is never closed");
   // The only '}' closes the inner block, so the server block is the one left open.
-  parseErr('.:53 {\n  forward . 1.1.1.1 {\n    policy random\n}\n', "Corefile:1 - Error during parsing: Unexpected EOF: '{' is never closed");
-  parseErr('.:53 {\n  forward . 1.1.1.1 {\n    policy random\n', "Corefile:2 - Error during parsing: Unexpected EOF: '{' is never closed");
-  parseErr('.:53 {\n  whoami\n}\n}\n', "Corefile:4 - Error during parsing: Unexpected '}' because no matching opening brace");
+  parseErr(
+    '.:53 {\n  forward . 1.1.1.1 {\n    policy random\n}\n',
+    "Corefile:1 - Error during parsing: Unexpected EOF: '{' is never closed",
+  );
+  parseErr(
+    '.:53 {\n  forward . 1.1.1.1 {\n    policy random\n',
+    "Corefile:2 - Error during parsing: Unexpected EOF: '{' is never closed",
+  );
+  parseErr(
+    '.:53 {\n  whoami\n}\n}\n',
+    "Corefile:4 - Error during parsing: Unexpected '}' because no matching opening brace",
+  );
   parseErr('}', "Corefile:1 - Error during parsing: Unexpected '}' because no matching opening brace");
-  parseErr('.:53 {\n  health { lameduck 5s } ready\n}', "Corefile:2 - Error during parsing: Unexpected token 'ready' after '}', expecting a new line");
+  parseErr(
+    '.:53 {\n  health { lameduck 5s } ready\n}',
+    "Corefile:2 - Error during parsing: Unexpected token 'ready' after '}', expecting a new line",
+  );
 });
 
 test("a directive's '{' must not start a line; a server block's may, as in CoreDNS", () => {
-  parseErr('.:53 {\n  forward . 1.1.1.1\n  {\n    policy random\n  }\n}', "Corefile:3 - Error during parsing: Unexpected token '{', expecting argument");
+  parseErr(
+    '.:53 {\n  forward . 1.1.1.1\n  {\n    policy random\n  }\n}',
+    "Corefile:3 - Error during parsing: Unexpected token '{', expecting argument",
+  );
   const [b] = parse('.:53\n{\n  whoami\n}');
-  assert.deepEqual(b.directives.map((d) => d.name), ['whoami']);
+  assert.deepEqual(
+    b.directives.map((d) => d.name),
+    ['whoami'],
+  );
   parseErr('{\n  whoami\n}', "Corefile:1 - Error during parsing: Unexpected token '{', expecting argument");
   parseErr('. {\n  { whoami }\n}', "Corefile:2 - Error during parsing: Unexpected token '{', expecting argument");
 });
 
 test('directive order is preserved, repeated directives kept', () => {
   const [b] = parse('. {\n  forward a.org 1.1.1.1\n  cache\n  forward . 8.8.8.8\n  log\n}');
-  assert.deepEqual(b.directives.map((d) => d.name), ['forward', 'cache', 'forward', 'log']);
+  assert.deepEqual(
+    b.directives.map((d) => d.name),
+    ['forward', 'cache', 'forward', 'log'],
+  );
 });
 
 test('unknown directive', () => {
-  parseErr('.:53 {\n  whoami\n  bogus 1 2\n}', "Corefile:3 - Error during parsing: Unknown directive 'bogus'", { knownDirectives: KNOWN });
-  parseErr('example.org\nwhoami\nfoo', "Corefile:3 - Error during parsing: Unknown directive 'foo'", { knownDirectives: KNOWN });
+  parseErr('.:53 {\n  whoami\n  bogus 1 2\n}', "Corefile:3 - Error during parsing: Unknown directive 'bogus'", {
+    knownDirectives: KNOWN,
+  });
+  parseErr('example.org\nwhoami\nfoo', "Corefile:3 - Error during parsing: Unknown directive 'foo'", {
+    knownDirectives: KNOWN,
+  });
   // Only top-level directives are checked; sub-directives are the plugin's business.
   const [b] = parse('. {\n  health {\n    whatever 1\n  }\n}', { knownDirectives: KNOWN });
   assert.equal(b.directives[0].block?.[0].name, 'whatever');
   // Env substitution happens before the check.
-  assert.equal(parse('. {\n  {$D}\n}', { knownDirectives: KNOWN, env: { D: 'whoami' } })[0].directives[0].name, 'whoami');
+  assert.equal(
+    parse('. {\n  {$D}\n}', { knownDirectives: KNOWN, env: { D: 'whoami' } })[0].directives[0].name,
+    'whoami',
+  );
 });
 
 // ---------- snippets ----------
@@ -415,23 +571,41 @@ c.org { import common }
 `;
   const blocks = parse(text, { knownDirectives: KNOWN });
   assert.deepEqual(blocks.map(keys), [['dns://a.org.:53'], ['dns://b.org.:53'], ['dns://c.org.:53']]);
-  const common = [{ n: 'errors', a: [] }, { n: 'cache', a: ['30'], b: [{ n: 'denial', a: ['100'] }] }];
+  const common = [
+    { n: 'errors', a: [] },
+    { n: 'cache', a: ['30'], b: [{ n: 'denial', a: ['100'] }] },
+  ];
   assert.deepEqual(shape(blocks[0].directives), [{ n: 'whoami', a: [] }, ...common, { n: 'log', a: [] }]);
   assert.deepEqual(shape(blocks[1].directives), common);
   assert.deepEqual(shape(blocks[2].directives), common);
   // Snippet tokens keep the lines of the snippet definition.
-  assert.deepEqual(blocks[0].directives.map((d) => d.line), [13, 2, 3, 15]);
+  assert.deepEqual(
+    blocks[0].directives.map((d) => d.line),
+    [13, 2, 3, 15],
+  );
 });
 
 test('snippet on one line with args after the import on the next line', () => {
   const [b] = parse('(s) { errors }\n. {\n  import s\n  forward . 1.1.1.1\n}');
-  assert.deepEqual(shape(b.directives), [{ n: 'errors', a: [] }, { n: 'forward', a: ['.', '1.1.1.1'] }]);
+  assert.deepEqual(shape(b.directives), [
+    { n: 'errors', a: [] },
+    { n: 'forward', a: ['.', '1.1.1.1'] },
+  ]);
 });
 
 test('snippet errors', () => {
-  parseErr('(s) {\n  errors\n}\n(s) {\n  log\n}', 'Corefile:4 - Error during parsing: redeclaration of previously declared snippet s');
-  parseErr('(s) {\n  import s\n}\n. {\n  import s\n}', 'Corefile:2 - Error during parsing: Import cycle detected: (s) -> (s)');
-  parseErr('(a) {\n  import b\n}\n(b) {\n  import a\n}\n. {\n  import b\n}', 'Corefile:2 - Error during parsing: Import cycle detected: (b) -> (a) -> (b)');
+  parseErr(
+    '(s) {\n  errors\n}\n(s) {\n  log\n}',
+    'Corefile:4 - Error during parsing: redeclaration of previously declared snippet s',
+  );
+  parseErr(
+    '(s) {\n  import s\n}\n. {\n  import s\n}',
+    'Corefile:2 - Error during parsing: Import cycle detected: (s) -> (s)',
+  );
+  parseErr(
+    '(a) {\n  import b\n}\n(b) {\n  import a\n}\n. {\n  import b\n}',
+    'Corefile:2 - Error during parsing: Import cycle detected: (b) -> (a) -> (b)',
+  );
   parseErr('(s) {\n  errors\n', "Corefile:1 - Error during parsing: Unexpected EOF: '{' is never closed");
   parseErr('(s)\nerrors', "Corefile:1 - Error during parsing: Snippet (s) must be followed by '{' on the same line");
 });
@@ -439,7 +613,8 @@ test('snippet errors', () => {
 test('snippet expansion cap', () => {
   // 10 levels, each importing the previous one 4 times: 4^9 expansions > 10,000.
   let text = '(s0) {\n  errors\n}\n';
-  for (let i = 1; i < 10; i++) text += `(s${i}) {\n${'  import s' + (i - 1) + '\n'}${'  import s' + (i - 1) + '\n'}${'  import s' + (i - 1) + '\n'}${'  import s' + (i - 1) + '\n'}}\n`;
+  for (let i = 1; i < 10; i++)
+    text += `(s${i}) {\n${'  import s' + (i - 1) + '\n'}${'  import s' + (i - 1) + '\n'}${'  import s' + (i - 1) + '\n'}${'  import s' + (i - 1) + '\n'}}\n`;
   text += '. {\n  import s9\n}\n';
   let caught: unknown;
   try {
@@ -452,8 +627,14 @@ test('snippet expansion cap', () => {
 });
 
 test('import syntax errors', () => {
-  parseErr('. {\n  import\n  whoami\n}', "Corefile:2 - Error during parsing: Wrong argument count or unexpected line ending after 'import'");
-  parseErr('(s) {\n errors\n}\n. {\n  import s extra\n}', 'Corefile:5 - Error during parsing: Import takes only one argument (glob pattern or file)');
+  parseErr(
+    '. {\n  import\n  whoami\n}',
+    "Corefile:2 - Error during parsing: Wrong argument count or unexpected line ending after 'import'",
+  );
+  parseErr(
+    '(s) {\n errors\n}\n. {\n  import s extra\n}',
+    'Corefile:5 - Error during parsing: Import takes only one argument (glob pattern or file)',
+  );
   parseErr('. {\n  import ""\n}', 'Corefile:2 - Error during parsing: Import requires a non-empty filepath');
   parseErr('. {\n  import {$NOPE}\n}', 'Corefile:2 - Error during parsing: Import requires a non-empty filepath');
 });
@@ -467,11 +648,17 @@ test('import a file relative to the Corefile; tokens keep their own file and lin
     fs.mkdirSync(path.join(dir, 'sub'));
     fs.writeFileSync(path.join(dir, 'sub', 'servers.conf'), 'b.org {\n  import ../common.conf\n}\n');
     const core = path.join(dir, 'Corefile');
-    fs.writeFileSync(core, `a.org {\n  whoami\n  import common.conf\n}\nimport sub/servers.conf\nc.org {\n  import ${path.join(dir, 'common.conf')}\n}\n`);
+    fs.writeFileSync(
+      core,
+      `a.org {\n  whoami\n  import common.conf\n}\nimport sub/servers.conf\nc.org {\n  import ${path.join(dir, 'common.conf')}\n}\n`,
+    );
     const seen: string[] = [];
     const blocks = parseCorefileFile(core, { env: {}, onFile: (p) => seen.push(p) });
     assert.deepEqual(blocks.map(keys), [['dns://a.org.:53'], ['dns://b.org.:53'], ['dns://c.org.:53']]);
-    const common = [{ n: 'errors', a: [] }, { n: 'cache', a: ['30'], b: [{ n: 'denial', a: ['5'] }] }];
+    const common = [
+      { n: 'errors', a: [] },
+      { n: 'cache', a: ['30'], b: [{ n: 'denial', a: ['5'] }] },
+    ];
     assert.deepEqual(shape(blocks[0].directives), [{ n: 'whoami', a: [] }, ...common]);
     assert.deepEqual(shape(blocks[1].directives), common);
     assert.deepEqual(shape(blocks[2].directives), common);
@@ -523,11 +710,20 @@ test('import a glob; empty glob is a warning; missing file is an error', () => {
     fs.writeFileSync(path.join(dir, 'zones', 'one', 'p.inc'), 'errors\n');
     fs.writeFileSync(path.join(dir, 'zones', 'two', 'q.inc'), 'loop\n');
     const core = path.join(dir, 'Corefile');
-    fs.writeFileSync(core, 'import conf.d/*.conf\nd.org {\n  import zones/*/?.inc\n  import nothing/*.conf\n  import conf.d/[!ab].txt.none\n}\n');
+    fs.writeFileSync(
+      core,
+      'import conf.d/*.conf\nd.org {\n  import zones/*/?.inc\n  import nothing/*.conf\n  import conf.d/[!ab].txt.none\n}\n',
+    );
     const res = parseCorefileFileWithFiles(core, { env: {} });
     assert.deepEqual(res.blocks.map(keys), [['dns://a.org.:53'], ['dns://b.org.:53'], ['dns://d.org.:53']]);
-    assert.deepEqual(shape(res.blocks[2].directives), [{ n: 'errors', a: [] }, { n: 'loop', a: [] }]);
-    assert.deepEqual(res.warnings, ['No files matching import glob pattern: nothing/*.conf', 'No files matching import glob pattern: conf.d/[!ab].txt.none']);
+    assert.deepEqual(shape(res.blocks[2].directives), [
+      { n: 'errors', a: [] },
+      { n: 'loop', a: [] },
+    ]);
+    assert.deepEqual(res.warnings, [
+      'No files matching import glob pattern: nothing/*.conf',
+      'No files matching import glob pattern: conf.d/[!ab].txt.none',
+    ]);
     assert.deepEqual(res.files, [
       core,
       path.join(dir, 'conf.d', 'a.conf'),
@@ -585,7 +781,10 @@ test('import cycles are errors', () => {
     fs.writeFileSync(core, 'a.org {\n  import a.conf\n  import a.conf\n}\n');
     const files: string[] = [];
     const [blk] = parseCorefileFile(core, { env: {}, onFile: (p) => files.push(p) });
-    assert.deepEqual(shape(blk.directives), [{ n: 'errors', a: [] }, { n: 'errors', a: [] }]);
+    assert.deepEqual(shape(blk.directives), [
+      { n: 'errors', a: [] },
+      { n: 'errors', a: [] },
+    ]);
     assert.deepEqual(files, [core, a]);
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
@@ -609,17 +808,23 @@ test('parseCorefile uses options.readFile for imports, relative to the given fil
 });
 
 test('parseCorefileFile: unreadable Corefile', () => {
-  assert.throws(() => parseCorefileFile('/nonexistent/clusterdns/Corefile', { env: {} }), (e: unknown) => {
-    assert.ok(e instanceof CorefileError);
-    assert.equal(e.file, '/nonexistent/clusterdns/Corefile');
-    assert.match(e.what, /^Could not read Corefile: /);
-    return true;
-  });
+  assert.throws(
+    () => parseCorefileFile('/nonexistent/clusterdns/Corefile', { env: {} }),
+    (e: unknown) => {
+      assert.ok(e instanceof CorefileError);
+      assert.equal(e.file, '/nonexistent/clusterdns/Corefile');
+      assert.match(e.what, /^Could not read Corefile: /);
+      return true;
+    },
+  );
 });
 
 test('CRLF line endings and a BOM', () => {
   const [b] = parse('\ufeff.:53 {\r\n  health {\r\n    lameduck 5s\r\n  }\r\n  errors\r\n}\r\n');
-  assert.deepEqual(shape(b.directives), [{ n: 'health', a: [], b: [{ n: 'lameduck', a: ['5s'] }] }, { n: 'errors', a: [] }]);
+  assert.deepEqual(shape(b.directives), [
+    { n: 'health', a: [], b: [{ n: 'lameduck', a: ['5s'] }] },
+    { n: 'errors', a: [] },
+  ]);
   assert.equal(b.directives[1].line, 5);
 });
 
@@ -631,12 +836,18 @@ test('empty input and comment-only input give no blocks', () => {
 test('built-in default Corefile', () => {
   const [b] = parse('. {\n  whoami\n  log\n}', { knownDirectives: KNOWN });
   assert.deepEqual(keys(b), ['dns://.:53']);
-  assert.deepEqual(shape(b.directives), [{ n: 'whoami', a: [] }, { n: 'log', a: [] }]);
+  assert.deepEqual(shape(b.directives), [
+    { n: 'whoami', a: [] },
+    { n: 'log', a: [] },
+  ]);
 });
 
 test('import followed by a closing brace on the same line', () => {
   const [b] = parse('(opts) {\n  lameduck 5s\n}\n. {\n  health { import opts }\n  errors\n}');
-  assert.deepEqual(shape(b.directives), [{ n: 'health', a: [], b: [{ n: 'lameduck', a: ['5s'] }] }, { n: 'errors', a: [] }]);
+  assert.deepEqual(shape(b.directives), [
+    { n: 'health', a: [], b: [{ n: 'lameduck', a: ['5s'] }] },
+    { n: 'errors', a: [] },
+  ]);
 });
 
 test('file import expansion cap (100,000)', () => {

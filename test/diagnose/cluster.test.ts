@@ -20,7 +20,14 @@ describe('kube-dns checks', () => {
   });
   beforeEach(() => {
     for (const kind of ['Service', 'EndpointSlice', 'Pod']) {
-      for (const name of ['kube-dns', 'kube-dns-x7k2p', 'coredns-5d78c9869d-0', 'coredns-5d78c9869d-1', 'coredns-5d78c9869d-2']) api.remove(kind, 'kube-system', name);
+      for (const name of [
+        'kube-dns',
+        'kube-dns-x7k2p',
+        'coredns-5d78c9869d-0',
+        'coredns-5d78c9869d-1',
+        'coredns-5d78c9869d-2',
+      ])
+        api.remove(kind, 'kube-system', name);
     }
   });
   const check = async (nameservers = ['10.96.0.10']): Promise<Record<string, ClusterCheck>> =>

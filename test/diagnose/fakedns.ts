@@ -8,7 +8,8 @@ import { QClass, QType, Rcode, typeFromString, typeToString } from '../../src/dn
 import { decodeMessage, emptyMessage, encodeMessage, type Message } from '../../src/dns/message.js';
 import { freePort } from '../helpers/ports.js';
 
-export type Reply = 'NXDOMAIN' | 'NODATA' | 'SERVFAIL' | 'REFUSED' | 'drop' | 'truncate' | { A?: string; AAAA?: string; CNAME?: string };
+export type Reply =
+  'NXDOMAIN' | 'NODATA' | 'SERVFAIL' | 'REFUSED' | 'drop' | 'truncate' | { A?: string; AAAA?: string; CNAME?: string };
 
 export interface Rule {
   /** Regular expression source, matched against the lowercased FQDN (with trailing dot). */
@@ -39,7 +40,10 @@ export function answer(q: Message, rules: readonly Rule[], transport: 'udp' | 't
   if (!question) return null;
   const name = question.name.toLowerCase();
   const rule = rules.find(
-    (r) => new RegExp(r.match).test(name) && (r.type === undefined || typeFromString(r.type) === question.type) && (r.transport === undefined || r.transport === transport),
+    (r) =>
+      new RegExp(r.match).test(name) &&
+      (r.type === undefined || typeFromString(r.type) === question.type) &&
+      (r.transport === undefined || r.transport === transport),
   );
   const reply: Reply = rule?.reply ?? 'NXDOMAIN';
   if (reply === 'drop') return null;
@@ -55,7 +59,11 @@ export function answer(q: Message, rules: readonly Rule[], transport: 'udp' | 't
       m.tc = true;
       return encodeMessage(m);
     }
-    return answer(q, rules.filter((r) => r !== rule), transport);
+    return answer(
+      q,
+      rules.filter((r) => r !== rule),
+      transport,
+    );
   }
   if (typeof reply === 'string') {
     if (reply === 'NXDOMAIN') m.rcode = Rcode.NXDOMAIN;
@@ -67,15 +75,31 @@ export function answer(q: Message, rules: readonly Rule[], transport: 'udp' | 't
         type: QType.SOA,
         class: QClass.IN,
         ttl: 30,
-        data: { mname: 'ns.test.', rname: 'hostmaster.test.', serial: 1, refresh: 7200, retry: 1800, expire: 86400, minimum: 30 },
+        data: {
+          mname: 'ns.test.',
+          rname: 'hostmaster.test.',
+          serial: 1,
+          refresh: 7200,
+          retry: 1800,
+          expire: 86400,
+          minimum: 30,
+        },
       });
     }
     return encodeMessage(m);
   }
   // A CNAME alone, as a server answers when it cannot resolve the target.
-  if (reply.CNAME) m.answers.push({ name: question.name, type: QType.CNAME, class: QClass.IN, ttl: 30, data: { target: reply.CNAME } });
+  if (reply.CNAME)
+    m.answers.push({
+      name: question.name,
+      type: QType.CNAME,
+      class: QClass.IN,
+      ttl: 30,
+      data: { target: reply.CNAME },
+    });
   const address = question.type === QType.A ? reply.A : question.type === QType.AAAA ? reply.AAAA : undefined;
-  if (address) m.answers.push({ name: question.name, type: question.type, class: QClass.IN, ttl: 30, data: { address } });
+  if (address)
+    m.answers.push({ name: question.name, type: question.type, class: QClass.IN, ttl: 30, data: { address } });
   return encodeMessage(m);
 }
 
@@ -155,7 +179,10 @@ export async function startFakeDns(rules: readonly Rule[], opts: FakeDnsOptions 
     log,
     close: async () => {
       for (const s of sockets) s.destroy();
-      await Promise.all([new Promise<void>((r) => udp.close(() => r())), new Promise<void>((r) => tcp.close(() => r()))]);
+      await Promise.all([
+        new Promise<void>((r) => udp.close(() => r())),
+        new Promise<void>((r) => tcp.close(() => r())),
+      ]);
     },
   };
 }

@@ -22,7 +22,9 @@ const DRIVER = resolve('dist/test/diagnose/conformance-driver.js');
 
 const canUnshare = (() => {
   if (process.getuid?.() !== 0) return false;
-  const r = spawnSync('unshare', ['-mn', 'sh', '-c', 'ip link set lo up && command -v getent >/dev/null'], { timeout: 5000 });
+  const r = spawnSync('unshare', ['-mn', 'sh', '-c', 'ip link set lo up && command -v getent >/dev/null'], {
+    timeout: 5000,
+  });
   return r.status === 0;
 })();
 
@@ -49,7 +51,11 @@ const scenarios: Record<string, Scenario> = {
   refused: { resolvConf: POD + 'options ndots:5 attempts:1\n', name: 'foxtrot' },
   servfail: { resolvConf: POD + 'options ndots:5 attempts:3\n', name: 'golf' },
   truncated: { resolvConf: POD + 'options ndots:5\n', name: 'hotel' },
-  vc: { resolvConf: 'search nope.example\ndomain default.svc.cluster.local\nnameserver 127.0.0.1\noptions ndots:5 use-vc no-aaaa\n', name: 'india' },
+  vc: {
+    resolvConf:
+      'search nope.example\ndomain default.svc.cluster.local\nnameserver 127.0.0.1\noptions ndots:5 use-vc no-aaaa\n',
+    name: 'india',
+  },
   root: { resolvConf: 'search . cluster.local\nnameserver 127.0.0.1\noptions ndots:0\n', name: 'juliet' },
   lossy: { resolvConf: POD + 'options ndots:5 timeout:1 attempts:2\n', name: 'kilo' },
 };
@@ -117,8 +123,14 @@ const seq = (log: LoggedQuery[]) => log.map((x) => `${x.name} ${x.type} ${x.tran
 /** A and AAAA of one name go out together; their order on the wire is not fixed. */
 const normal = (log: LoggedQuery[]) => {
   const out: string[] = [];
-  for (let i = 0; i < log.length; ) {
-    const n = i + 1 < log.length && log[i + 1]!.name === log[i]!.name && log[i + 1]!.transport === log[i]!.transport && log[i + 1]!.type !== log[i]!.type ? 2 : 1;
+  for (let i = 0; i < log.length;) {
+    const n =
+      i + 1 < log.length &&
+      log[i + 1]!.name === log[i]!.name &&
+      log[i + 1]!.transport === log[i]!.transport &&
+      log[i + 1]!.type !== log[i]!.type
+        ? 2
+        : 1;
     out.push(...seq(log.slice(i, i + n)).sort());
     i += n;
   }
@@ -126,82 +138,103 @@ const normal = (log: LoggedQuery[]) => {
 };
 const names = (log: LoggedQuery[]) => [...new Set(log.map((x) => x.name))];
 
-describe('the queries diagnose sends are the ones glibc sends, in the same order', { skip: canUnshare ? false : 'needs root and unshare' }, () => {
-  let seen: Map<string, Observed>;
-  before(async () => {
-    seen = await observeAll();
-  });
-  const get = (key: string): Observed => {
-    const o = seen.get(key)!;
-    assert.ok(o.glibc.length > 0, `${key}: glibc sent nothing`);
-    assert.deepEqual(normal(o.ours), normal(o.glibc), `${key}: diagnose and glibc sent different queries`);
-    return o;
-  };
+describe(
+  'the queries diagnose sends are the ones glibc sends, in the same order',
+  { skip: canUnshare ? false : 'needs root and unshare' },
+  () => {
+    let seen: Map<string, Observed>;
+    before(async () => {
+      seen = await observeAll();
+    });
+    const get = (key: string): Observed => {
+      const o = seen.get(key)!;
+      assert.ok(o.glibc.length > 0, `${key}: glibc sent nothing`);
+      assert.deepEqual(normal(o.ours), normal(o.glibc), `${key}: diagnose and glibc sent different queries`);
+      return o;
+    };
 
-  test('fewer dots than ndots: the search list first, NXDOMAIN, NODATA and SERVFAIL go on, then the bare name', () => {
-    const o = get('walk');
-    assert.deepEqual(names(o.glibc), ['alpha.default.svc.cluster.local.', 'alpha.svc.cluster.local.', 'alpha.cluster.local.', 'alpha.']);
-    assert.equal(o.report.verdict.status, 'nodata', 'glibc reports NO_DATA when any search domain had the name');
-    assert.notEqual(o.getentStatus, 0);
-  });
+    test('fewer dots than ndots: the search list first, NXDOMAIN, NODATA and SERVFAIL go on, then the bare name', () => {
+      const o = get('walk');
+      assert.deepEqual(names(o.glibc), [
+        'alpha.default.svc.cluster.local.',
+        'alpha.svc.cluster.local.',
+        'alpha.cluster.local.',
+        'alpha.',
+      ]);
+      assert.equal(o.report.verdict.status, 'nodata', 'glibc reports NO_DATA when any search domain had the name');
+      assert.notEqual(o.getentStatus, 0);
+    });
 
-  test('a name found on the second search domain stops the walk there', () => {
-    const o = get('second');
-    assert.deepEqual(names(o.glibc), ['bravo.default.default.svc.cluster.local.', 'bravo.default.svc.cluster.local.']);
-    assert.equal(o.getentStatus, 0);
-    assert.equal(o.report.verdict.status, 'resolved');
-    assert.deepEqual(o.report.verdict.answers, ['10.96.120.15']);
-  });
+    test('a name found on the second search domain stops the walk there', () => {
+      const o = get('second');
+      assert.deepEqual(names(o.glibc), [
+        'bravo.default.default.svc.cluster.local.',
+        'bravo.default.svc.cluster.local.',
+      ]);
+      assert.equal(o.getentStatus, 0);
+      assert.equal(o.report.verdict.status, 'resolved');
+      assert.deepEqual(o.report.verdict.answers, ['10.96.120.15']);
+    });
 
-  test('ndots or more dots: the name as it is first, then the search list, and no bare name at the end', () => {
-    const o = get('dotted');
-    assert.equal(names(o.glibc)[0], 'api.charlie.com.');
-    assert.equal(names(o.glibc).length, 4);
-    assert.equal(o.report.verdict.status, 'nxdomain');
-  });
+    test('ndots or more dots: the name as it is first, then the search list, and no bare name at the end', () => {
+      const o = get('dotted');
+      assert.equal(names(o.glibc)[0], 'api.charlie.com.');
+      assert.equal(names(o.glibc).length, 4);
+      assert.equal(o.report.verdict.status, 'nxdomain');
+    });
 
-  test('a trailing dot: only the name itself', () => {
-    assert.deepEqual(names(get('absolute').glibc), ['delta.default.svc.cluster.local.']);
-  });
+    test('a trailing dot: only the name itself', () => {
+      assert.deepEqual(names(get('absolute').glibc), ['delta.default.svc.cluster.local.']);
+    });
 
-  test('a timeout abandons the search list, but the bare name is still tried', () => {
-    const o = get('timeout');
-    assert.deepEqual(names(o.glibc), ['echo.default.svc.cluster.local.', 'echo.']);
-    assert.ok(o.report.verdict.notes.some((n) => n.includes('echo.svc.cluster.local.') && n.includes('never asked')), 'the note names what was skipped');
-  });
+    test('a timeout abandons the search list, but the bare name is still tried', () => {
+      const o = get('timeout');
+      assert.deepEqual(names(o.glibc), ['echo.default.svc.cluster.local.', 'echo.']);
+      assert.ok(
+        o.report.verdict.notes.some((n) => n.includes('echo.svc.cluster.local.') && n.includes('never asked')),
+        'the note names what was skipped',
+      );
+    });
 
-  test('REFUSED abandons the search list too', () => {
-    assert.deepEqual(names(get('refused').glibc), ['foxtrot.default.svc.cluster.local.', 'foxtrot.']);
-  });
+    test('REFUSED abandons the search list too', () => {
+      assert.deepEqual(names(get('refused').glibc), ['foxtrot.default.svc.cluster.local.', 'foxtrot.']);
+    });
 
-  test('SERVFAIL is asked again `attempts` times, then the walk goes on', () => {
-    const o = get('servfail');
-    assert.equal(o.glibc.length, 4 * 3 * 2);
-    assert.equal(o.report.verdict.status, 'servfail');
-  });
+    test('SERVFAIL is asked again `attempts` times, then the walk goes on', () => {
+      const o = get('servfail');
+      assert.equal(o.glibc.length, 4 * 3 * 2);
+      assert.equal(o.report.verdict.status, 'servfail');
+    });
 
-  test('a truncated UDP answer is asked again over TCP', () => {
-    const o = get('truncated');
-    assert.ok(o.glibc.some((x) => x.transport === 'tcp'));
-    assert.equal(o.report.verdict.status, 'resolved');
-    assert.deepEqual(o.report.verdict.answers.sort(), ['10.0.0.7', 'fd00::7']);
-  });
+    test('a truncated UDP answer is asked again over TCP', () => {
+      const o = get('truncated');
+      assert.ok(o.glibc.some((x) => x.transport === 'tcp'));
+      assert.equal(o.report.verdict.status, 'resolved');
+      assert.deepEqual(o.report.verdict.answers.sort(), ['10.0.0.7', 'fd00::7']);
+    });
 
-  test('use-vc asks over TCP only, no-aaaa asks for A only, and the last search/domain line wins', () => {
-    const o = get('vc');
-    assert.ok(o.glibc.every((x) => x.transport === 'tcp' && x.type === 'A'));
-    assert.deepEqual(names(o.glibc), ['india.default.svc.cluster.local.', 'india.']);
-  });
+    test('use-vc asks over TCP only, no-aaaa asks for A only, and the last search/domain line wins', () => {
+      const o = get('vc');
+      assert.ok(o.glibc.every((x) => x.transport === 'tcp' && x.type === 'A'));
+      assert.deepEqual(names(o.glibc), ['india.default.svc.cluster.local.', 'india.']);
+    });
 
-  test('AAAA lost, A answered: the pair is asked twice more (single-request, then reopen), then A alone is the answer', () => {
-    const o = get('lossy');
-    assert.deepEqual(seq(o.glibc), Array.from({ length: 3 }, () => ['kilo.default.svc.cluster.local. A udp', 'kilo.default.svc.cluster.local. AAAA udp']).flat());
-    assert.equal(o.getentStatus, 0);
-    assert.deepEqual(o.report.verdict.answers, ['10.1.1.1']);
-    assert.ok(o.report.verdict.notes.some((n) => n.includes('single-request-reopen')));
-  });
+    test('AAAA lost, A answered: the pair is asked twice more (single-request, then reopen), then A alone is the answer', () => {
+      const o = get('lossy');
+      assert.deepEqual(
+        seq(o.glibc),
+        Array.from({ length: 3 }, () => [
+          'kilo.default.svc.cluster.local. A udp',
+          'kilo.default.svc.cluster.local. AAAA udp',
+        ]).flat(),
+      );
+      assert.equal(o.getentStatus, 0);
+      assert.deepEqual(o.report.verdict.answers, ['10.1.1.1']);
+      assert.ok(o.report.verdict.notes.some((n) => n.includes('single-request-reopen')));
+    });
 
-  test('ndots:0 and the root in the search list', () => {
-    assert.deepEqual(names(get('root').glibc), ['juliet.', 'juliet.cluster.local.']);
-  });
-});
+    test('ndots:0 and the root in the search list', () => {
+      assert.deepEqual(names(get('root').glibc), ['juliet.', 'juliet.cluster.local.']);
+    });
+  },
+);

@@ -27,7 +27,11 @@ export function kubeDnsSlice(ready: boolean[]): Record<string, unknown> {
   return {
     kind: 'EndpointSlice',
     apiVersion: 'discovery.k8s.io/v1',
-    metadata: { name: 'kube-dns-x7k2p', namespace: 'kube-system', labels: { 'kubernetes.io/service-name': 'kube-dns' } },
+    metadata: {
+      name: 'kube-dns-x7k2p',
+      namespace: 'kube-system',
+      labels: { 'kubernetes.io/service-name': 'kube-dns' },
+    },
     addressType: 'IPv4',
     ports: [{ name: 'dns', port: 53, protocol: 'UDP' }],
     endpoints: ready.map((r, i) => ({
@@ -61,7 +65,12 @@ export function kubeDnsPod(i: number, ready: boolean, waitingReason?: string): R
 }
 
 export function appService(name: string, namespace: string, clusterIP: string): Record<string, unknown> {
-  return { kind: 'Service', apiVersion: 'v1', metadata: { name, namespace }, spec: { type: 'ClusterIP', clusterIP, ports: [{ port: 8080, protocol: 'TCP' }] } };
+  return {
+    kind: 'Service',
+    apiVersion: 'v1',
+    metadata: { name, namespace },
+    spec: { type: 'ClusterIP', clusterIP, ports: [{ port: 8080, protocol: 'TCP' }] },
+  };
 }
 
 /** A healthy cluster DNS: the Service, two ready endpoints, two ready pods. */

@@ -15,7 +15,17 @@ const BOTH = [QType.A, QType.AAAA];
 const POD = ['default.svc.cluster.local', 'svc.cluster.local', 'cluster.local'];
 
 function settings(servers: ServerAddress[], over: Partial<LookupSettings> = {}): LookupSettings {
-  return { servers, timeoutMs: 150, attempts: 1, rotate: false, udpMode: 'parallel', useVc: false, edns0: false, trustAd: false, ...over };
+  return {
+    servers,
+    timeoutMs: 150,
+    attempts: 1,
+    rotate: false,
+    udpMode: 'parallel',
+    useVc: false,
+    edns0: false,
+    trustAd: false,
+    ...over,
+  };
 }
 
 const at = (s: FakeDns) => serverAddress(s.host, s.port);
@@ -55,8 +65,13 @@ describe('one name against scripted servers', () => {
   test('A and AAAA answered: the candidate is answered, with server, transport and latency per type', async () => {
     const r = await lookupCandidate('web.example.', BOTH, settings([at(good)]));
     assert.equal(r.outcome, 'answered');
-    assert.deepEqual(r.types.map((t) => t.reply?.answers.length), [1, 1]);
-    assert.ok(r.types.every((t) => t.server === at(good).label && t.transport === 'udp' && typeof t.latencyMs === 'number'));
+    assert.deepEqual(
+      r.types.map((t) => t.reply?.answers.length),
+      [1, 1],
+    );
+    assert.ok(
+      r.types.every((t) => t.server === at(good).label && t.transport === 'udp' && typeof t.latencyMs === 'number'),
+    );
   });
 
   test('an A answer with an empty AAAA (NODATA) still counts as answered, as glibc reads the pair', async () => {
@@ -66,7 +81,13 @@ describe('one name against scripted servers', () => {
   test('SERVFAIL from the first nameserver: glibc asks the next one, which answers', async () => {
     const r = await lookupCandidate('web.example.', [QType.A], settings([at(failing), at(good)]));
     assert.equal(r.outcome, 'answered');
-    assert.deepEqual(r.types[0]!.tries.map((t) => [t.server, t.rcode]), [[at(failing).label, 2], [at(good).label, 0]]);
+    assert.deepEqual(
+      r.types[0]!.tries.map((t) => [t.server, t.rcode]),
+      [
+        [at(failing).label, 2],
+        [at(good).label, 0],
+      ],
+    );
   });
 
   test('SERVFAIL from every nameserver in every round: SERVFAIL', async () => {
@@ -86,7 +107,12 @@ describe('one name against scripted servers', () => {
 
   test('attempts rounds over all nameservers: 2 servers x 2 attempts = 4 tries when all are silent', async () => {
     const t0 = Date.now();
-    const r = await lookupCandidate('web.example.', [QType.A], settings([at(silent), at(silent)], { attempts: 2, timeoutMs: 60 }), 1);
+    const r = await lookupCandidate(
+      'web.example.',
+      [QType.A],
+      settings([at(silent), at(silent)], { attempts: 2, timeoutMs: 60 }),
+      1,
+    );
     assert.equal(r.outcome, 'timeout');
     assert.equal(r.types[0]!.tries.length, 4);
     assert.ok(Date.now() - t0 >= 4 * 55);
@@ -102,7 +128,11 @@ describe('one name against scripted servers', () => {
       }
       assert.equal(firsts.size, 2);
       const fixed = new Set<string>();
-      for (let i = 0; i < 10; i++) fixed.add((await lookupCandidate('web.example.', [QType.A], settings([at(good), at(other)]))).types[0]!.tries[0]!.server);
+      for (let i = 0; i < 10; i++)
+        fixed.add(
+          (await lookupCandidate('web.example.', [QType.A], settings([at(good), at(other)]))).types[0]!.tries[0]!
+            .server,
+        );
       assert.deepEqual([...fixed], [at(good).label]);
     } finally {
       await other.close();
@@ -114,15 +144,27 @@ describe('one name against scripted servers', () => {
     const r = await lookupCandidate('lossy.example.', BOTH, s, 1);
     assert.equal(r.outcome, 'answered');
     assert.equal(r.partialLoss, true);
-    assert.deepEqual(r.types.map((t) => t.tries.map((x) => x.result)), [['reply', 'reply', 'reply'], ['timeout', 'timeout', 'timeout']]);
+    assert.deepEqual(
+      r.types.map((t) => t.tries.map((x) => x.result)),
+      [
+        ['reply', 'reply', 'reply'],
+        ['timeout', 'timeout', 'timeout'],
+      ],
+    );
     assert.equal(s.udpMode, 'reopen', 'glibc keeps the single-request-reopen mode for the next lookups');
   });
 
   test('single-request waits for A before sending AAAA: a lost A means AAAA is never sent in that try', async () => {
-    const s = await startFakeDns([{ match: '.', type: 'A', reply: 'drop' }, { match: '.', reply: 'NODATA' }]);
+    const s = await startFakeDns([
+      { match: '.', type: 'A', reply: 'drop' },
+      { match: '.', reply: 'NODATA' },
+    ]);
     try {
       await lookupCandidate('x.example.', BOTH, settings([at(s)], { udpMode: 'sequential', timeoutMs: 80 }), 1);
-      assert.deepEqual(s.log.map((q) => q.type), ['A']);
+      assert.deepEqual(
+        s.log.map((q) => q.type),
+        ['A'],
+      );
       s.log.length = 0;
       await lookupCandidate('x.example.', BOTH, settings([at(s)], { udpMode: 'parallel', timeoutMs: 80 }), 1);
       // Both at once; AAAA's answer without A's makes glibc retry one after the other, where A is lost again.
@@ -130,7 +172,10 @@ describe('one name against scripted servers', () => {
       assert.deepEqual([...types.slice(0, 2).sort(), ...types.slice(2)], ['A', 'AAAA', 'A']);
       s.log.length = 0;
       await lookupCandidate('x.example.', BOTH, settings([at(s)], { udpMode: 'reopen', timeoutMs: 80 }), 1);
-      assert.deepEqual(s.log.map((q) => q.type), ['A']);
+      assert.deepEqual(
+        s.log.map((q) => q.type),
+        ['A'],
+      );
     } finally {
       await s.close();
     }
@@ -140,7 +185,10 @@ describe('one name against scripted servers', () => {
     const r = await lookupCandidate('big.example.', BOTH, settings([at(good)]));
     assert.equal(r.outcome, 'answered');
     for (const t of r.types) {
-      assert.deepEqual(t.tries.map((x) => `${x.transport} ${x.result}`), ['udp truncated', 'tcp reply']);
+      assert.deepEqual(
+        t.tries.map((x) => `${x.transport} ${x.result}`),
+        ['udp truncated', 'tcp reply'],
+      );
       assert.equal(t.transport, 'tcp');
     }
   });
@@ -156,7 +204,7 @@ describe('one name against scripted servers', () => {
     const t0 = Date.now();
     const r = await lookupCandidate('web.example.', BOTH, settings([closed], { timeoutMs: 5000 }));
     assert.equal(r.outcome, 'unreachable');
-    assert.ok(Date.now() - t0 < 3000, "no 5 s timeout");
+    assert.ok(Date.now() - t0 < 3000, 'no 5 s timeout');
     const tcp = await lookupCandidate('web.example.', BOTH, settings([closed], { useVc: true }));
     assert.equal(tcp.outcome, 'unreachable');
   });
@@ -176,13 +224,22 @@ describe('the walk over the candidates', () => {
   });
   after(() => s.close());
 
-  const walk = (name: string, ndots = 5, search = POD) => walkCandidates(planCandidates(name, { search, ndots, noTldQuery: false }), BOTH, settings([at(s)], { timeoutMs: 100 }), 1);
+  const walk = (name: string, ndots = 5, search = POD) =>
+    walkCandidates(
+      planCandidates(name, { search, ndots, noTldQuery: false }),
+      BOTH,
+      settings([at(s)], { timeoutMs: 100 }),
+      1,
+    );
 
   test('the first answer ends the walk; later candidates are listed as not asked', async () => {
     const w = await walk('backend');
     assert.equal(w.final, 'answered');
     assert.equal(w.answeredBy!.candidate.name, 'backend.default.svc.cluster.local.');
-    assert.deepEqual(w.steps.map((x) => x.result !== null), [true, false, false, false]);
+    assert.deepEqual(
+      w.steps.map((x) => x.result !== null),
+      [true, false, false, false],
+    );
     assert.ok(w.steps.slice(1).every((x) => x.skipped?.includes('earlier name was answered')));
   });
 
@@ -213,13 +270,19 @@ describe('the walk over the candidates', () => {
 
   test('a timeout abandons the search list; the bare name is still asked', async () => {
     const w = await walk('stuck');
-    assert.deepEqual(w.steps.map((x) => (x.result ? x.result.outcome : 'skipped')), ['timeout', 'skipped', 'skipped', 'nxdomain']);
+    assert.deepEqual(
+      w.steps.map((x) => (x.result ? x.result.outcome : 'skipped')),
+      ['timeout', 'skipped', 'skipped', 'nxdomain'],
+    );
     assert.match(w.steps[1]!.skipped!, /abandoned after a timeout/);
     assert.equal(w.final, 'nxdomain', "glibc's h_errno is the last query's");
   });
 
   test('REFUSED abandons the search list as well', async () => {
     const w = await walk('refusing');
-    assert.deepEqual(w.steps.map((x) => (x.result ? x.result.outcome : 'skipped')), ['nxdomain', 'rejected', 'skipped', 'nxdomain']);
+    assert.deepEqual(
+      w.steps.map((x) => (x.result ? x.result.outcome : 'skipped')),
+      ['nxdomain', 'rejected', 'skipped', 'nxdomain'],
+    );
   });
 });

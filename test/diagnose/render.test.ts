@@ -17,7 +17,10 @@ describe('terminal output', () => {
   before(async () => {
     dns = await startFakeDns([{ match: '^web\\.default\\.svc\\.cluster\\.local\\.$', reply: { A: '10.96.1.1' } }]);
     const conf = join(dir, 'resolv.conf');
-    writeFileSync(conf, 'search default.svc.cluster.local svc.cluster.local cluster.local\nnameserver 10.96.0.10\noptions ndots:5 bogus\n');
+    writeFileSync(
+      conf,
+      'search default.svc.cluster.local svc.cluster.local cluster.local\nnameserver 10.96.0.10\noptions ndots:5 bogus\n',
+    );
     const opts = (name: string) => {
       const o = parseDiagnoseArgs([name, '--resolv-conf', conf, '--server', `127.0.0.1:${dns.port}`]);
       assert.notEqual(o, 'help');

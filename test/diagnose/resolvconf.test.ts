@@ -29,7 +29,17 @@ describe('resolv.conf parser', () => {
     assert.equal(c.ndots, 2);
     assert.equal(c.timeout, 1);
     assert.equal(c.attempts, 3);
-    for (const k of ['rotate', 'singleRequest', 'singleRequestReopen', 'useVc', 'noTldQuery', 'edns0', 'trustAd', 'noAaaa'] as const) assert.equal(c[k], true, k);
+    for (const k of [
+      'rotate',
+      'singleRequest',
+      'singleRequestReopen',
+      'useVc',
+      'noTldQuery',
+      'edns0',
+      'trustAd',
+      'noAaaa',
+    ] as const)
+      assert.equal(c[k], true, k);
     assert.deepEqual(c.inertOptions, ['debug']);
     assert.deepEqual(c.problems, []);
   });
@@ -56,9 +66,15 @@ describe('resolv.conf parser', () => {
   });
 
   test('only the first three nameservers are used; host names and bad addresses are ignored with the line', () => {
-    const c = parseResolvConf('nameserver dns.example.com\nnameserver 10.0.0.1\nnameserver fe80::1%eth0\nnameserver 10.0.0.3\nnameserver 10.0.0.4\n', 'f');
+    const c = parseResolvConf(
+      'nameserver dns.example.com\nnameserver 10.0.0.1\nnameserver fe80::1%eth0\nnameserver 10.0.0.3\nnameserver 10.0.0.4\n',
+      'f',
+    );
     assert.deepEqual(c.nameservers, ['10.0.0.1', 'fe80::1%eth0', '10.0.0.3']);
-    assert.deepEqual(c.problems.map((p) => p.line), [1, 5]);
+    assert.deepEqual(
+      c.problems.map((p) => p.line),
+      [1, 5],
+    );
   });
 
   test('no nameserver line: glibc asks 127.0.0.1', () => {
@@ -90,13 +106,18 @@ describe('resolv.conf parser', () => {
   });
 
   test("without search or domain, the host name's domain is the search list", () => {
-    assert.deepEqual(parseResolvConf('nameserver 10.0.0.1\n', 'f', { hostname: 'node1.corp.example' }).search, ['corp.example']);
+    assert.deepEqual(parseResolvConf('nameserver 10.0.0.1\n', 'f', { hostname: 'node1.corp.example' }).search, [
+      'corp.example',
+    ]);
     assert.deepEqual(parseResolvConf('nameserver 10.0.0.1\n', 'f', { hostname: 'node1' }).search, []);
   });
 
   test('unknown keywords and options are reported, CRLF line ends are accepted', () => {
     const c = parseResolvConf('nameserver 10.0.0.1\r\nsearchh x\r\noptions ndots:3 bogus\r\n', 'f');
     assert.equal(c.ndots, 3);
-    assert.deepEqual(c.problems.map((p) => p.line), [2, 3]);
+    assert.deepEqual(
+      c.problems.map((p) => p.line),
+      [2, 3],
+    );
   });
 });

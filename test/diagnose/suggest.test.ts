@@ -6,7 +6,14 @@ import type { ServiceRef } from '../../src/diagnose/cluster.js';
 
 const POD = ['default.svc.cluster.local', 'svc.cluster.local', 'cluster.local'];
 const svc = (name: string, namespace: string): ServiceRef => ({ name, namespace, clusterIP: '10.96.0.1' });
-const SERVICES = [svc('backend', 'default'), svc('frontend', 'default'), svc('kubernetes', 'default'), svc('kube-dns', 'kube-system'), svc('payments', 'prod'), svc('db', 'prod')];
+const SERVICES = [
+  svc('backend', 'default'),
+  svc('frontend', 'default'),
+  svc('kubernetes', 'default'),
+  svc('kube-dns', 'kube-system'),
+  svc('payments', 'prod'),
+  svc('db', 'prod'),
+];
 
 describe('suggestions', () => {
   test('edit distance counts insertions, deletions, substitutions and swapped neighbours as one edit each', () => {
@@ -18,12 +25,20 @@ describe('suggestions', () => {
   });
 
   test("the pod's namespace and cluster domain come from its search list", () => {
-    assert.deepEqual(podContext(['prod.svc.k8s.example', 'svc.k8s.example', 'k8s.example']), { namespace: 'prod', clusterDomain: 'k8s.example' });
+    assert.deepEqual(podContext(['prod.svc.k8s.example', 'svc.k8s.example', 'k8s.example']), {
+      namespace: 'prod',
+      clusterDomain: 'k8s.example',
+    });
     assert.deepEqual(podContext([]), { namespace: 'default', clusterDomain: 'cluster.local' });
   });
 
   test('names are read as a pod reads them: svc, svc.ns, svc.ns.svc.cluster.local, host.svc.ns.svc...', () => {
-    assert.deepEqual(parseServiceQuery('bakend', POD), { service: 'bakend', namespace: 'default', namespaceImplied: true, clusterDomain: 'cluster.local' });
+    assert.deepEqual(parseServiceQuery('bakend', POD), {
+      service: 'bakend',
+      namespace: 'default',
+      namespaceImplied: true,
+      clusterDomain: 'cluster.local',
+    });
     assert.equal(parseServiceQuery('payment.prod', POD)!.namespace, 'prod');
     assert.equal(parseServiceQuery('backend.default.svc.cluster.local.', POD)!.service, 'backend');
     assert.equal(parseServiceQuery('mysql-0.mysql.prod.svc.cluster.local', POD)!.service, 'mysql');

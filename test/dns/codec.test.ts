@@ -2,7 +2,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as dnsPacket from 'dns-packet';
-import { decodeMessage, emptyMessage, encodeMessage, type Message, type ResourceRecord } from '../../src/dns/message.js';
+import {
+  decodeMessage,
+  emptyMessage,
+  encodeMessage,
+  type Message,
+  type ResourceRecord,
+} from '../../src/dns/message.js';
 import { QType, QClass, Rcode } from '../../src/dns/constants.js';
 import { decodeName } from '../../src/dns/name.js';
 import { parseQuery, QueryProblem } from '../../src/dns/query.js';
@@ -17,17 +23,45 @@ function sample(): Message {
   m.aa = true;
   m.rd = true;
   m.questions.push({ name: 'svc1.testns.svc.cluster.local.', type: QType.SRV, class: QClass.IN });
-  m.answers.push(rr('svc1.testns.svc.cluster.local.', QType.SRV, { priority: 0, weight: 100, port: 80, target: 'svc1.testns.svc.cluster.local.' }, 5));
+  m.answers.push(
+    rr(
+      'svc1.testns.svc.cluster.local.',
+      QType.SRV,
+      { priority: 0, weight: 100, port: 80, target: 'svc1.testns.svc.cluster.local.' },
+      5,
+    ),
+  );
   m.answers.push(rr('svc1.testns.svc.cluster.local.', QType.A, { address: '10.0.0.1' }, 5));
   m.answers.push(rr('svc1.testns.svc.cluster.local.', QType.AAAA, { address: 'fd00::1' }, 5));
   m.answers.push(rr('alias.example.org.', QType.CNAME, { target: 'svc1.testns.svc.cluster.local.' }));
   m.answers.push(rr('example.org.', QType.MX, { preference: 10, exchange: 'mail.example.org.' }));
   m.answers.push(rr('example.org.', QType.TXT, { texts: ['v=spf1 -all', 'second string'] }));
   m.answers.push(rr('1.0.0.10.in-addr.arpa.', QType.PTR, { target: 'svc1.testns.svc.cluster.local.' }));
-  m.authorities.push(rr('cluster.local.', QType.SOA, { mname: 'ns.dns.cluster.local.', rname: 'hostmaster.cluster.local.', serial: 1700000000, refresh: 7200, retry: 1800, expire: 86400, minimum: 5 }, 5));
+  m.authorities.push(
+    rr(
+      'cluster.local.',
+      QType.SOA,
+      {
+        mname: 'ns.dns.cluster.local.',
+        rname: 'hostmaster.cluster.local.',
+        serial: 1700000000,
+        refresh: 7200,
+        retry: 1800,
+        expire: 86400,
+        minimum: 5,
+      },
+      5,
+    ),
+  );
   m.authorities.push(rr('cluster.local.', QType.NS, { target: 'ns.dns.cluster.local.' }));
   m.additionals.push(rr('example.org.', 65280, { raw: Buffer.from([1, 2, 3, 4, 5]) }));
-  m.edns = { udpSize: 1232, version: 0, do: true, zflags: 0, options: [{ code: 10, data: Buffer.from('0102030405060708', 'hex') }] };
+  m.edns = {
+    udpSize: 1232,
+    version: 0,
+    do: true,
+    zflags: 0,
+    options: [{ code: 10, data: Buffer.from('0102030405060708', 'hex') }],
+  };
   return m;
 }
 
@@ -48,7 +82,10 @@ test('dns-packet decodes what we encode to the same records', () => {
   assert.equal((p.answers![2] as dnsPacket.StringAnswer).data, 'fd00::1');
   assert.equal((p.answers![3] as dnsPacket.StringAnswer).data, 'svc1.testns.svc.cluster.local');
   const txt = p.answers![5] as dnsPacket.TxtAnswer;
-  assert.deepEqual((txt.data as Buffer[]).map((b) => b.toString()), ['v=spf1 -all', 'second string']);
+  assert.deepEqual(
+    (txt.data as Buffer[]).map((b) => b.toString()),
+    ['v=spf1 -all', 'second string'],
+  );
   const soa = p.authorities![0] as dnsPacket.SoaAnswer;
   assert.equal(soa.data.mname, 'ns.dns.cluster.local');
   assert.equal(soa.data.minimum, 5);
@@ -66,7 +103,12 @@ test('we decode what dns-packet encodes', () => {
     answers: [
       { type: 'A', name: 'backend.default.svc.cluster.local', ttl: 30, data: '10.96.120.15' },
       { type: 'AAAA', name: 'backend.default.svc.cluster.local', ttl: 30, data: '2001:db8::15' },
-      { type: 'SRV', name: '_http._tcp.backend.default.svc.cluster.local', ttl: 30, data: { priority: 0, weight: 100, port: 8080, target: 'backend.default.svc.cluster.local' } },
+      {
+        type: 'SRV',
+        name: '_http._tcp.backend.default.svc.cluster.local',
+        ttl: 30,
+        data: { priority: 0, weight: 100, port: 8080, target: 'backend.default.svc.cluster.local' },
+      },
     ],
   });
   const m = decodeMessage(wire);
@@ -75,7 +117,12 @@ test('we decode what dns-packet encodes', () => {
   assert.equal(m.answers[0]!.name, 'backend.default.svc.cluster.local.');
   assert.deepEqual(m.answers[0]!.data, { address: '10.96.120.15' });
   assert.deepEqual(m.answers[1]!.data, { address: '2001:db8::15' });
-  assert.deepEqual(m.answers[2]!.data, { priority: 0, weight: 100, port: 8080, target: 'backend.default.svc.cluster.local.' });
+  assert.deepEqual(m.answers[2]!.data, {
+    priority: 0,
+    weight: 100,
+    port: 8080,
+    target: 'backend.default.svc.cluster.local.',
+  });
 });
 
 test('names are compressed on encode: the answer owner is a pointer to the question', () => {
@@ -88,7 +135,12 @@ test('names are compressed on encode: the answer owner is a pointer to the quest
   assert.equal(wire.length, 12 + 35 + 4 + 2 + 10 + 4);
   assert.equal(wire.readUInt16BE(12 + 35 + 4), 0xc00c);
   // dns-packet has no compression; the same message from it is longer.
-  const theirs = dnsPacket.encode({ type: 'response', id: 1, questions: [{ type: 'A', name: 'backend.default.svc.cluster.local' }], answers: [{ type: 'A', name: 'backend.default.svc.cluster.local', ttl: 300, data: '10.96.120.15' }] });
+  const theirs = dnsPacket.encode({
+    type: 'response',
+    id: 1,
+    questions: [{ type: 'A', name: 'backend.default.svc.cluster.local' }],
+    answers: [{ type: 'A', name: 'backend.default.svc.cluster.local', ttl: 300, data: '10.96.120.15' }],
+  });
   assert.ok(theirs.length > wire.length);
 });
 
@@ -200,7 +252,9 @@ test('parseQuery sorts bad messages into drop, FORMERR and NOTIMP', () => {
   assert.equal(parseQuery(update), QueryProblem.NotImp);
   const noQuestion = Buffer.alloc(12);
   assert.equal(parseQuery(noQuestion), QueryProblem.FormErr);
-  const truncated = dnsPacket.encode({ type: 'query', id: 1, questions: [{ type: 'A', name: 'example.org' }] }).subarray(0, 20);
+  const truncated = dnsPacket
+    .encode({ type: 'query', id: 1, questions: [{ type: 'A', name: 'example.org' }] })
+    .subarray(0, 20);
   assert.equal(parseQuery(truncated), QueryProblem.FormErr);
   const rootQuery = dnsPacket.encode({ type: 'query', id: 1, questions: [{ type: 'NS', name: '.' }] });
   const q = parseQuery(rootQuery);

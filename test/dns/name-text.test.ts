@@ -30,7 +30,7 @@ const VECTORS: Array<[number[][], string]> = [
   [[bytes('\n')], '\\010.'],
 ];
 
-test('query names are written with miekg/dns\'s escapes, on the hot path and in the full decoder alike', () => {
+test("query names are written with miekg/dns's escapes, on the hot path and in the full decoder alike", () => {
   for (const [labels, text] of VECTORS) {
     const wire = queryFor(labels);
     assert.equal(decodeName(wire, 12).name, text, `decodeName ${JSON.stringify(labels)}`);
@@ -38,14 +38,21 @@ test('query names are written with miekg/dns\'s escapes, on the hot path and in 
     assert.ok(typeof q === 'object', 'parsed');
     assert.equal(q.qname, text, `parseQuery ${JSON.stringify(labels)}`);
     // And the text reads back to the same octets.
-    assert.deepEqual(nameToLabels(text).map((l) => [...l]), labels);
+    assert.deepEqual(
+      nameToLabels(text).map((l) => [...l]),
+      labels,
+    );
   }
 });
 
-test('every octet is either itself, backslash-escaped or \\DDD, by miekg\'s rule', () => {
+test("every octet is either itself, backslash-escaped or \\DDD, by miekg's rule", () => {
   const special = new Set([...'. \'@;()"\\'].map((c) => c.charCodeAt(0)));
   for (let b = 0; b < 256; b++) {
-    const want = special.has(b) ? '\\' + String.fromCharCode(b) : b < 0x20 || b > 0x7e ? '\\' + String(b).padStart(3, '0') : String.fromCharCode(b);
+    const want = special.has(b)
+      ? '\\' + String.fromCharCode(b)
+      : b < 0x20 || b > 0x7e
+        ? '\\' + String(b).padStart(3, '0')
+        : String.fromCharCode(b);
     const wire = queryFor([[0x61, b]]);
     assert.equal(decodeName(wire, 12).name, `a${want}.`, `octet ${b}`);
     assert.equal((parseQuery(wire) as { qname: string }).qname, `a${want}.`, `octet ${b} (hot path)`);
@@ -53,7 +60,7 @@ test('every octet is either itself, backslash-escaped or \\DDD, by miekg\'s rule
 });
 
 test('TXT strings are quoted as miekg/dns quotes them: " and \\ escaped, the unprintable as \\DDD', () => {
-  assert.equal(quotedCharacterString('plain text; with (parens) @ \'s'), '"plain text; with (parens) @ \'s"');
+  assert.equal(quotedCharacterString("plain text; with (parens) @ 's"), '"plain text; with (parens) @ \'s"');
   assert.equal(quotedCharacterString('say "hi" \\ bye'), '"say \\"hi\\" \\\\ bye"');
   assert.equal(quotedCharacterString('\n\x00\x7f\xff~'), '"\\010\\000\\127\\255~"');
 });

@@ -33,7 +33,20 @@ test('ipToReverseName: IPv6 gives 32 nibbles under ip6.arpa.', () => {
 });
 
 test('ipToReverseName throws on invalid input', () => {
-  for (const bad of ['', '1.2.3', '1.2.3.256', '01.2.3.4', '1.2.3.4.5', 'a.b.c.d', '1::2::3', '12345::', 'fe80::1%eth0', 'g::1', '1:2:3:4:5:6:7:8:9', '1:2:3:4:5:6:7::8']) {
+  for (const bad of [
+    '',
+    '1.2.3',
+    '1.2.3.256',
+    '01.2.3.4',
+    '1.2.3.4.5',
+    'a.b.c.d',
+    '1::2::3',
+    '12345::',
+    'fe80::1%eth0',
+    'g::1',
+    '1:2:3:4:5:6:7:8:9',
+    '1:2:3:4:5:6:7::8',
+  ]) {
     assert.throws(() => ipToReverseName(bad), /invalid IP address/, bad);
   }
 });
@@ -41,14 +54,31 @@ test('ipToReverseName throws on invalid input', () => {
 test('reverseNameToIp: IPv4 and IPv6 round trips', () => {
   assert.equal(reverseNameToIp('4.3.2.1.in-addr.arpa.'), '1.2.3.4');
   assert.equal(reverseNameToIp('4.3.2.1.IN-ADDR.ARPA'), '1.2.3.4');
-  const samples = ['1234:abcd::1', '::1', '::', '2001:db8::567:89ab', 'fd00:1:2:3:4:5:6:7', '1:0:0:1::1', '1::1:1:0:0:1', '1:0:1:1:1:1:1:1', '0:1::', '::ffff:102:304', 'fe80::'];
+  const samples = [
+    '1234:abcd::1',
+    '::1',
+    '::',
+    '2001:db8::567:89ab',
+    'fd00:1:2:3:4:5:6:7',
+    '1:0:0:1::1',
+    '1::1:1:0:0:1',
+    '1:0:1:1:1:1:1:1',
+    '0:1::',
+    '::ffff:102:304',
+    'fe80::',
+  ];
   for (const ip of samples) {
     const back = reverseNameToIp(ipToReverseName(ip));
     assert.equal(back, ip, ip);
     assert.equal(back, urlCanonical(ip), `URL canonical form of ${ip}`);
   }
   // Non-canonical inputs come back canonical (as WHATWG URL formats them).
-  for (const ip of ['1234:ABCD:0:0:0:0:0:0001', '2001:0db8:0000:0000:0000:ff00:0042:8329', '0:0:0:0:0:ffff:1.2.3.4', '1:0:0:0:1:0:0:0']) {
+  for (const ip of [
+    '1234:ABCD:0:0:0:0:0:0001',
+    '2001:0db8:0000:0000:0000:ff00:0042:8329',
+    '0:0:0:0:0:ffff:1.2.3.4',
+    '1:0:0:0:1:0:0:0',
+  ]) {
     assert.equal(reverseNameToIp(ipToReverseName(ip)), urlCanonical(ip), ip);
   }
   assert.equal(reverseNameToIp(ipToReverseName('1234:ABCD:0:0:0:0:0:0001')), '1234:abcd::1');
@@ -102,9 +132,17 @@ test('cidrToReverseZones: IPv4 not on an octet boundary splits', () => {
   assert.equal(z17[0], '0.0.10.in-addr.arpa.');
   assert.equal(z17[1], '1.0.10.in-addr.arpa.');
   assert.equal(z17[127], '127.0.10.in-addr.arpa.');
-  assert.deepEqual(cidrToReverseZones('10.0.128.0/17').slice(0, 2), ['128.0.10.in-addr.arpa.', '129.0.10.in-addr.arpa.']);
+  assert.deepEqual(cidrToReverseZones('10.0.128.0/17').slice(0, 2), [
+    '128.0.10.in-addr.arpa.',
+    '129.0.10.in-addr.arpa.',
+  ]);
   assert.deepEqual(cidrToReverseZones('192.168.0.0/23'), ['0.168.192.in-addr.arpa.', '1.168.192.in-addr.arpa.']);
-  assert.deepEqual(cidrToReverseZones('10.0.0.0/30'), ['0.0.0.10.in-addr.arpa.', '1.0.0.10.in-addr.arpa.', '2.0.0.10.in-addr.arpa.', '3.0.0.10.in-addr.arpa.']);
+  assert.deepEqual(cidrToReverseZones('10.0.0.0/30'), [
+    '0.0.0.10.in-addr.arpa.',
+    '1.0.0.10.in-addr.arpa.',
+    '2.0.0.10.in-addr.arpa.',
+    '3.0.0.10.in-addr.arpa.',
+  ]);
   assert.deepEqual(cidrToReverseZones('128.0.0.0/1').length, 128);
 });
 
@@ -127,7 +165,17 @@ test('cidrToReverseZones: IPv6 on nibble boundaries', () => {
 });
 
 test('cidrToReverseZones throws on invalid input', () => {
-  for (const bad of ['10.0.0.0', '10.0.0.0/33', '10.0.0.0/', '10.0.0/24', 'fd00::/129', 'x/8', '10.0.0.0/-1', '10.0.0.0/08', 'fd00::/64/1']) {
+  for (const bad of [
+    '10.0.0.0',
+    '10.0.0.0/33',
+    '10.0.0.0/',
+    '10.0.0/24',
+    'fd00::/129',
+    'x/8',
+    '10.0.0.0/-1',
+    '10.0.0.0/08',
+    'fd00::/64/1',
+  ]) {
     assert.throws(() => cidrToReverseZones(bad), /invalid CIDR/, bad);
   }
 });

@@ -18,7 +18,7 @@ const NOT_A_POD = '127.0.0.9';
 /** Answer lines with the TTL taken out (the cache lowers it). */
 const lines = (answer: string[]) => answer.map((l) => l.replace(/ \d+ IN /, ' IN '));
 
-describe('autopath @kubernetes e2e: one round trip for a pod\'s first search expansion', () => {
+describe("autopath @kubernetes e2e: one round trip for a pod's first search expansion", () => {
   let api: KubeApiServer;
   let external: FakeUpstream;
   let s: RunningServer;
@@ -74,13 +74,20 @@ describe('autopath @kubernetes e2e: one round trip for a pod\'s first search exp
       assert.match(a.raw, /;api\.example\.com\.shop\.svc\.cluster\.local\.\s+IN\s+A\n/);
       assert.deepEqual(lines(a.answer), [`${asked} IN CNAME api.example.com.`, 'api.example.com. IN A 203.0.113.10']);
       const aaaa = await from(SHOP_POD, asked, 'AAAA');
-      assert.deepEqual(lines(aaaa.answer), [`${asked} IN CNAME api.example.com.`, 'api.example.com. IN AAAA 2001:db8::10'], `round ${round}`);
+      assert.deepEqual(
+        lines(aaaa.answer),
+        [`${asked} IN CNAME api.example.com.`, 'api.example.com. IN AAAA 2001:db8::10'],
+        `round ${round}`,
+      );
     }
   });
 
   test('a Service of another namespace: backend.default asked from shop lands on backend.default.svc.cluster.local', async () => {
     const r = await from(SHOP_POD, 'backend.default.shop.svc.cluster.local.', 'A');
-    assert.deepEqual(lines(r.answer), ['backend.default.shop.svc.cluster.local. IN CNAME backend.default.svc.cluster.local.', 'backend.default.svc.cluster.local. IN A 10.96.120.15']);
+    assert.deepEqual(lines(r.answer), [
+      'backend.default.shop.svc.cluster.local. IN CNAME backend.default.svc.cluster.local.',
+      'backend.default.svc.cluster.local. IN A 10.96.120.15',
+    ]);
   });
 
   test('NODATA stops the walk: AAAA of the IPv4-only frontend.default from shop is NOERROR with no records', async () => {
@@ -97,12 +104,23 @@ describe('autopath @kubernetes e2e: one round trip for a pod\'s first search exp
 
   test("the server's own resolv.conf search list follows the cluster domains", async () => {
     const r = await from(SHOP_POD, 'intranet.shop.svc.cluster.local.', 'A');
-    assert.deepEqual(lines(r.answer), ['intranet.shop.svc.cluster.local. IN CNAME intranet.corp.internal.', 'intranet.corp.internal. IN A 10.20.0.1']);
+    assert.deepEqual(lines(r.answer), [
+      'intranet.shop.svc.cluster.local. IN CNAME intranet.corp.internal.',
+      'intranet.corp.internal. IN A 10.20.0.1',
+    ]);
   });
 
   test('a client that is no pod, or a name that is not its first expansion, is answered as asked', async () => {
-    assert.equal((await from(NOT_A_POD, 'api.example.com.shop.svc.cluster.local.', 'A')).status, 'NXDOMAIN', 'unknown source address');
-    assert.equal((await from(DEFAULT_POD, 'api.example.com.shop.svc.cluster.local.', 'A')).status, 'NXDOMAIN', "shop is not the default pod's namespace");
+    assert.equal(
+      (await from(NOT_A_POD, 'api.example.com.shop.svc.cluster.local.', 'A')).status,
+      'NXDOMAIN',
+      'unknown source address',
+    );
+    assert.equal(
+      (await from(DEFAULT_POD, 'api.example.com.shop.svc.cluster.local.', 'A')).status,
+      'NXDOMAIN',
+      "shop is not the default pod's namespace",
+    );
   });
 
   test('every name NXDOMAIN: the first answer as it was, and coredns_autopath_success_total counts the walks that found something', async () => {

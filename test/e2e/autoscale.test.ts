@@ -16,7 +16,8 @@ import { deploymentObject, nodeObject, replicasOf } from '../autoscale/fixtures.
 const NS = 'kube-system';
 const CM = 'clusterdns-autoscaler';
 const TOKEN = 'autoscaler-e2e-token';
-const PARAMS = '{"linear":{"coresPerReplica":256,"nodesPerReplica":2,"preventSinglePointFailure":true,"includeUnschedulableNodes":true}}';
+const PARAMS =
+  '{"linear":{"coresPerReplica":256,"nodesPerReplica":2,"preventSinglePointFailure":true,"includeUnschedulableNodes":true}}';
 
 interface Running {
   proc: ChildProcess;
@@ -25,7 +26,10 @@ interface Running {
 }
 
 function start(args: string[]): Running {
-  const proc = spawn(process.execPath, [BIN, 'autoscale', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, MY_POD_NAMESPACE: '' } });
+  const proc = spawn(process.execPath, [BIN, 'autoscale', ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, MY_POD_NAMESPACE: '' },
+  });
   let out = '';
   proc.stdout?.on('data', (d: Buffer) => (out += d.toString()));
   proc.stderr?.on('data', (d: Buffer) => (out += d.toString()));
@@ -33,10 +37,16 @@ function start(args: string[]): Running {
   return { proc, output: () => out, exit };
 }
 
-async function eventually(what: string, cond: () => boolean | Promise<boolean>, timeoutMs = 6000, out?: () => string): Promise<void> {
+async function eventually(
+  what: string,
+  cond: () => boolean | Promise<boolean>,
+  timeoutMs = 6000,
+  out?: () => string,
+): Promise<void> {
   const startAt = Date.now();
   while (!(await cond())) {
-    if (Date.now() - startAt > timeoutMs) assert.fail(`not within ${timeoutMs} ms: ${what}${out ? `\n--- output ---\n${out()}` : ''}`);
+    if (Date.now() - startAt > timeoutMs)
+      assert.fail(`not within ${timeoutMs} ms: ${what}${out ? `\n--- output ---\n${out()}` : ''}`);
     await new Promise((r) => setTimeout(r, 50));
   }
 }
@@ -113,9 +123,15 @@ describe('clusterdns autoscale (real binary against the test API server)', () =>
       '--v=2',
     ]);
     try {
-      await eventually('ConfigMap created from the defaults', () => api.get('ConfigMap', NS, CM) !== undefined, 6000, a.output);
+      await eventually(
+        'ConfigMap created from the defaults',
+        () => api.get('ConfigMap', NS, CM) !== undefined,
+        6000,
+        a.output,
+      );
       assert.deepEqual(api.get('ConfigMap', NS, CM)?.data, {
-        linear: '{"coresPerReplica":256,"includeUnschedulableNodes":true,"nodesPerReplica":2,"preventSinglePointFailure":true}',
+        linear:
+          '{"coresPerReplica":256,"includeUnschedulableNodes":true,"nodesPerReplica":2,"preventSinglePointFailure":true}',
       });
       await eventually('2 nodes → 2 replicas (preventSinglePointFailure)', () => replicas() === 2, 6000, a.output);
       assert.match(a.output(), /ignoring --v=2 \(a glog flag/);
@@ -125,28 +141,64 @@ describe('clusterdns autoscale (real binary against the test API server)', () =>
       setNodes(1);
       await eventually('1 node → 1 replica', () => replicas() === 1, 6000, a.output);
       // The scale request can land before the log line reaches our pipe.
-      await eventually('the update is logged', () => /updating deployment\/clusterdns in namespace kube-system from 5 to 1 replicas/.test(a.output()), 3000, a.output);
+      await eventually(
+        'the update is logged',
+        () => /updating deployment\/clusterdns in namespace kube-system from 5 to 1 replicas/.test(a.output()),
+        3000,
+        a.output,
+      );
 
       assert.ok(api.remove('ConfigMap', NS, CM));
-      await eventually('ConfigMap re-created after deletion', () => api.get('ConfigMap', NS, CM) !== undefined, 6000, a.output);
+      await eventually(
+        'ConfigMap re-created after deletion',
+        () => api.get('ConfigMap', NS, CM) !== undefined,
+        6000,
+        a.output,
+      );
 
       const health = await httpGet(healthPort, '/healthz');
       assert.equal(health.status, 200);
       assert.equal((await httpGet(healthPort, '/last-poll')).status, 200);
 
-      api.apply({ kind: 'ConfigMap', metadata: { name: CM, namespace: NS }, data: { linear: '{"nodesPerReplica":0,"coresPerReplica":0}' } });
+      api.apply({
+        kind: 'ConfigMap',
+        metadata: { name: CM, namespace: NS },
+        data: { linear: '{"nodesPerReplica":0,"coresPerReplica":0}' },
+      });
       setNodes(8);
-      await eventually('the bad ConfigMap is reported', () => /poll failed, nothing changed: ConfigMap kube-system\/clusterdns-autoscaler: error parsing linear params/.test(a.output()), 6000, a.output);
+      await eventually(
+        'the bad ConfigMap is reported',
+        () =>
+          /poll failed, nothing changed: ConfigMap kube-system\/clusterdns-autoscaler: error parsing linear params/.test(
+            a.output(),
+          ),
+        6000,
+        a.output,
+      );
       const lastPoll = await httpGet(healthPort, '/last-poll');
       assert.equal(lastPoll.status, 500);
       assert.match(lastPoll.body, /either coresPerReplica or nodesPerReplica/);
       const failuresBefore = (a.output().match(/poll failed/g) ?? []).length;
-      await eventually('another poll fails', () => (a.output().match(/poll failed/g) ?? []).length > failuresBefore, 4000, a.output);
+      await eventually(
+        'another poll fails',
+        () => (a.output().match(/poll failed/g) ?? []).length > failuresBefore,
+        4000,
+        a.output,
+      );
       assert.equal(replicas(), 1, 'no change while the params are bad');
 
-      api.apply({ kind: 'ConfigMap', metadata: { name: CM, namespace: NS }, data: { linear: '{"nodesPerReplica":2}' } });
+      api.apply({
+        kind: 'ConfigMap',
+        metadata: { name: CM, namespace: NS },
+        data: { linear: '{"nodesPerReplica":2}' },
+      });
       await eventually('fixed ConfigMap → 8 nodes → 4 replicas', () => replicas() === 4, 6000, a.output);
-      await eventually('/last-poll recovers', async () => (await httpGet(healthPort, '/last-poll')).status === 200, 4000, a.output);
+      await eventually(
+        '/last-poll recovers',
+        async () => (await httpGet(healthPort, '/last-poll')).status === 200,
+        4000,
+        a.output,
+      );
     } finally {
       a.proc.kill('SIGTERM');
     }
@@ -157,7 +209,15 @@ describe('clusterdns autoscale (real binary against the test API server)', () =>
   test('--max-sync-failures: exits 1 after that many consecutive failed polls', async () => {
     api.apply({ kind: 'ConfigMap', metadata: { name: 'broken', namespace: NS }, data: { linear: 'not json' } });
     const startedAt = Date.now();
-    const a = start(['--target=deployment/clusterdns', `--namespace=${NS}`, '--configmap=broken', '--poll-period-seconds=1', '--max-sync-failures=2', `--kubeconfig=${kubeconfig}`, '--health-port=0']);
+    const a = start([
+      '--target=deployment/clusterdns',
+      `--namespace=${NS}`,
+      '--configmap=broken',
+      '--poll-period-seconds=1',
+      '--max-sync-failures=2',
+      `--kubeconfig=${kubeconfig}`,
+      '--health-port=0',
+    ]);
     const code = await Promise.race([a.exit, new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 8000))]);
     if (code === 'timeout') a.proc.kill('SIGKILL');
     assert.equal(code, 1, a.output());
@@ -169,13 +229,44 @@ describe('clusterdns autoscale (real binary against the test API server)', () =>
   test('against a dead API, --poll-period-seconds=1 fails a poll every second, so --max-sync-failures=3 ends after about 3 s', async () => {
     const deadConfig = join(dir, 'dead-kubeconfig');
     const port = await freePort();
-    writeFileSync(deadConfig, ['apiVersion: v1', 'kind: Config', 'current-context: dead', 'clusters:', '- name: dead', '  cluster:', `    server: http://127.0.0.1:${port}`, 'users:', '- name: u', '  user: {}', 'contexts:', '- name: dead', '  context: {cluster: dead, user: u}', ''].join('\n'));
-    const a = start(['--target=deployment/clusterdns', `--namespace=${NS}`, `--configmap=${CM}`, '--poll-period-seconds=1', '--max-sync-failures=3', `--kubeconfig=${deadConfig}`, '--health-port=0']);
+    writeFileSync(
+      deadConfig,
+      [
+        'apiVersion: v1',
+        'kind: Config',
+        'current-context: dead',
+        'clusters:',
+        '- name: dead',
+        '  cluster:',
+        `    server: http://127.0.0.1:${port}`,
+        'users:',
+        '- name: u',
+        '  user: {}',
+        'contexts:',
+        '- name: dead',
+        '  context: {cluster: dead, user: u}',
+        '',
+      ].join('\n'),
+    );
+    const a = start([
+      '--target=deployment/clusterdns',
+      `--namespace=${NS}`,
+      `--configmap=${CM}`,
+      '--poll-period-seconds=1',
+      '--max-sync-failures=3',
+      `--kubeconfig=${deadConfig}`,
+      '--health-port=0',
+    ]);
     let firstFailure = 0;
-    await eventually('the first failed poll', () => {
-      if (/poll failed/.test(a.output())) firstFailure ||= Date.now();
-      return firstFailure > 0;
-    }, 15_000, a.output);
+    await eventually(
+      'the first failed poll',
+      () => {
+        if (/poll failed/.test(a.output())) firstFailure ||= Date.now();
+        return firstFailure > 0;
+      },
+      15_000,
+      a.output,
+    );
     const code = await Promise.race([a.exit, new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 20_000))]);
     if (code === 'timeout') a.proc.kill('SIGKILL');
     const tookMs = Date.now() - firstFailure;

@@ -53,7 +53,10 @@ after(async () => {
   await upstream?.close();
 });
 
-async function udp(name: string, edns: number): Promise<{ size: number; ratio: number; m: ReturnType<typeof decodeMessage> }> {
+async function udp(
+  name: string,
+  edns: number,
+): Promise<{ size: number; ratio: number; m: ReturnType<typeof decodeMessage> }> {
   const q = buildQuery(name, QType.A, { edns });
   const raw = await sendUdp(s.port, q);
   return { size: raw.length, ratio: raw.length / q.length, m: decodeMessage(raw) };

@@ -39,10 +39,20 @@ function upstream(q: Message): Message {
       m.answers.push(cname(name, 'target.example.net.'), a('other.example.net.'));
       break;
     case 'twotargets':
-      m.answers.push(cname(name, 't1.example.net.'), cname(name, 't2.example.net.'), a('t1.example.net.'), a('t2.example.net.'));
+      m.answers.push(
+        cname(name, 't1.example.net.'),
+        cname(name, 't2.example.net.'),
+        a('t1.example.net.'),
+        a('t2.example.net.'),
+      );
       break;
     case 'twotargets-reversed':
-      m.answers.push(cname(name, 't2.example.net.'), cname(name, 't1.example.net.'), a('t1.example.net.'), a('t2.example.net.'));
+      m.answers.push(
+        cname(name, 't2.example.net.'),
+        cname(name, 't1.example.net.'),
+        a('t1.example.net.'),
+        a('t2.example.net.'),
+      );
       break;
     case 'loop': // alias -> b -> alias, with an address at the alias
       m.answers.push(cname(name, 'b.example.net.'), cname('b.example.net.', name), a(name));
@@ -64,7 +74,9 @@ describe('cache follows CoreDNS 1.14.7 on what it keeps', () => {
   let s: RunningServer;
   before(async () => {
     up = await startUpstream(upstream);
-    s = await startServer({ corefile: `.:PORT {\n    bind 127.0.0.1\n    cache 30\n    forward . 127.0.0.1:${up.port}\n}\n` });
+    s = await startServer({
+      corefile: `.:PORT {\n    bind 127.0.0.1\n    cache 30\n    forward . 127.0.0.1:${up.port}\n}\n`,
+    });
   });
   after(async () => {
     await s?.stop();

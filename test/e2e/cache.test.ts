@@ -91,7 +91,8 @@ describe('cache in front of forward', () => {
         }
       });
     });
-    for (let i = 0; i < 1000; i++) sock.send(buildQuery('burst.example.org.', QType.A, { id: 10_000 + i }), s.port, '127.0.0.1');
+    for (let i = 0; i < 1000; i++)
+      sock.send(buildQuery('burst.example.org.', QType.A, { id: 10_000 + i }), s.port, '127.0.0.1');
     try {
       await done;
     } finally {
@@ -154,7 +155,10 @@ describe("kubeadm's default cache block", () => {
     assert.deepEqual(before1.answers[0]?.data, { address: '10.96.0.1' });
     assert.equal(before1.answers[0]?.ttl, 3600, "a name that is not cached keeps its plugin's TTL");
     await query(s.port, 'www.example.org.', QType.A);
-    writeFileSync(join(s.dir, 'cluster.hosts'), '10.96.0.2 web.default.svc.cluster.local\n10.96.0.3 new.default.svc.cluster.local\n');
+    writeFileSync(
+      join(s.dir, 'cluster.hosts'),
+      '10.96.0.2 web.default.svc.cluster.local\n10.96.0.3 new.default.svc.cluster.local\n',
+    );
     await sleep(600);
     const after1 = await query(s.port, 'web.default.svc.cluster.local.', QType.A);
     assert.deepEqual(after1.answers[0]?.data, { address: '10.96.0.2' });
@@ -196,7 +200,10 @@ describe('cache stays coherent with the cluster: kubernetes invalidates what cha
 
   const denialHits = async () => {
     const text = await scrape(metricsPort);
-    const m = new RegExp(`^coredns_cache_hits_total\\{server="dns://:${s.port}",type="denial",zones="\\.",view=""\\} (\\d+)$`, 'm').exec(text);
+    const m = new RegExp(
+      `^coredns_cache_hits_total\\{server="dns://:${s.port}",type="denial",zones="\\.",view=""\\} (\\d+)$`,
+      'm',
+    ).exec(text);
     return m ? Number(m[1]) : 0;
   };
 
@@ -260,7 +267,10 @@ describe('cache in front of whoami', () => {
 
 describe('cache configuration errors', () => {
   it('a bad option stops startup with FILE:LINE - Error during parsing', async () => {
-    const s = await startServer({ corefile: `.:PORT {\n    cache 30 {\n        prefetch 10 1m 95%\n    }\n    whoami\n}\n`, noWait: true });
+    const s = await startServer({
+      corefile: `.:PORT {\n    cache 30 {\n        prefetch 10 1m 95%\n    }\n    whoami\n}\n`,
+      noWait: true,
+    });
     const code = await new Promise<number | null>((r) => s.proc.on('exit', (c) => r(c)));
     assert.equal(code, 1);
     assert.match(s.output(), /Corefile:3 - Error during parsing: percentage should fall in range \[10, 90\]: 95/);

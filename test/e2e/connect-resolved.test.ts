@@ -28,7 +28,9 @@ describe('clusterdns connect with a real systemd-resolved', { skip: unavailable 
     // The route stream fake runs inside too: connect reaches it over the sandbox's loopback.
     const main = resolve('dist/test/connect/fake-routes-main.js');
     const seed = JSON.stringify([route('default', 'backend', '10.96.120.15'), route('default', 'web', '10.96.0.30')]);
-    routes = spawn(sandbox.wrap()[0], [...sandbox.wrap().slice(1), process.execPath, main, TOKEN, seed], { stdio: ['pipe', 'pipe', 'inherit'] });
+    routes = spawn(sandbox.wrap()[0], [...sandbox.wrap().slice(1), process.execPath, main, TOKEN, seed], {
+      stdio: ['pipe', 'pipe', 'inherit'],
+    });
     routesUrl = await new Promise<string>((res, rej) => {
       let buf = '';
       routes.stdout!.on('data', (d: Buffer) => {
@@ -54,13 +56,20 @@ describe('clusterdns connect with a real systemd-resolved', { skip: unavailable 
   }
 
   const args = (root: string) => [
-    '--server', `${SERVER_IP}:${SERVER_PORT}`,
-    '--domains', 'cluster.local',
-    '--search', 'default.svc.cluster.local,svc.cluster.local,cluster.local',
-    '--routes', routesUrl,
-    '--token', TOKEN,
-    '--namespaces', 'default',
-    '--root', root,
+    '--server',
+    `${SERVER_IP}:${SERVER_PORT}`,
+    '--domains',
+    'cluster.local',
+    '--search',
+    'default.svc.cluster.local,svc.cluster.local,cluster.local',
+    '--routes',
+    routesUrl,
+    '--token',
+    TOKEN,
+    '--namespaces',
+    'default',
+    '--root',
+    root,
   ];
 
   async function waitConfigured(c: ConnectProcess, hosts: string): Promise<void> {
@@ -84,7 +93,11 @@ describe('clusterdns connect with a real systemd-resolved', { skip: unavailable 
     assert.match(single.stdout, /10\.96\.120\.15/, 'the search list on the link expands single-label names');
     await sandbox.run('resolvectl', ['query', '--cache=no', 'example.com']);
     assert.match(sandbox.dnsLog(), /"A IN backend\.default\.svc\.cluster\.local\. udp/);
-    assert.doesNotMatch(sandbox.dnsLog(), /example\.com/, 'default-route off: other names are not sent to the cluster server');
+    assert.doesNotMatch(
+      sandbox.dnsLog(),
+      /example\.com/,
+      'default-route off: other names are not sent to the cluster server',
+    );
 
     c.proc.kill('SIGTERM');
     assert.equal(await c.exited, 0, c.output());
@@ -132,4 +145,3 @@ describe('clusterdns connect with a real systemd-resolved', { skip: unavailable 
     }
   });
 });
-

@@ -42,7 +42,20 @@ describe('clusterdns connect with the routes plugin', () => {
     fs.mkdirSync(join(root, 'etc'));
     fs.writeFileSync(join(root, 'etc/hosts'), HOSTS);
     const c = startConnect(
-      ['--server', '10.96.0.10', '--routes', `http://127.0.0.1:${routesPort}/routes`, '--token', 'demo-token', '--namespaces', 'default', '--root', root, '--os', 'darwin'],
+      [
+        '--server',
+        '10.96.0.10',
+        '--routes',
+        `http://127.0.0.1:${routesPort}/routes`,
+        '--token',
+        'demo-token',
+        '--namespaces',
+        'default',
+        '--root',
+        root,
+        '--os',
+        'darwin',
+      ],
       process.env,
     );
     const hosts = () => fs.readFileSync(join(root, 'etc/hosts'), 'utf8');
@@ -53,7 +66,10 @@ describe('clusterdns connect with the routes plugin', () => {
     }
     const text = hosts();
     assert.ok(text.startsWith(HOSTS + BLOCK_BEGIN));
-    assert.match(text, /^10\.96\.120\.15 backend backend\.default backend\.default\.svc backend\.default\.svc\.cluster\.local$/m);
+    assert.match(
+      text,
+      /^10\.96\.120\.15 backend backend\.default backend\.default\.svc backend\.default\.svc\.cluster\.local$/m,
+    );
     assert.match(text, /^fd00:10:96::f backend backend\.default /m, 'both ClusterIPs of a dual-stack Service');
     assert.match(text, /^10\.96\.120\.16 frontend /m);
     assert.doesNotMatch(text, /mysql/, 'headless Services are not routes');

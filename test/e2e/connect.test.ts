@@ -13,7 +13,8 @@ import { FakeResolved } from '../connect/fake-resolvectl.js';
 import { killLeftovers, runCli, startConnect, until, type ConnectProcess } from '../connect/connect-process.js';
 
 // Deliberately without a final line break, with tabs and comments: restored byte for byte.
-const HOSTS = '127.0.0.1\tlocalhost\n# the user\'s own entries\n192.168.1.20  nas.home   nas # printer too\n::1 localhost ip6-localhost';
+const HOSTS =
+  "127.0.0.1\tlocalhost\n# the user's own entries\n192.168.1.20  nas.home   nas # printer too\n::1 localhost ip6-localhost";
 const FOREIGN_RESOLVER = 'nameserver 192.168.5.1\n';
 
 interface Root {
@@ -71,14 +72,22 @@ describe('clusterdns connect end to end', { concurrency: true }, () => {
   });
 
   const linuxArgs = (r: Root, extra: string[] = []) => [
-    '--server', '10.250.0.53:5353',
-    '--domains', 'cluster.local',
-    '--search', 'default.svc.cluster.local,svc.cluster.local,cluster.local',
-    '--routes', routes.url,
-    '--token', 'tok-123',
-    '--namespaces', 'default,kube-system',
-    '--root', r.root,
-    '--os', 'linux',
+    '--server',
+    '10.250.0.53:5353',
+    '--domains',
+    'cluster.local',
+    '--search',
+    'default.svc.cluster.local,svc.cluster.local,cluster.local',
+    '--routes',
+    routes.url,
+    '--token',
+    'tok-123',
+    '--namespaces',
+    'default,kube-system',
+    '--root',
+    r.root,
+    '--os',
+    'linux',
     ...extra,
   ];
 
@@ -92,7 +101,12 @@ describe('clusterdns connect end to end', { concurrency: true }, () => {
       '10.96.0.10 kube-dns.kube-system kube-dns.kube-system.svc kube-dns.kube-system.svc.cluster.local',
     ]);
     assert.ok(hostsText(r).startsWith(HOSTS + '\n' + BLOCK_BEGIN), 'lines outside the block untouched');
-    assert.deepEqual(r.fake.link(), { index: 3, dns: ['10.250.0.53:5353'], domains: ['default.svc.cluster.local', 'svc.cluster.local', 'cluster.local'], defaultRoute: false });
+    assert.deepEqual(r.fake.link(), {
+      index: 3,
+      dns: ['10.250.0.53:5353'],
+      domains: ['default.svc.cluster.local', 'svc.cluster.local', 'cluster.local'],
+      defaultRoute: false,
+    });
     assert.equal(JSON.parse(fs.readFileSync(r.state, 'utf8')).resolved.link, 'kdns0');
 
     routes.set(route('default', 'web', '10.96.0.30', 'fd00::30'));
@@ -199,7 +213,22 @@ describe('clusterdns connect end to end', { concurrency: true }, () => {
     const dir = join(r.root, 'etc/resolver');
     fs.mkdirSync(dir);
     fs.writeFileSync(join(dir, 'corp.example'), FOREIGN_RESOLVER);
-    const args = ['--server', '10.96.0.10', '--domains', 'cluster.local,corp.example', '--routes', routes.url, '--token', 'tok-123', '--namespaces', 'default', '--root', r.root, '--os', 'darwin'];
+    const args = [
+      '--server',
+      '10.96.0.10',
+      '--domains',
+      'cluster.local,corp.example',
+      '--routes',
+      routes.url,
+      '--token',
+      'tok-123',
+      '--namespaces',
+      'default',
+      '--root',
+      r.root,
+      '--os',
+      'darwin',
+    ];
     const c = startConnect(args, r.env);
     await c.waitFor('connected:');
     assert.match(c.output(), /not on darwin, not run: dscacheutil -flushcache/);
@@ -220,7 +249,10 @@ describe('clusterdns connect end to end', { concurrency: true }, () => {
     const r = makeRoot();
     const c = startConnect(['--server', '10.96.0.10', '--root', r.root, '--os', 'windows'], r.env);
     await c.waitFor('connected:');
-    assert.match(c.output(), /Add-DnsClientNrptRule -Namespace '\.cluster\.local' -NameServers '10\.96\.0\.10' -Comment 'clusterdns'/);
+    assert.match(
+      c.output(),
+      /Add-DnsClientNrptRule -Namespace '\.cluster\.local' -NameServers '10\.96\.0\.10' -Comment 'clusterdns'/,
+    );
     c.proc.kill('SIGTERM');
     assert.equal(await c.exited, 0);
     assert.match(c.output(), /Where-Object \{ \$_\.Comment -eq 'clusterdns' \} \| Remove-DnsClientNrptRule -Force/);
@@ -258,11 +290,19 @@ describe('clusterdns connect end to end', { concurrency: true }, () => {
     const wrong = join(r.root, 'wrong');
     const d = await runCli(['disconnect', '--root', wrong, '--os', 'linux'], r.env);
     assert.equal(d.code, 1, d.stdout);
-    assert.match(d.stderr, new RegExp(`found no state file \\(${wrong}/var/lib/clusterdns/connect\\.json\\) and no hosts file \\(${wrong}/etc/hosts\\).*is --root the one connect ran with\\?`));
+    assert.match(
+      d.stderr,
+      new RegExp(
+        `found no state file \\(${wrong}/var/lib/clusterdns/connect\\.json\\) and no hosts file \\(${wrong}/etc/hosts\\).*is --root the one connect ran with\\?`,
+      ),
+    );
     // The right root with nothing connected is fine, and says what it checked.
     const ok = await runCli(['disconnect', '--root', r.root, '--os', 'linux'], r.env);
     assert.equal(ok.code, 0, ok.stderr);
-    assert.match(ok.stdout, /nothing was connected: no state file at .*connect\.json, no cluster block in .*etc\/hosts/);
+    assert.match(
+      ok.stdout,
+      /nothing was connected: no state file at .*connect\.json, no cluster block in .*etc\/hosts/,
+    );
     assert.equal(fs.existsSync(join(r.root, 'var')), false, 'disconnect creates nothing');
   });
 
@@ -274,14 +314,20 @@ describe('clusterdns connect end to end', { concurrency: true }, () => {
     args.splice(args.indexOf('--token'), 2);
     const out = await runCli(['connect', ...args], env);
     assert.equal(out.code, 2);
-    assert.match(out.stderr, /--routes needs the stream's bearer token: --token-file FILE, --token TOKEN or \$CLUSTERDNS_ROUTES_TOKEN/);
+    assert.match(
+      out.stderr,
+      /--routes needs the stream's bearer token: --token-file FILE, --token TOKEN or \$CLUSTERDNS_ROUTES_TOKEN/,
+    );
     assert.deepEqual(r.fake.calls(), []);
     assert.equal(fs.existsSync(r.state), false);
   });
 
   test('Go-style single-dash flags work; unknown ones are named plainly; --version', async () => {
     const r = makeRoot();
-    const c = startConnect(linuxArgs(r).map((a) => (a.startsWith('--') ? a.slice(1) : a)), r.env);
+    const c = startConnect(
+      linuxArgs(r).map((a) => (a.startsWith('--') ? a.slice(1) : a)),
+      r.env,
+    );
     await waitBlock(r, c, 2);
     c.proc.kill('SIGTERM');
     assert.equal(await c.exited, 0, c.output());
@@ -295,12 +341,17 @@ describe('clusterdns connect end to end', { concurrency: true }, () => {
     }
   });
 
-  test('connect --help shows the route stream on the routes plugin\'s port, as the READMEs do', async () => {
+  test("connect --help shows the route stream on the routes plugin's port, as the READMEs do", async () => {
     const help = await runCli(['connect', '--help'], process.env);
-    const port = /\*\*ADDRESS\*\* to listen on, `:(\d+)` by default/.exec(fs.readFileSync('src/plugins/routes/README.md', 'utf8'))?.[1];
+    const port = /\*\*ADDRESS\*\* to listen on, `:(\d+)` by default/.exec(
+      fs.readFileSync('src/plugins/routes/README.md', 'utf8'),
+    )?.[1];
     assert.equal(port, '9002');
     assert.match(help.stdout, new RegExp(`--routes URL .*http://[\\d.]+:${port}/routes`));
-    assert.match(fs.readFileSync('src/connect/README.md', 'utf8'), new RegExp(`--routes http://[\\d.]+:${port}/routes`));
+    assert.match(
+      fs.readFileSync('src/connect/README.md', 'utf8'),
+      new RegExp(`--routes http://[\\d.]+:${port}/routes`),
+    );
   });
 
   test('bad flags exit 2 before anything changes', async () => {

@@ -9,9 +9,9 @@ import { freePort } from '../helpers/ports.js';
 const readme = readFileSync('README.md', 'utf8');
 const demo = readFileSync('examples/demo/Corefile', 'utf8');
 
-test('the README points at the demo\'s status page, and the demo serves it', async () => {
+test("the README points at the demo's status page, and the demo serves it", async () => {
   const health = /^\s*health (\S+) \{\s*\n\s*status\s*\n\s*\}/m.exec(demo);
-  assert.ok(health, 'the demo\'s health block turns the status page on');
+  assert.ok(health, "the demo's health block turns the status page on");
   assert.ok(readme.includes(`http://${health[1]}/status`), `README names http://${health[1]}/status`);
   // The demo itself, on free ports instead of its fixed ones.
   const [healthPort, readyPort] = [await freePort(), await freePort()];
@@ -19,7 +19,11 @@ test('the README points at the demo\'s status page, and the demo serves it', asy
     .replace(/^\.:1053 \{/m, '.:PORT {')
     .replace(`health ${health[1]!} {`, `health 127.0.0.1:${healthPort} {`)
     .replace(/ready 127\.0\.0\.1:8181/, `ready 127.0.0.1:${readyPort}`);
-  const server = await startServer({ corefile, files: { 'cluster.yaml': readFileSync('examples/demo/cluster.yaml', 'utf8') }, noWait: true });
+  const server = await startServer({
+    corefile,
+    files: { 'cluster.yaml': readFileSync('examples/demo/cluster.yaml', 'utf8') },
+    noWait: true,
+  });
   try {
     // The banner comes once every listener, the health one included, is bound (generous for loaded CI).
     await server.waitFor(/clusterdns-\d/, 40_000);

@@ -14,7 +14,14 @@ import { BIN, startServer, type RunningServer } from '../helpers/server.js';
 import { freePort } from '../helpers/ports.js';
 import { KubeApiServer } from '../helpers/kubeapi.js';
 import { startFakeDns, type FakeDns } from '../diagnose/fakedns.js';
-import { appService, applyHealthyDns, kubeDnsPod, kubeDnsService, kubeDnsSlice, writeKubeconfig } from '../diagnose/kubedns-fixtures.js';
+import {
+  appService,
+  applyHealthyDns,
+  kubeDnsPod,
+  kubeDnsService,
+  kubeDnsSlice,
+  writeKubeconfig,
+} from '../diagnose/kubedns-fixtures.js';
 import type { DiagnoseReport } from '../../src/diagnose/report.js';
 
 interface RunResult {
@@ -43,7 +50,8 @@ async function report(args: string[]): Promise<{ r: DiagnoseReport; code: number
   return { r: JSON.parse(out.stdout) as DiagnoseReport, code: out.code };
 }
 
-const POD_RESOLV = 'search default.svc.cluster.local svc.cluster.local cluster.local\nnameserver 10.96.0.10\noptions ndots:5\n';
+const POD_RESOLV =
+  'search default.svc.cluster.local svc.cluster.local cluster.local\nnameserver 10.96.0.10\noptions ndots:5\n';
 
 describe('clusterdns diagnose', { concurrency: true }, () => {
   const dir = mkdtempSync(join(tmpdir(), 'diagnose-e2e-'));
@@ -81,7 +89,11 @@ describe('clusterdns diagnose', { concurrency: true }, () => {
         probe: 'backend.default.svc.cluster.local.',
       }),
       startServer({ corefile: '.:PORT {\n  bind 127.0.0.1\n  hosts {\n    10.0.0.1 known.example\n  }\n}\n' }),
-      startServer({ corefile: demoCorefile, files: { 'cluster.yaml': clusterYaml }, probe: 'backend.default.svc.cluster.local.' }),
+      startServer({
+        corefile: demoCorefile,
+        files: { 'cluster.yaml': clusterYaml },
+        probe: 'backend.default.svc.cluster.local.',
+      }),
     ]);
     silentPort = await freePort();
     silent = dgram.createSocket('udp4');
@@ -90,7 +102,8 @@ describe('clusterdns diagnose', { concurrency: true }, () => {
     applyHealthyDns(api);
     api.apply(appService('backend', 'default', '10.96.120.15'));
     api.apply(appService('payments', 'prod', '10.96.130.1'));
-    for (const ns of ['default', 'kube-system', 'prod']) api.apply({ kind: 'Namespace', apiVersion: 'v1', metadata: { name: ns } });
+    for (const ns of ['default', 'kube-system', 'prod'])
+      api.apply({ kind: 'Namespace', apiVersion: 'v1', metadata: { name: ns } });
     kubeconfig = writeKubeconfig(dir, api);
     pod = resolvConf('pod.conf', POD_RESOLV);
   });
@@ -108,13 +121,22 @@ describe('clusterdns diagnose', { concurrency: true }, () => {
     assert.equal(r.verdict.status, 'resolved');
     assert.equal(r.verdict.resolvedAs, 'backend.default.svc.cluster.local.');
     assert.deepEqual(r.verdict.answers.sort(), ['10.96.120.15', 'fd00:10:96::f']);
-    assert.deepEqual(r.candidates.map((c) => c.name), ['backend.default.svc.cluster.local.', 'backend.svc.cluster.local.', 'backend.cluster.local.', 'backend.']);
-    assert.deepEqual(r.candidates.map((c) => c.sent), [true, false, false, false]);
+    assert.deepEqual(
+      r.candidates.map((c) => c.name),
+      ['backend.default.svc.cluster.local.', 'backend.svc.cluster.local.', 'backend.cluster.local.', 'backend.'],
+    );
+    assert.deepEqual(
+      r.candidates.map((c) => c.sent),
+      [true, false, false, false],
+    );
     const first = r.candidates[0]!;
-    assert.deepEqual(first.queries.map((q) => [q.type, q.rcode, q.transport, q.server]), [
-      ['A', 'NOERROR', 'udp', `127.0.0.1:${cluster.port}`],
-      ['AAAA', 'NOERROR', 'udp', `127.0.0.1:${cluster.port}`],
-    ]);
+    assert.deepEqual(
+      first.queries.map((q) => [q.type, q.rcode, q.transport, q.server]),
+      [
+        ['A', 'NOERROR', 'udp', `127.0.0.1:${cluster.port}`],
+        ['AAAA', 'NOERROR', 'udp', `127.0.0.1:${cluster.port}`],
+      ],
+    );
     assert.ok(first.queries.every((q) => typeof q.latencyMs === 'number' && q.latencyMs >= 0));
     assert.equal(r.verdict.applicationError, null);
   });
@@ -122,7 +144,10 @@ describe('clusterdns diagnose', { concurrency: true }, () => {
   test('resolved after walking the search path: "backend.default" gets NXDOMAIN first, then answers', async () => {
     const { r, code } = await report(['backend.default', '--resolv-conf', pod, ...at(cluster)]);
     assert.equal(code, 0);
-    assert.deepEqual(r.candidates.map((c) => c.outcome), ['nxdomain', 'answered', null, null]);
+    assert.deepEqual(
+      r.candidates.map((c) => c.outcome),
+      ['nxdomain', 'answered', null, null],
+    );
     assert.equal(r.verdict.resolvedAs, 'backend.default.svc.cluster.local.');
     assert.ok(r.verdict.notes.some((n) => n.includes('1 name was asked for before')));
   });
@@ -130,7 +155,10 @@ describe('clusterdns diagnose', { concurrency: true }, () => {
   test('an external name with ndots:5 walks the three search domains before the upstream answers it', async () => {
     const { r, code } = await report(['api.example.com', '--resolv-conf', pod, ...at(cluster)]);
     assert.equal(code, 0);
-    assert.deepEqual(r.candidates.map((c) => c.outcome), ['nxdomain', 'nxdomain', 'nxdomain', 'answered']);
+    assert.deepEqual(
+      r.candidates.map((c) => c.outcome),
+      ['nxdomain', 'nxdomain', 'nxdomain', 'answered'],
+    );
     assert.deepEqual(r.verdict.answers, ['93.184.216.34']);
     assert.match(r.rule, /2 dots, fewer than ndots:5/);
   });
@@ -147,7 +175,10 @@ describe('clusterdns diagnose', { concurrency: true }, () => {
     const { r, code } = await report(['bakend', '--resolv-conf', pod, ...at(cluster)]);
     assert.equal(code, 1);
     assert.equal(r.verdict.status, 'nxdomain');
-    assert.deepEqual(r.candidates.map((c) => c.outcome), ['nxdomain', 'nxdomain', 'nxdomain', 'nxdomain']);
+    assert.deepEqual(
+      r.candidates.map((c) => c.outcome),
+      ['nxdomain', 'nxdomain', 'nxdomain', 'nxdomain'],
+    );
     assert.equal(r.verdict.applicationError!.gai, 'EAI_NONAME');
     assert.ok(r.verdict.next.some((n) => n.includes('--kubeconfig')));
     assert.equal(r.cluster, null);
@@ -159,7 +190,14 @@ describe('clusterdns diagnose', { concurrency: true }, () => {
     assert.equal(r.verdict.suggestions[0]!.name, 'backend.default');
     assert.ok(r.verdict.next[0]!.startsWith('did you mean backend.default?'), r.verdict.next[0]);
     assert.match(r.cluster!.source, /kubeconfig .* \(context test\)/);
-    assert.deepEqual(r.cluster!.checks.map((c) => [c.step, c.status]), [['service', 'ok'], ['endpoints', 'ok'], ['pods', 'ok']]);
+    assert.deepEqual(
+      r.cluster!.checks.map((c) => [c.step, c.status]),
+      [
+        ['service', 'ok'],
+        ['endpoints', 'ok'],
+        ['pods', 'ok'],
+      ],
+    );
     assert.equal(r.cluster!.broken, null);
     assert.ok(!r.verdict.next.some((n) => n.includes('does not exist')), 'default exists');
   });
@@ -177,7 +215,10 @@ describe('clusterdns diagnose', { concurrency: true }, () => {
     const { r, code } = await report(['backend', '--resolv-conf', pod, ...at(broken)]);
     assert.equal(code, 1);
     assert.equal(r.verdict.status, 'servfail');
-    assert.deepEqual(r.candidates.map((c) => c.outcome), ['servfail', 'servfail', 'servfail', 'servfail']);
+    assert.deepEqual(
+      r.candidates.map((c) => c.outcome),
+      ['servfail', 'servfail', 'servfail', 'servfail'],
+    );
     assert.equal(r.verdict.applicationError!.gai, 'EAI_AGAIN');
     assert.ok(r.verdict.next.some((n) => n.includes('logs -l k8s-app=kube-dns')));
     assert.ok(r.verdict.next.some((n) => n.includes('forward')));
@@ -186,11 +227,17 @@ describe('clusterdns diagnose', { concurrency: true }, () => {
   });
 
   test('timeout: a server that never answers, options timeout:1 attempts:1 — the search list is abandoned, the bare name still tried', async () => {
-    const conf = resolvConf('silent.conf', POD_RESOLV.replace('options ndots:5', 'options ndots:5 timeout:1 attempts:1'));
+    const conf = resolvConf(
+      'silent.conf',
+      POD_RESOLV.replace('options ndots:5', 'options ndots:5 timeout:1 attempts:1'),
+    );
     const { r, code } = await report(['backend', '--resolv-conf', conf, ...at({ port: silentPort })]);
     assert.equal(code, 1);
     assert.equal(r.verdict.status, 'timeout');
-    assert.deepEqual(r.candidates.map((c) => c.outcome), ['timeout', null, null, 'timeout']);
+    assert.deepEqual(
+      r.candidates.map((c) => c.outcome),
+      ['timeout', null, null, 'timeout'],
+    );
     assert.match(r.candidates[1]!.skipped!, /abandoned after a timeout/);
     assert.equal(r.timeoutMs, 1000);
     // Two candidates sent, one 1 s try each (A and AAAA together): about 2 s, not 4 x 2 x 5 s.
@@ -207,11 +254,27 @@ describe('clusterdns diagnose', { concurrency: true }, () => {
       sick.apply(kubeDnsPod(0, false, 'CrashLoopBackOff'));
       sick.apply(kubeDnsPod(1, false, 'CrashLoopBackOff'));
       const kc = writeKubeconfig(mkdtempSync(join(dir, 'sick-')), sick);
-      const { r, code } = await report(['backend.default.svc.cluster.local.', '--resolv-conf', pod, ...at({ port: silentPort }), '--timeout', '200ms', '--kubeconfig', kc]);
+      const { r, code } = await report([
+        'backend.default.svc.cluster.local.',
+        '--resolv-conf',
+        pod,
+        ...at({ port: silentPort }),
+        '--timeout',
+        '200ms',
+        '--kubeconfig',
+        kc,
+      ]);
       assert.equal(code, 1);
       assert.equal(r.verdict.status, 'timeout');
       assert.equal(r.candidates.length, 1);
-      assert.deepEqual(r.cluster!.checks.map((c) => [c.step, c.status]), [['service', 'ok'], ['endpoints', 'fail'], ['pods', 'fail']]);
+      assert.deepEqual(
+        r.cluster!.checks.map((c) => [c.step, c.status]),
+        [
+          ['service', 'ok'],
+          ['endpoints', 'fail'],
+          ['pods', 'fail'],
+        ],
+      );
       assert.equal(r.cluster!.broken, 'endpoints');
       assert.match(r.verdict.next[0]!, /broken at the endpoints step: 0 of 2 endpoints ready/);
     } finally {
@@ -226,14 +289,21 @@ describe('clusterdns diagnose', { concurrency: true }, () => {
       const kc = writeKubeconfig(mkdtempSync(join(dir, 'bare-')), bare);
       const { r, code } = await report(['backend', '--resolv-conf', pod, ...at(cluster), '--kubeconfig', kc]);
       assert.equal(code, 0);
-      assert.deepEqual(r.cluster!.checks.map((c) => [c.step, c.status]), [['service', 'fail'], ['endpoints', 'skipped'], ['pods', 'ok']]);
+      assert.deepEqual(
+        r.cluster!.checks.map((c) => [c.step, c.status]),
+        [
+          ['service', 'fail'],
+          ['endpoints', 'skipped'],
+          ['pods', 'ok'],
+        ],
+      );
       assert.equal(r.cluster!.broken, 'service');
     } finally {
       await bare.close();
     }
   });
 
-  test('a kube-dns ClusterIP that is not the pod\'s nameserver is a warning', async () => {
+  test("a kube-dns ClusterIP that is not the pod's nameserver is a warning", async () => {
     const other = resolvConf('other-ns.conf', POD_RESOLV.replace('10.96.0.10', '10.0.0.2'));
     const { r } = await report(['backend', '--resolv-conf', other, ...at(cluster), '--kubeconfig', kubeconfig]);
     assert.equal(r.cluster!.checks[0]!.status, 'warn');
@@ -246,7 +316,14 @@ describe('clusterdns diagnose', { concurrency: true }, () => {
     const { r, code } = await report(['backend', '--resolv-conf', pod, ...at(cluster), '--kubeconfig', kc]);
     assert.equal(code, 0);
     assert.ok(r.cluster!.checks.every((c) => c.status === 'error'));
-    const bad = await report(['backend', '--resolv-conf', pod, ...at(cluster), '--kubeconfig', join(dir, 'missing-kubeconfig')]);
+    const bad = await report([
+      'backend',
+      '--resolv-conf',
+      pod,
+      ...at(cluster),
+      '--kubeconfig',
+      join(dir, 'missing-kubeconfig'),
+    ]);
     assert.equal(bad.code, 0);
     assert.match(bad.r.cluster!.error!, /missing-kubeconfig/);
     assert.deepEqual(bad.r.cluster!.checks, []);
@@ -256,7 +333,10 @@ describe('clusterdns diagnose', { concurrency: true }, () => {
     const { r, code } = await report(['backend', '--resolv-conf', pod, '--server', `127.0.0.1:${await freePort()}`]);
     assert.equal(code, 1);
     assert.equal(r.verdict.status, 'unreachable');
-    assert.deepEqual(r.candidates.map((c) => c.sent), [true, false, false, false]);
+    assert.deepEqual(
+      r.candidates.map((c) => c.sent),
+      [true, false, false, false],
+    );
     assert.ok(r.durationMs < 3000, `took ${r.durationMs} ms (a timeout would be 5000)`);
   });
 
@@ -273,7 +353,14 @@ describe('clusterdns diagnose', { concurrency: true }, () => {
   });
 
   test('usage errors exit 2 with the usage; --help exits 0', async () => {
-    for (const args of [[], ['a', 'b'], ['backend', '--type', 'BOGUS'], ['backend', '--server', 'dns.example'], ['backend', '--timeout', 'soon'], ['backend', '--bogus']]) {
+    for (const args of [
+      [],
+      ['a', 'b'],
+      ['backend', '--type', 'BOGUS'],
+      ['backend', '--server', 'dns.example'],
+      ['backend', '--timeout', 'soon'],
+      ['backend', '--bogus'],
+    ]) {
       const out = await diagnose(args);
       assert.equal(out.code, 2, `${args.join(' ')}: ${out.stderr}`);
       assert.match(out.stderr, /^clusterdns diagnose: /);
@@ -287,15 +374,40 @@ describe('clusterdns diagnose', { concurrency: true }, () => {
   });
 
   test('a CNAME with no address behind it is not resolved: NODATA, exit 1, the target named', async () => {
-    const { r, code } = await report(['alias.example.com.', '--resolv-conf', pod, '--server', `127.0.0.1:${upstream.port}`]);
+    const { r, code } = await report([
+      'alias.example.com.',
+      '--resolv-conf',
+      pod,
+      '--server',
+      `127.0.0.1:${upstream.port}`,
+    ]);
     assert.equal(code, 1);
     assert.equal(r.verdict.status, 'nodata');
     // What glibc's getaddrinfo(AF_UNSPEC) returns for it; with one family it is EAI_NODATA.
     assert.equal(r.verdict.applicationError!.gai, 'EAI_NONAME');
-    assert.equal((await report(['alias.example.com.', '--type', 'A', '--resolv-conf', pod, '--server', `127.0.0.1:${upstream.port}`])).r.verdict.applicationError!.gai, 'EAI_NODATA');
-    assert.equal(r.verdict.summary, 'alias.example.com. is a CNAME to gone.example.net. and no A/AAAA record came with it: the resolver stops there and the application gets no address');
+    assert.equal(
+      (
+        await report([
+          'alias.example.com.',
+          '--type',
+          'A',
+          '--resolv-conf',
+          pod,
+          '--server',
+          `127.0.0.1:${upstream.port}`,
+        ])
+      ).r.verdict.applicationError!.gai,
+      'EAI_NODATA',
+    );
+    assert.equal(
+      r.verdict.summary,
+      'alias.example.com. is a CNAME to gone.example.net. and no A/AAAA record came with it: the resolver stops there and the application gets no address',
+    );
     assert.match(r.candidates[0]!.then!, /only a CNAME: the resolver stops here, with no address/);
-    assert.ok(r.verdict.next.some((n) => n.startsWith('ask for the target itself: dig gone.example.net.')), r.verdict.next.join('\n'));
+    assert.ok(
+      r.verdict.next.some((n) => n.startsWith('ask for the target itself: dig gone.example.net.')),
+      r.verdict.next.join('\n'),
+    );
   });
 
   test('an external name that does not exist gets no kubectl hint about Services', async () => {
@@ -337,21 +449,59 @@ describe('clusterdns diagnose', { concurrency: true }, () => {
       const out = await diagnose(['bakend', '--resolv-conf', pod, ...at(server)]);
       assert.equal(out.code, 1);
       const readme = readFileSync('src/diagnose/README.md', 'utf8');
-      const block = /\$ clusterdns diagnose bakend --resolv-conf pod\.conf --server 127\.0\.0\.1:1053\n([\s\S]*?)~~~/.exec(readme);
+      const block =
+        /\$ clusterdns diagnose bakend --resolv-conf pod\.conf --server 127\.0\.0\.1:1053\n([\s\S]*?)~~~/.exec(readme);
       assert.ok(block, 'the README shows the demo example');
-      const norm = (t: string) => t.replaceAll(`127.0.0.1:${server.port}`, '127.0.0.1:1053').replace(/udp [\d.]+ ms/g, 'udp N ms').split('\n');
+      const norm = (t: string) =>
+        t
+          .replaceAll(`127.0.0.1:${server.port}`, '127.0.0.1:1053')
+          .replace(/udp [\d.]+ ms/g, 'udp N ms')
+          .split('\n');
       const shown = norm(block[1]!).filter((l) => l !== '...' && l !== '');
       const got = norm(out.stdout);
-      for (const line of shown) assert.ok(got.includes(line), `README line not in the output: ${line}\n---\n${out.stdout}`);
+      for (const line of shown)
+        assert.ok(got.includes(line), `README line not in the output: ${line}\n---\n${out.stdout}`);
     }
   });
 
   test('the JSON report has the documented top-level shape', async () => {
     const { r } = await report(['backend', '--resolv-conf', pod, ...at(cluster)]);
     assert.equal(r.version, 1);
-    assert.deepEqual(Object.keys(r).sort(), ['candidates', 'cluster', 'durationMs', 'name', 'resolvConf', 'rule', 'servers', 'serversFrom', 'timeoutMs', 'types', 'verdict', 'version']);
-    assert.deepEqual(Object.keys(r.verdict).sort(), ['answers', 'applicationError', 'next', 'notes', 'resolvedAs', 'status', 'suggestions', 'summary']);
-    assert.deepEqual(Object.keys(r.candidates[0]!).sort(), ['elapsedMs', 'name', 'outcome', 'phase', 'queries', 'reason', 'sent', 'skipped', 'then']);
+    assert.deepEqual(Object.keys(r).sort(), [
+      'candidates',
+      'cluster',
+      'durationMs',
+      'name',
+      'resolvConf',
+      'rule',
+      'servers',
+      'serversFrom',
+      'timeoutMs',
+      'types',
+      'verdict',
+      'version',
+    ]);
+    assert.deepEqual(Object.keys(r.verdict).sort(), [
+      'answers',
+      'applicationError',
+      'next',
+      'notes',
+      'resolvedAs',
+      'status',
+      'suggestions',
+      'summary',
+    ]);
+    assert.deepEqual(Object.keys(r.candidates[0]!).sort(), [
+      'elapsedMs',
+      'name',
+      'outcome',
+      'phase',
+      'queries',
+      'reason',
+      'sent',
+      'skipped',
+      'then',
+    ]);
     assert.deepEqual(r.resolvConf.options, ['ndots:5', 'timeout:5', 'attempts:2']);
     assert.equal(r.serversFrom, '--server');
   });

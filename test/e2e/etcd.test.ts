@@ -30,12 +30,31 @@ async function startEtcd(tls?: TestPki): Promise<Etcd> {
   const scheme = tls ? 'https' : 'http';
   const url = `${scheme}://127.0.0.1:${client}`;
   const args = [
-    '--name', 'test', '--data-dir', join(dir, 'data'),
-    '--listen-client-urls', url, '--advertise-client-urls', url,
-    '--listen-peer-urls', `http://127.0.0.1:${peer}`, '--initial-advertise-peer-urls', `http://127.0.0.1:${peer}`,
-    '--initial-cluster', `test=http://127.0.0.1:${peer}`,
+    '--name',
+    'test',
+    '--data-dir',
+    join(dir, 'data'),
+    '--listen-client-urls',
+    url,
+    '--advertise-client-urls',
+    url,
+    '--listen-peer-urls',
+    `http://127.0.0.1:${peer}`,
+    '--initial-advertise-peer-urls',
+    `http://127.0.0.1:${peer}`,
+    '--initial-cluster',
+    `test=http://127.0.0.1:${peer}`,
   ];
-  if (tls) args.push('--cert-file', tls.serverCertFile, '--key-file', tls.serverKeyFile, '--trusted-ca-file', tls.caFile, '--client-cert-auth');
+  if (tls)
+    args.push(
+      '--cert-file',
+      tls.serverCertFile,
+      '--key-file',
+      tls.serverKeyFile,
+      '--trusted-ca-file',
+      tls.caFile,
+      '--client-cert-auth',
+    );
   const proc = spawn('etcd', args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   proc.stdout!.on('data', (d: Buffer) => (out += d.toString()));
@@ -57,12 +76,17 @@ async function stopEtcd(e: Etcd): Promise<void> {
 
 /** etcd's own JSON gateway, to write the records as external-dns or etcdctl would. */
 async function etcdCall(e: Etcd, path: string, body: unknown, token?: string): Promise<Record<string, unknown>> {
-  const r = await fetch(`${e.url}${path}`, { method: 'POST', body: JSON.stringify(body), headers: token ? { authorization: token } : {} });
+  const r = await fetch(`${e.url}${path}`, {
+    method: 'POST',
+    body: JSON.stringify(body),
+    headers: token ? { authorization: token } : {},
+  });
   const j = (await r.json()) as Record<string, unknown>;
   if (!r.ok) throw new Error(`${path}: ${JSON.stringify(j)}`);
   return j;
 }
-const put = (e: Etcd, key: string, value: unknown, token?: string) => etcdCall(e, '/v3/kv/put', { key: b64(key), value: b64(JSON.stringify(value)) }, token);
+const put = (e: Etcd, key: string, value: unknown, token?: string) =>
+  etcdCall(e, '/v3/kv/put', { key: b64(key), value: b64(JSON.stringify(value)) }, token);
 const del = (e: Etcd, key: string) => etcdCall(e, '/v3/kv/deleterange', { key: b64(key) });
 
 async function until(what: string, f: () => Promise<boolean>, ms = 5000): Promise<void> {
@@ -114,8 +138,12 @@ skydns.local:PORT 10.0.0.0/24:PORT {
     assert.equal(a.status, 'NOERROR');
     assert.ok(a.flags.includes('aa'));
     assert.deepEqual(a.answer.sort(), ['www.skydns.local. 300 IN A 10.0.0.1', 'www.skydns.local. 300 IN A 10.0.0.2']);
-    assert.deepEqual((await dig(s.port, ['www.skydns.local', 'AAAA'])).answer, ['www.skydns.local. 300 IN AAAA fd00::3']);
-    assert.deepEqual((await dig(s.port, ['x1.www.skydns.local', 'A'])).answer, ['x1.www.skydns.local. 300 IN A 10.0.0.1']);
+    assert.deepEqual((await dig(s.port, ['www.skydns.local', 'AAAA'])).answer, [
+      'www.skydns.local. 300 IN AAAA fd00::3',
+    ]);
+    assert.deepEqual((await dig(s.port, ['x1.www.skydns.local', 'A'])).answer, [
+      'x1.www.skydns.local. 300 IN A 10.0.0.1',
+    ]);
   });
 
   test('SRV with weights and the key-named targets, addresses in the additional section', async () => {
@@ -126,20 +154,33 @@ skydns.local:PORT 10.0.0.0/24:PORT {
   });
 
   test('TXT, MX, a host that is a name (CNAME, followed), PTR, groups, wildcards', async () => {
-    assert.deepEqual((await dig(s.port, ['txt.skydns.local', 'TXT'])).answer, ['txt.skydns.local. 60 IN TXT "hello from etcd"']);
-    assert.deepEqual((await dig(s.port, ['mail.skydns.local', 'MX'])).answer, ['mail.skydns.local. 300 IN MX 10 mail.skydns.local.']);
+    assert.deepEqual((await dig(s.port, ['txt.skydns.local', 'TXT'])).answer, [
+      'txt.skydns.local. 60 IN TXT "hello from etcd"',
+    ]);
+    assert.deepEqual((await dig(s.port, ['mail.skydns.local', 'MX'])).answer, [
+      'mail.skydns.local. 300 IN MX 10 mail.skydns.local.',
+    ]);
     const c = (await dig(s.port, ['alias.skydns.local', 'A'])).answer.map(noTtl);
     assert.equal(c[0], 'alias.skydns.local. IN CNAME www.skydns.local.');
     assert.deepEqual(c.slice(1).sort(), ['www.skydns.local. IN A 10.0.0.1', 'www.skydns.local. IN A 10.0.0.2']);
-    assert.deepEqual((await dig(s.port, ['-x', '10.0.0.1'])).answer, ['1.0.0.10.in-addr.arpa. 300 IN PTR reverse.skydns.local.']);
-    assert.deepEqual((await dig(s.port, ['grp.skydns.local', 'A'])).answer.sort(), ['grp.skydns.local. 300 IN A 10.0.1.1', 'grp.skydns.local. 300 IN A 10.0.1.3'], 'group g1 of the shortest keys');
+    assert.deepEqual((await dig(s.port, ['-x', '10.0.0.1'])).answer, [
+      '1.0.0.10.in-addr.arpa. 300 IN PTR reverse.skydns.local.',
+    ]);
+    assert.deepEqual(
+      (await dig(s.port, ['grp.skydns.local', 'A'])).answer.sort(),
+      ['grp.skydns.local. 300 IN A 10.0.1.1', 'grp.skydns.local. 300 IN A 10.0.1.3'],
+      'group g1 of the shortest keys',
+    );
     assert.deepEqual((await dig(s.port, ['x2.*.skydns.local', 'A'])).answer, ['x2.*.skydns.local. 300 IN A 10.0.0.2']);
   });
 
   test('a name with no keys is NXDOMAIN with the SOA; a key that is not a service is skipped with a warning naming it', async () => {
     const nx = await dig(s.port, ['nope.skydns.local', 'A']);
     assert.equal(nx.status, 'NXDOMAIN');
-    assert.match(nx.authority[0]!, /^skydns\.local\. 30 IN SOA ns\.dns\.skydns\.local\. hostmaster\.skydns\.local\. \d+ 7200 1800 86400 30$/);
+    assert.match(
+      nx.authority[0]!,
+      /^skydns\.local\. 30 IN SOA ns\.dns\.skydns\.local\. hostmaster\.skydns\.local\. \d+ 7200 1800 86400 30$/,
+    );
     assert.match(s.output(), /key "\/skydns\/local\/skydns\/bad" does not hold a SkyDNS service/);
   });
 
@@ -147,7 +188,11 @@ skydns.local:PORT 10.0.0.0/24:PORT {
     assert.equal((await dig(s.port, ['new.skydns.local', 'A'])).status, 'NXDOMAIN', 'a cached NXDOMAIN first');
     const t0 = Date.now();
     await put(etcd, '/skydns/local/skydns/new', { host: '10.0.0.99' });
-    await until('the new record', async () => (await dig(s.port, ['new.skydns.local', 'A'])).answer[0] === 'new.skydns.local. 300 IN A 10.0.0.99', 3000);
+    await until(
+      'the new record',
+      async () => (await dig(s.port, ['new.skydns.local', 'A'])).answer[0] === 'new.skydns.local. 300 IN A 10.0.0.99',
+      3000,
+    );
     assert.ok(Date.now() - t0 < 3000);
     await del(etcd, '/skydns/local/skydns/new');
     await until('the delete', async () => (await dig(s.port, ['new.skydns.local', 'A'])).status === 'NXDOMAIN', 3000);
@@ -162,7 +207,11 @@ skydns.local:PORT 10.0.0.0/24:PORT {
       etcd.proc.kill('SIGCONT');
     }
     await put(etcd, '/skydns/local/skydns/after', { host: '10.0.0.77' });
-    await until('a record written after the pause', async () => (await dig(s.port, ['after.skydns.local', 'A'])).answer.length === 1, 15000);
+    await until(
+      'a record written after the pause',
+      async () => (await dig(s.port, ['after.skydns.local', 'A'])).answer.length === 1,
+      15000,
+    );
   });
 });
 
@@ -182,19 +231,28 @@ describe('etcd with TLS, and with credentials', () => {
     stops.push(() => stopEtcd(etcd));
     const https = await import('node:https');
     await new Promise<void>((resolve, reject) => {
-      const req = https.request(`${etcd.url}/v3/kv/put`, { method: 'POST', ca: pki.ca, cert: pki.clientCert, key: pki.clientKey }, (res) => {
-        res.resume();
-        res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`put: HTTP ${res.statusCode}`))));
-      });
+      const req = https.request(
+        `${etcd.url}/v3/kv/put`,
+        { method: 'POST', ca: pki.ca, cert: pki.clientCert, key: pki.clientKey },
+        (res) => {
+          res.resume();
+          res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`put: HTTP ${res.statusCode}`))));
+        },
+      );
       req.on('error', reject);
-      req.end(JSON.stringify({ key: b64('/skydns/test/secure/www'), value: b64(JSON.stringify({ host: '10.9.0.1' })) }));
+      req.end(
+        JSON.stringify({ key: b64('/skydns/test/secure/www'), value: b64(JSON.stringify({ host: '10.9.0.1' })) }),
+      );
     });
     const s = await startServer({
       corefile: `secure.test:PORT {\n    bind 127.0.0.1\n    etcd {\n        endpoint ${etcd.url}\n        tls ${pki.clientCertFile} ${pki.clientKeyFile} ${pki.caFile}\n    }\n}\n`,
       probe: 'www.secure.test',
     });
     stops.push(() => s.stop());
-    await until('the record over TLS', async () => (await dig(s.port, ['www.secure.test', 'A'])).answer[0] === 'www.secure.test. 300 IN A 10.9.0.1');
+    await until(
+      'the record over TLS',
+      async () => (await dig(s.port, ['www.secure.test', 'A'])).answer[0] === 'www.secure.test. 300 IN A 10.9.0.1',
+    );
   });
 
   test('credentials: a user name and password get a token; a wrong password is a warning, not a crash', async () => {
@@ -203,14 +261,19 @@ describe('etcd with TLS, and with credentials', () => {
     await etcdCall(etcd, '/v3/auth/user/add', { name: 'root', password: 'rootpw' });
     await etcdCall(etcd, '/v3/auth/user/grant', { user: 'root', role: 'root' });
     await etcdCall(etcd, '/v3/auth/enable', {});
-    const { token } = (await etcdCall(etcd, '/v3/auth/authenticate', { name: 'root', password: 'rootpw' })) as { token: string };
+    const { token } = (await etcdCall(etcd, '/v3/auth/authenticate', { name: 'root', password: 'rootpw' })) as {
+      token: string;
+    };
     await put(etcd, '/skydns/test/secure/www', { host: '10.9.0.2' }, token);
     const good = await startServer({
       corefile: `secure.test:PORT {\n    bind 127.0.0.1\n    etcd {\n        endpoint ${etcd.url}\n        credentials root rootpw\n    }\n}\n`,
       probe: 'www.secure.test',
     });
     stops.push(() => good.stop());
-    await until('the record with credentials', async () => (await dig(good.port, ['www.secure.test', 'A'])).answer[0] === 'www.secure.test. 300 IN A 10.9.0.2');
+    await until(
+      'the record with credentials',
+      async () => (await dig(good.port, ['www.secure.test', 'A'])).answer[0] === 'www.secure.test. 300 IN A 10.9.0.2',
+    );
     const bad = await startServer({
       corefile: `secure.test:PORT {\n    bind 127.0.0.1\n    etcd {\n        endpoint ${etcd.url}\n        credentials root wrong\n    }\n}\n`,
       probe: 'www.secure.test',

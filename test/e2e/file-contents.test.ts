@@ -13,12 +13,19 @@ import { freePort } from '../helpers/ports.js';
 const run = promisify(execFile);
 const SECRET = 's3cr3t-0f-the-test-' + process.pid;
 
-async function failingStart(corefile: string, env: Record<string, string> = {}): Promise<{ code: number; output: string; dir: string }> {
+async function failingStart(
+  corefile: string,
+  env: Record<string, string> = {},
+): Promise<{ code: number; output: string; dir: string }> {
   const dir = mkdtempSync(join(tmpdir(), 'clusterdns-contents-'));
   writeFileSync(join(dir, 'secret.txt'), `TOKEN=${SECRET}\nsecond ${SECRET} line\n`);
   const conf = join(dir, 'Corefile');
   writeFileSync(conf, corefile);
-  const r = await run(process.execPath, [BIN, '-conf', conf], { cwd: dir, env: { ...process.env, ...env }, timeout: 15000 }).then(
+  const r = await run(process.execPath, [BIN, '-conf', conf], {
+    cwd: dir,
+    env: { ...process.env, ...env },
+    timeout: 15000,
+  }).then(
     (o) => ({ code: 0, stdout: o.stdout, stderr: o.stderr }),
     (e: { code: number; stdout: string; stderr: string }) => e,
   );
@@ -27,7 +34,10 @@ async function failingStart(corefile: string, env: Record<string, string> = {}):
 
 test('import /proc/self/environ fails at the file and line without printing the environment', async () => {
   const port = await freePort();
-  for (const corefile of [`.:${port} {\n    import /proc/self/environ\n    whoami\n}\n`, `import /proc/self/environ\n`]) {
+  for (const corefile of [
+    `.:${port} {\n    import /proc/self/environ\n    whoami\n}\n`,
+    `import /proc/self/environ\n`,
+  ]) {
     const r = await failingStart(corefile, { CLUSTERDNS_TEST_SECRET: SECRET });
     assert.equal(r.code, 1, r.output);
     assert.match(r.output, /^\/proc\/self\/environ:1 - Error during parsing: /m);
@@ -36,7 +46,7 @@ test('import /proc/self/environ fails at the file and line without printing the 
   }
 });
 
-test('an imported file that is no Corefile: its words are not quoted back, the Corefile\'s own still are', async () => {
+test("an imported file that is no Corefile: its words are not quoted back, the Corefile's own still are", async () => {
   const port = await freePort();
   const r = await failingStart(`.:${port} {\n    import secret.txt\n}\n`);
   assert.equal(r.code, 1);
@@ -45,7 +55,9 @@ test('an imported file that is no Corefile: its words are not quoted back, the C
   const dir = mkdtempSync(join(tmpdir(), 'clusterdns-contents-'));
   writeFileSync(join(dir, 'part.conf'), `hosts {\n    ttl ${SECRET}\n}\n`);
   writeFileSync(join(dir, 'Corefile'), `.:${port} {\n    import part.conf\n}\n`);
-  const r2 = await run(process.execPath, [BIN, '-conf', join(dir, 'Corefile')], { cwd: dir }).catch((e: { code: number; stderr: string }) => e);
+  const r2 = await run(process.execPath, [BIN, '-conf', join(dir, 'Corefile')], { cwd: dir }).catch(
+    (e: { code: number; stderr: string }) => e,
+  );
   assert.equal((r2 as { code: number }).code, 1);
   assert.match((r2 as { stderr: string }).stderr, /part\.conf:2 - Error during parsing: ttl: "…" is not a number/);
   assert.ok(!(r2 as { stderr: string }).stderr.includes(SECRET));

@@ -25,8 +25,12 @@ describe('forward to a second clusterdns', () => {
 }
 `,
     });
-    front = await startServer({ corefile: `.:PORT {\n    bind 127.0.0.1\n    forward . 127.0.0.1:${upstream.port}\n}\n` });
-    forced = await startServer({ corefile: `.:PORT {\n    bind 127.0.0.1\n    forward . 127.0.0.1:${upstream.port} {\n        force_tcp\n    }\n}\n` });
+    front = await startServer({
+      corefile: `.:PORT {\n    bind 127.0.0.1\n    forward . 127.0.0.1:${upstream.port}\n}\n`,
+    });
+    forced = await startServer({
+      corefile: `.:PORT {\n    bind 127.0.0.1\n    forward . 127.0.0.1:${upstream.port} {\n        force_tcp\n    }\n}\n`,
+    });
   });
   after(async () => {
     await front?.stop();
@@ -62,41 +66,52 @@ describe('forward to a second clusterdns', () => {
   });
 });
 
-describe('forward to unbound', { skip: unboundAvailable() ? false : 'unbound is not installed (/usr/sbin/unbound)' }, () => {
-  let unbound: Unbound;
-  let front: RunningServer;
-  let preferUdp: RunningServer;
-  const txt = Array.from({ length: 12 }, (_, i) => `big.example.test. 300 IN TXT "${String(i).padStart(2, '0')}${'x'.repeat(90)}"`);
-  before(async () => {
-    unbound = await startUnbound('example.test.', ['www.example.test. 300 IN A 192.0.2.53', ...txt]);
-    front = await startServer({ corefile: `.:PORT {\n    bind 127.0.0.1\n    forward . 127.0.0.1:${unbound.port}\n}\n` });
-    preferUdp = await startServer({ corefile: `.:PORT {\n    bind 127.0.0.1\n    forward . 127.0.0.1:${unbound.port} {\n        prefer_udp\n    }\n}\n` });
-  });
-  after(async () => {
-    await front?.stop();
-    await preferUdp?.stop();
-    await unbound?.stop();
-  });
+describe(
+  'forward to unbound',
+  { skip: unboundAvailable() ? false : 'unbound is not installed (/usr/sbin/unbound)' },
+  () => {
+    let unbound: Unbound;
+    let front: RunningServer;
+    let preferUdp: RunningServer;
+    const txt = Array.from(
+      { length: 12 },
+      (_, i) => `big.example.test. 300 IN TXT "${String(i).padStart(2, '0')}${'x'.repeat(90)}"`,
+    );
+    before(async () => {
+      unbound = await startUnbound('example.test.', ['www.example.test. 300 IN A 192.0.2.53', ...txt]);
+      front = await startServer({
+        corefile: `.:PORT {\n    bind 127.0.0.1\n    forward . 127.0.0.1:${unbound.port}\n}\n`,
+      });
+      preferUdp = await startServer({
+        corefile: `.:PORT {\n    bind 127.0.0.1\n    forward . 127.0.0.1:${unbound.port} {\n        prefer_udp\n    }\n}\n`,
+      });
+    });
+    after(async () => {
+      await front?.stop();
+      await preferUdp?.stop();
+      await unbound?.stop();
+    });
 
-  it("returns unbound's answer", async () => {
-    const r = await dig(front.port, ['www.example.test', 'A']);
-    assert.equal(r.status, 'NOERROR');
-    assert.deepEqual(r.answer, ['www.example.test. 300 IN A 192.0.2.53']);
-  });
+    it("returns unbound's answer", async () => {
+      const r = await dig(front.port, ['www.example.test', 'A']);
+      assert.equal(r.status, 'NOERROR');
+      assert.deepEqual(r.answer, ['www.example.test. 300 IN A 192.0.2.53']);
+    });
 
-  it('passes the TC bit of a too-large UDP answer through, and the full answer over TCP', async () => {
-    const udp = await dig(front.port, ['+noedns', '+ignore', 'big.example.test', 'TXT']);
-    assert.ok(udp.flags.includes('tc'), `flags: ${udp.flags.join(' ')}`);
-    const tcp = await dig(front.port, ['+tcp', 'big.example.test', 'TXT']);
-    assert.equal(tcp.answer.length, 12);
-  });
+    it('passes the TC bit of a too-large UDP answer through, and the full answer over TCP', async () => {
+      const udp = await dig(front.port, ['+noedns', '+ignore', 'big.example.test', 'TXT']);
+      assert.ok(udp.flags.includes('tc'), `flags: ${udp.flags.join(' ')}`);
+      const tcp = await dig(front.port, ['+tcp', 'big.example.test', 'TXT']);
+      assert.equal(tcp.answer.length, 12);
+    });
 
-  it('with prefer_udp answers a TCP client in full after retrying the truncated UDP answer over TCP', async () => {
-    const r = await query(preferUdp.port, 'big.example.test.', QType.TXT, { tcp: true });
-    assert.equal(r.tc, false);
-    assert.equal(r.answers.length, 12);
-  });
-});
+    it('with prefer_udp answers a TCP client in full after retrying the truncated UDP answer over TCP', async () => {
+      const r = await query(preferUdp.port, 'big.example.test.', QType.TXT, { tcp: true });
+      assert.equal(r.tc, false);
+      assert.equal(r.answers.length, 12);
+    });
+  },
+);
 
 describe('forward errors and chains through the binary', () => {
   let silent: FakeUpstream;
@@ -120,7 +135,10 @@ describe('forward errors and chains through the binary', () => {
     try {
       const r = await query(s.port, 'example.org.', QType.A);
       assert.equal(r.rcode, Rcode.SERVFAIL);
-      await s.waitFor(/\[ERROR\] plugin\/errors: 2 example\.org\. A: read udp 127\.0\.0\.1:\d+->127\.0\.0\.1:\d+: i\/o timeout/, 3000);
+      await s.waitFor(
+        /\[ERROR\] plugin\/errors: 2 example\.org\. A: read udp 127\.0\.0\.1:\d+->127\.0\.0\.1:\d+: i\/o timeout/,
+        3000,
+      );
     } finally {
       await s.stop();
     }
@@ -146,7 +164,10 @@ describe('forward errors and chains through the binary', () => {
         ['192.0.2.99'],
       );
       const other = await query(s.port, 'www.example.com.', QType.A);
-      assert.ok(other.additionals.some((a) => a.type === QType.SRV), 'whoami answered a name outside FROM');
+      assert.ok(
+        other.additionals.some((a) => a.type === QType.SRV),
+        'whoami answered a name outside FROM',
+      );
     } finally {
       await s.stop();
     }
@@ -162,9 +183,17 @@ describe('forward errors and chains through the binary', () => {
       for (let i = 0; i < 20; i++) await query(s.port, `m${i}.example.org.`, QType.A);
       const text = await (await fetch(`http://127.0.0.1:${mport}/metrics`)).text();
       const to = `127.0.0.1:${ok.port}`;
-      assert.match(text, new RegExp(`coredns_proxy_request_duration_seconds_count\\{proxy_name="forward",to="${to}",rcode="NOERROR"\\} 20\\b`));
+      assert.match(
+        text,
+        new RegExp(
+          `coredns_proxy_request_duration_seconds_count\\{proxy_name="forward",to="${to}",rcode="NOERROR"\\} 20\\b`,
+        ),
+      );
       assert.match(text, new RegExp(`coredns_forward_requests_total\\{to="${to}"\\} 20\\b`));
-      assert.match(text, new RegExp(`coredns_proxy_conn_cache_(hits|misses)_total\\{proxy_name="forward",to="${to}",proto="udp"\\}`));
+      assert.match(
+        text,
+        new RegExp(`coredns_proxy_conn_cache_(hits|misses)_total\\{proxy_name="forward",to="${to}",proto="udp"\\}`),
+      );
       assert.match(text, /coredns_forward_max_concurrent_rejects_total 0/);
     } finally {
       await s.stop();
@@ -172,7 +201,10 @@ describe('forward errors and chains through the binary', () => {
   });
 
   it('refuses to start on a bad forward option, naming file and line', async () => {
-    const s = await startServer({ corefile: `.:PORT {\n    forward . 127.0.0.1 {\n        bogus 1\n    }\n}\n`, noWait: true });
+    const s = await startServer({
+      corefile: `.:PORT {\n    forward . 127.0.0.1 {\n        bogus 1\n    }\n}\n`,
+      noWait: true,
+    });
     const code = await new Promise<number | null>((r) => s.proc.on('exit', (c) => r(c)));
     assert.equal(code, 1);
     assert.match(s.output(), /Corefile:3 - Error during parsing: forward: unknown property 'bogus'/);

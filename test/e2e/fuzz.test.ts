@@ -60,7 +60,10 @@ function mutate(r: () => number): Buffer {
       return base;
     }
     case 6: // junk appended
-      return Buffer.concat([base, Buffer.from(Array.from({ length: Math.floor(r() * 40) }, () => Math.floor(r() * 256)))]);
+      return Buffer.concat([
+        base,
+        Buffer.from(Array.from({ length: Math.floor(r() * 40) }, () => Math.floor(r() * 256))),
+      ]);
     default: {
       // an OPT record with an absurd length
       const q = Buffer.from(buildQuery('www.sub.example.org.', QType.A, { edns: 65535 }));
@@ -108,39 +111,44 @@ async function blast(port: number, count: number, r: () => number): Promise<void
   sock.close();
 }
 
-test('100,000 hostile UDP packets and TCP garbage neither crash the server nor stop it answering, and memory stays flat', { timeout: 240000 }, async () => {
-  const bigHosts = Array.from({ length: 60 }, (_, i) => `10.1.0.${i} big.sub.example.org`).join('\n');
-  const s = await startServer({
-    corefile: `.:PORT {\n bind 127.0.0.1\n hosts big.hosts {\n 10.0.0.7 www.sub.example.org\n fallthrough\n }\n whoami\n}\n`,
-    files: { 'big.hosts': bigHosts },
-  });
-  try {
-    const r = rng(42);
-    await blast(s.port, 20_000, r); // warm up (JIT, buffers)
-    const before = rssKb(s.proc.pid!);
-    // TCP: huge length prefixes, half frames, garbage, connections left open.
-    const socks: net.Socket[] = [];
-    for (let i = 0; i < 50; i++) {
-      const c = net.connect({ port: s.port, host: '127.0.0.1' });
-      c.on('error', () => {});
-      c.on('connect', () => c.write(mutate(r)));
-      socks.push(c);
+test(
+  '100,000 hostile UDP packets and TCP garbage neither crash the server nor stop it answering, and memory stays flat',
+  { timeout: 240000 },
+  async () => {
+    const bigHosts = Array.from({ length: 60 }, (_, i) => `10.1.0.${i} big.sub.example.org`).join('\n');
+    const s = await startServer({
+      corefile: `.:PORT {\n bind 127.0.0.1\n hosts big.hosts {\n 10.0.0.7 www.sub.example.org\n fallthrough\n }\n whoami\n}\n`,
+      files: { 'big.hosts': bigHosts },
+    });
+    try {
+      const r = rng(42);
+      await blast(s.port, 20_000, r); // warm up (JIT, buffers)
+      const before = rssKb(s.proc.pid!);
+      // TCP: huge length prefixes, half frames, garbage, connections left open.
+      const socks: net.Socket[] = [];
+      for (let i = 0; i < 50; i++) {
+        const c = net.connect({ port: s.port, host: '127.0.0.1' });
+        c.on('error', () => {});
+        c.on('connect', () => c.write(mutate(r)));
+        socks.push(c);
+      }
+      await blast(s.port, 80_000, r);
+      // The flood can leave the socket's queue full for a moment: retry as a resolver would.
+      let ok;
+      for (let i = 0; i < 5 && !ok; i++)
+        ok = await query(s.port, 'www.sub.example.org.', QType.A, { timeoutMs: 1000 }).catch(() => undefined);
+      assert.ok(ok, `no answer after the flood:\n${s.output().slice(-2000)}`);
+      assert.equal(ok.rcode, Rcode.NOERROR);
+      assert.deepEqual(ok.answers[0]?.data, { address: '10.0.0.7' });
+      const okTcp = await query(s.port, 'www.sub.example.org.', QType.A, { tcp: true });
+      assert.equal(okTcp.answers.length, 1);
+      const after = rssKb(s.proc.pid!);
+      for (const c of socks) c.destroy();
+      assert.ok(after - before < 30_000, `RSS grew by ${after - before} kB over 80,000 packets`);
+      assert.equal(s.proc.exitCode, null);
+      assert.ok(!/plugin failed|TypeError|RangeError/.test(s.output()), s.output().slice(0, 2000));
+    } finally {
+      await s.stop();
     }
-    await blast(s.port, 80_000, r);
-    // The flood can leave the socket's queue full for a moment: retry as a resolver would.
-    let ok;
-    for (let i = 0; i < 5 && !ok; i++) ok = await query(s.port, 'www.sub.example.org.', QType.A, { timeoutMs: 1000 }).catch(() => undefined);
-    assert.ok(ok, `no answer after the flood:\n${s.output().slice(-2000)}`);
-    assert.equal(ok.rcode, Rcode.NOERROR);
-    assert.deepEqual(ok.answers[0]?.data, { address: '10.0.0.7' });
-    const okTcp = await query(s.port, 'www.sub.example.org.', QType.A, { tcp: true });
-    assert.equal(okTcp.answers.length, 1);
-    const after = rssKb(s.proc.pid!);
-    for (const c of socks) c.destroy();
-    assert.ok(after - before < 30_000, `RSS grew by ${after - before} kB over 80,000 packets`);
-    assert.equal(s.proc.exitCode, null);
-    assert.ok(!/plugin failed|TypeError|RangeError/.test(s.output()), s.output().slice(0, 2000));
-  } finally {
-    await s.stop();
-  }
-});
+  },
+);

@@ -14,7 +14,10 @@ import { answer, FakeUpstream, type Behaviour } from '../forward/upstreams.js';
 
 /** A headless Service with `n` ready endpoints, each with a hostname, as a manifest. */
 function headless(name: string, n: number): string {
-  const endpoints = Array.from({ length: n }, (_, i) => `      - addresses: ["10.${100 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}"]\n        hostname: pod-${i}`);
+  const endpoints = Array.from(
+    { length: n },
+    (_, i) => `      - addresses: ["10.${100 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}"]\n        hostname: pod-${i}`,
+  );
   return `---
 apiVersion: v1
 kind: Service
@@ -42,7 +45,8 @@ spec: { clusterIP: 10.96.0.80, ports: [{ name: http, port: 80, protocol: TCP }] 
 ${headless('mid', 40)}${headless('big', 400)}${headless('huge', 5000)}`;
 
 /** An upstream that answers everything (ANY included) with 40 TXT records of 200 octets: 8 KiB, whatever the buffer. */
-const bigAnswers: Behaviour = (q, r) => r.send(answer(q, { txt: Array.from({ length: 40 }, (_, i) => `${i}:${'x'.repeat(196)}`) }));
+const bigAnswers: Behaviour = (q, r) =>
+  r.send(answer(q, { txt: Array.from({ length: 40 }, (_, i) => `${i}:${'x'.repeat(196)}`) }));
 
 let s: RunningServer;
 let upstream: FakeUpstream;
@@ -128,53 +132,70 @@ describe('reply sizes', () => {
   ];
   const buffers = [undefined, 0, 511, 512, 1232, 1400, 4096, 16384, 65535];
 
-  test(`every UDP reply of a mixed run (${cases.length} questions × ${buffers.length} buffers) fits what the client allowed, decodes, and is complete unless TC is set`, { timeout: 60_000 }, async () => {
-    for (const [name, type] of cases) {
-      const [full] = await sendTcp(s.port, [buildQuery(name, type)], 5000);
-      const complete = decodeMessage(full!);
-      for (const edns of buffers) {
-        const raw = await sendUdp(s.port, buildQuery(name, type, { edns }), 5000);
-        const what = `${name} ${type} EDNS ${edns}`;
-        assert.ok(raw.length <= allowed(edns), `${what}: ${raw.length} octets > ${allowed(edns)}`);
-        assert.ok(raw.length <= 65507, `${what}: larger than a datagram`);
-        const m = decodeMessage(raw);
-        const independent = dnsPacket.decode(raw);
-        assert.equal(independent.answers?.length ?? 0, m.answers.length, `${what}: dns-packet reads the same records`);
-        if (!m.tc && !complete.tc) assert.equal(m.answers.length, complete.answers.length, `${what}: no TC, so nothing may be missing`);
-        if (edns !== undefined) assert.ok(m.edns, `${what}: the OPT is echoed`);
+  test(
+    `every UDP reply of a mixed run (${cases.length} questions × ${buffers.length} buffers) fits what the client allowed, decodes, and is complete unless TC is set`,
+    { timeout: 60_000 },
+    async () => {
+      for (const [name, type] of cases) {
+        const [full] = await sendTcp(s.port, [buildQuery(name, type)], 5000);
+        const complete = decodeMessage(full!);
+        for (const edns of buffers) {
+          const raw = await sendUdp(s.port, buildQuery(name, type, { edns }), 5000);
+          const what = `${name} ${type} EDNS ${edns}`;
+          assert.ok(raw.length <= allowed(edns), `${what}: ${raw.length} octets > ${allowed(edns)}`);
+          assert.ok(raw.length <= 65507, `${what}: larger than a datagram`);
+          const m = decodeMessage(raw);
+          const independent = dnsPacket.decode(raw);
+          assert.equal(
+            independent.answers?.length ?? 0,
+            m.answers.length,
+            `${what}: dns-packet reads the same records`,
+          );
+          if (!m.tc && !complete.tc)
+            assert.equal(m.answers.length, complete.answers.length, `${what}: no TC, so nothing may be missing`);
+          if (edns !== undefined) assert.ok(m.edns, `${what}: the OPT is echoed`);
+        }
       }
-    }
-  });
+    },
+  );
 
-  test('65,535 advertised for an answer bigger than any datagram: a truncated reply of at most 1232 octets (the default UDP cap) arrives, and TCP carries at most 65,535', { timeout: 30_000 }, async () => {
-    for (const type of [QType.A, QType.SRV]) {
-      const q = buildQuery('huge.default.svc.cluster.local.', type, { edns: 65535 });
-      const raw = await sendUdp(s.port, q, 5000);
-      assert.ok(raw.length <= 1232 && raw.length > 1000, `${raw.length} octets`);
-      assert.ok(raw.length / q.length <= 25, `amplification ${(raw.length / q.length).toFixed(1)}x`);
-      const m = decodeMessage(raw);
-      assert.ok(m.tc, 'TC: the client knows there is more');
-      assert.ok(m.answers.length > (type === QType.A ? 60 : 10), `as many records as fit: ${m.answers.length}`);
-      assert.equal(m.edns?.udpSize, 65535, 'the OPT is kept');
-      const [tcp] = await sendTcp(s.port, [buildQuery('huge.default.svc.cluster.local.', type)], 5000);
-      assert.ok(tcp!.length <= 65535);
-      assert.ok(decodeMessage(tcp!).tc, '5,000 endpoints do not fit a TCP message either');
-    }
-  });
+  test(
+    '65,535 advertised for an answer bigger than any datagram: a truncated reply of at most 1232 octets (the default UDP cap) arrives, and TCP carries at most 65,535',
+    { timeout: 30_000 },
+    async () => {
+      for (const type of [QType.A, QType.SRV]) {
+        const q = buildQuery('huge.default.svc.cluster.local.', type, { edns: 65535 });
+        const raw = await sendUdp(s.port, q, 5000);
+        assert.ok(raw.length <= 1232 && raw.length > 1000, `${raw.length} octets`);
+        assert.ok(raw.length / q.length <= 25, `amplification ${(raw.length / q.length).toFixed(1)}x`);
+        const m = decodeMessage(raw);
+        assert.ok(m.tc, 'TC: the client knows there is more');
+        assert.ok(m.answers.length > (type === QType.A ? 60 : 10), `as many records as fit: ${m.answers.length}`);
+        assert.equal(m.edns?.udpSize, 65535, 'the OPT is kept');
+        const [tcp] = await sendTcp(s.port, [buildQuery('huge.default.svc.cluster.local.', type)], 5000);
+        assert.ok(tcp!.length <= 65535);
+        assert.ok(decodeMessage(tcp!).tc, '5,000 endpoints do not fit a TCP message either');
+      }
+    },
+  );
 
-  test('an SRV answer past 16 KiB keeps every name right: the additional records are owned by their SRV targets', { timeout: 30_000 }, async () => {
-    const [raw] = await sendTcp(s.port, [buildQuery('big.default.svc.cluster.local.', QType.SRV)], 5000);
-    assert.ok(raw!.length > 16384, `${raw!.length} octets: names beyond the reach of a compression pointer`);
-    const p = dnsPacket.decode(raw!);
-    const srv = (p.answers ?? []).filter((a): a is dnsPacket.SrvAnswer => a.type === 'SRV');
-    assert.equal(srv.length, 400);
-    const targets = new Set(srv.map((a) => a.data.target));
-    const extra = (p.additionals ?? []).filter((a): a is dnsPacket.StringAnswer => a.type === 'A');
-    assert.equal(extra.length, 400);
-    for (const a of extra) {
-      assert.ok(targets.has(a.name), `an additional record owned by ${a.name}, which is no SRV target`);
-      const i = Number(/^pod-(\d+)\./.exec(a.name)?.[1]);
-      assert.equal(a.data, `10.100.${(i >> 8) & 255}.${i & 255}`, `${a.name} has its own address`);
-    }
-  });
+  test(
+    'an SRV answer past 16 KiB keeps every name right: the additional records are owned by their SRV targets',
+    { timeout: 30_000 },
+    async () => {
+      const [raw] = await sendTcp(s.port, [buildQuery('big.default.svc.cluster.local.', QType.SRV)], 5000);
+      assert.ok(raw!.length > 16384, `${raw!.length} octets: names beyond the reach of a compression pointer`);
+      const p = dnsPacket.decode(raw!);
+      const srv = (p.answers ?? []).filter((a): a is dnsPacket.SrvAnswer => a.type === 'SRV');
+      assert.equal(srv.length, 400);
+      const targets = new Set(srv.map((a) => a.data.target));
+      const extra = (p.additionals ?? []).filter((a): a is dnsPacket.StringAnswer => a.type === 'A');
+      assert.equal(extra.length, 400);
+      for (const a of extra) {
+        assert.ok(targets.has(a.name), `an additional record owned by ${a.name}, which is no SRV target`);
+        const i = Number(/^pod-(\d+)\./.exec(a.name)?.[1]);
+        assert.equal(a.data, `10.100.${(i >> 8) & 255}.${i & 255}`, `${a.name} has its own address`);
+      }
+    },
+  );
 });

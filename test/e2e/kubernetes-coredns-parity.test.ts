@@ -28,7 +28,8 @@ describe('kubernetes answers as CoreDNS gives them', () => {
   before(async () => {
     // No forward: a name outside cluster.local reaches the end of the chain (SERVFAIL).
     s = await startServer({
-      corefile: '.:PORT {\n    kubernetes cluster.local {\n        manifests cluster.yaml\n        pods insecure\n    }\n}\n',
+      corefile:
+        '.:PORT {\n    kubernetes cluster.local {\n        manifests cluster.yaml\n        pods insecure\n    }\n}\n',
       files: { 'cluster.yaml': CLUSTER },
       probe: 'api.prod.svc.cluster.local.',
     });
@@ -40,7 +41,10 @@ describe('kubernetes answers as CoreDNS gives them', () => {
   test('an in-zone CNAME target keeps its stored spelling when the question is spelt otherwise', async () => {
     const r = await dig(s.port, ['Ext-Internal.default.SVC.cluster.local', 'A']);
     assert.equal(r.status, 'NOERROR');
-    assert.deepEqual(r.answer, ['Ext-Internal.default.SVC.cluster.local. 5 IN CNAME api.prod.svc.cluster.local.', 'api.prod.svc.cluster.local. 5 IN A 10.96.5.5']);
+    assert.deepEqual(r.answer, [
+      'Ext-Internal.default.SVC.cluster.local. 5 IN CNAME api.prod.svc.cluster.local.',
+      'api.prod.svc.cluster.local. 5 IN A 10.96.5.5',
+    ]);
   });
 
   test('an ExternalName whose target lookup fails still answers its CNAME', async () => {
@@ -53,7 +57,9 @@ describe('kubernetes answers as CoreDNS gives them', () => {
   test('a pod name asked for SRV answers 0 100 0 <name> with its A in ADDITIONAL', async () => {
     const r = await dig(s.port, ['10-244-1-10.default.pod.cluster.local', 'SRV']);
     assert.equal(r.status, 'NOERROR');
-    assert.deepEqual(r.answer, ['10-244-1-10.default.pod.cluster.local. 5 IN SRV 0 100 0 10-244-1-10.default.pod.cluster.local.']);
+    assert.deepEqual(r.answer, [
+      '10-244-1-10.default.pod.cluster.local. 5 IN SRV 0 100 0 10-244-1-10.default.pod.cluster.local.',
+    ]);
     assert.deepEqual(r.additional, ['10-244-1-10.default.pod.cluster.local. 5 IN A 10.244.1.10']);
   });
 

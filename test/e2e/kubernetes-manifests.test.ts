@@ -14,7 +14,12 @@ import { sectionText } from '../kubernetes/fixtures.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function within(ms: number, what: string, probe: () => Promise<Message>, ok: (m: Message) => boolean): Promise<void> {
+async function within(
+  ms: number,
+  what: string,
+  probe: () => Promise<Message>,
+  ok: (m: Message) => boolean,
+): Promise<void> {
   const start = Date.now();
   let last: Message | undefined;
   while (Date.now() - start < ms) {
@@ -35,22 +40,40 @@ describe('kubernetes: the demo cluster of `npm start` answers every dig command 
 
   /** What each README command must show (the comments there say the same in words). */
   const expected: Record<string, (r: DigResult) => void> = {
-    'backend.default.svc.cluster.local': (r) => assert.deepEqual(r.answer, ['backend.default.svc.cluster.local. 5 IN A 10.96.120.15']),
-    'backend.default.svc.cluster.local AAAA': (r) => assert.deepEqual(r.answer, ['backend.default.svc.cluster.local. 5 IN AAAA fd00:10:96::f']),
+    'backend.default.svc.cluster.local': (r) =>
+      assert.deepEqual(r.answer, ['backend.default.svc.cluster.local. 5 IN A 10.96.120.15']),
+    'backend.default.svc.cluster.local AAAA': (r) =>
+      assert.deepEqual(r.answer, ['backend.default.svc.cluster.local. 5 IN AAAA fd00:10:96::f']),
     '_http._tcp.backend.default.svc.cluster.local SRV': (r) => {
-      assert.deepEqual(r.answer, ['_http._tcp.backend.default.svc.cluster.local. 5 IN SRV 0 50 8080 backend.default.svc.cluster.local.']);
-      assert.deepEqual(r.additional.sort(), ['backend.default.svc.cluster.local. 5 IN A 10.96.120.15', 'backend.default.svc.cluster.local. 5 IN AAAA fd00:10:96::f']);
+      assert.deepEqual(r.answer, [
+        '_http._tcp.backend.default.svc.cluster.local. 5 IN SRV 0 50 8080 backend.default.svc.cluster.local.',
+      ]);
+      assert.deepEqual(r.additional.sort(), [
+        'backend.default.svc.cluster.local. 5 IN A 10.96.120.15',
+        'backend.default.svc.cluster.local. 5 IN AAAA fd00:10:96::f',
+      ]);
     },
     'mysql.default.svc.cluster.local': (r) =>
-      assert.deepEqual(r.answer.sort(), ['10.244.1.10', '10.244.2.11', '10.244.3.12'].map((ip) => `mysql.default.svc.cluster.local. 5 IN A ${ip}`)),
-    'mysql-0.mysql.default.svc.cluster.local': (r) => assert.deepEqual(r.answer, ['mysql-0.mysql.default.svc.cluster.local. 5 IN A 10.244.1.10']),
-    'external.default.svc.cluster.local': (r) => assert.deepEqual(r.answer, ['external.default.svc.cluster.local. 5 IN CNAME example.com.']),
-    '-x 10.96.120.15': (r) => assert.deepEqual(r.answer, ['15.120.96.10.in-addr.arpa. 5 IN PTR backend.default.svc.cluster.local.']),
-    '10-244-1-20.default.pod.cluster.local': (r) => assert.deepEqual(r.answer, ['10-244-1-20.default.pod.cluster.local. 5 IN A 10.244.1.20']),
-    'dns-version.cluster.local TXT': (r) => assert.deepEqual(r.answer, ['dns-version.cluster.local. 28800 IN TXT "1.1.0"']),
+      assert.deepEqual(
+        r.answer.sort(),
+        ['10.244.1.10', '10.244.2.11', '10.244.3.12'].map((ip) => `mysql.default.svc.cluster.local. 5 IN A ${ip}`),
+      ),
+    'mysql-0.mysql.default.svc.cluster.local': (r) =>
+      assert.deepEqual(r.answer, ['mysql-0.mysql.default.svc.cluster.local. 5 IN A 10.244.1.10']),
+    'external.default.svc.cluster.local': (r) =>
+      assert.deepEqual(r.answer, ['external.default.svc.cluster.local. 5 IN CNAME example.com.']),
+    '-x 10.96.120.15': (r) =>
+      assert.deepEqual(r.answer, ['15.120.96.10.in-addr.arpa. 5 IN PTR backend.default.svc.cluster.local.']),
+    '10-244-1-20.default.pod.cluster.local': (r) =>
+      assert.deepEqual(r.answer, ['10-244-1-20.default.pod.cluster.local. 5 IN A 10.244.1.20']),
+    'dns-version.cluster.local TXT': (r) =>
+      assert.deepEqual(r.answer, ['dns-version.cluster.local. 28800 IN TXT "1.1.0"']),
     'nope.default.svc.cluster.local': (r) => {
       assert.equal(r.status, 'NXDOMAIN');
-      assert.match(r.authority[0] ?? '', /^cluster\.local\. 5 IN SOA ns\.dns\.cluster\.local\. hostmaster\.cluster\.local\. \d+ 7200 1800 86400 5$/);
+      assert.match(
+        r.authority[0] ?? '',
+        /^cluster\.local\. 5 IN SOA ns\.dns\.cluster\.local\. hostmaster\.cluster\.local\. \d+ 7200 1800 86400 5$/,
+      );
     },
     '+tcp whoami.example': (r) => assert.ok(r.additional.some((l) => l.startsWith('whoami.example. 0 IN A 127.0.0.1'))),
   };
@@ -77,7 +100,8 @@ describe('kubernetes: the demo cluster of `npm start` answers every dig command 
     for (const c of commands) {
       const r = await dig(s.port, c.split(/\s+/));
       if (!c.startsWith('nope')) assert.equal(r.status, 'NOERROR', `dig ${c}`);
-      if (!c.includes('whoami')) assert.ok(r.flags.includes('aa') && !r.flags.includes('ra'), `dig ${c}: aa set, ra clear`);
+      if (!c.includes('whoami'))
+        assert.ok(r.flags.includes('aa') && !r.flags.includes('ra'), `dig ${c}: aa set, ra clear`);
       expected[c]!(r);
     }
   });
@@ -112,7 +136,10 @@ metadata: { name: web, namespace: shop }
     apiVersion: 'v1',
     kind: 'ServiceList',
     items: [
-      { metadata: { name: 'web', namespace: 'shop' }, spec: { clusterIP: '10.96.5.1', ports: [{ name: 'http', port: 80, protocol: 'TCP' }] } },
+      {
+        metadata: { name: 'web', namespace: 'shop' },
+        spec: { clusterIP: '10.96.5.1', ports: [{ name: 'http', port: 80, protocol: 'TCP' }] },
+      },
       { metadata: { name: 'spy', namespace: 'hidden' }, spec: { clusterIP: '10.96.5.2' } },
       { metadata: { name: 'nolabel', namespace: 'shop', labels: { tier: 'other' } }, spec: { clusterIP: '10.96.5.3' } },
     ],
@@ -159,9 +186,17 @@ items:
 
   test('objects of every file, List and typed-List shapes, with the label selectors applied', async () => {
     assert.deepEqual(addresses(await A('web.shop.svc.cluster.local.')), ['10.96.5.1']);
-    assert.equal((await A('spy.hidden.svc.cluster.local.')).rcode, Rcode.NXDOMAIN, 'namespace_labels hides the namespace');
+    assert.equal(
+      (await A('spy.hidden.svc.cluster.local.')).rcode,
+      Rcode.NXDOMAIN,
+      'namespace_labels hides the namespace',
+    );
     assert.equal((await A('nolabel.shop.svc.cluster.local.')).rcode, Rcode.NXDOMAIN, 'labels filters Services');
-    assert.deepEqual(addresses(await A('10-244-5-1.shop.pod.cluster.local.')), ['10.244.5.1'], 'pods verified finds the running pod');
+    assert.deepEqual(
+      addresses(await A('10-244-5-1.shop.pod.cluster.local.')),
+      ['10.244.5.1'],
+      'pods verified finds the running pod',
+    );
     assert.equal((await A('10-244-5-2.shop.pod.cluster.local.')).rcode, Rcode.NXDOMAIN, 'a finished pod has no name');
   });
 
@@ -171,22 +206,38 @@ items:
     more.items.push({ metadata: { name: 'api', namespace: 'shop' }, spec: { clusterIP: '10.96.5.9', ports: [] } });
     writeFileSync(`${file}.tmp`, JSON.stringify(more));
     renameSync(`${file}.tmp`, file);
-    await within(5000, 'api added', () => A('api.shop.svc.cluster.local.'), (m) => addresses(m).includes('10.96.5.9'));
+    await within(
+      5000,
+      'api added',
+      () => A('api.shop.svc.cluster.local.'),
+      (m) => addresses(m).includes('10.96.5.9'),
+    );
     writeFileSync(file, '{ "kind": "List", "items": [ {');
     await s.waitFor(/WARNING\] plugin\/kubernetes: .*services\.json: .*; keeping its previous objects/, 5000);
     assert.deepEqual(addresses(await A('api.shop.svc.cluster.local.')), ['10.96.5.9']);
     rmSync(file);
-    await within(5000, 'services gone with their file', () => A('web.shop.svc.cluster.local.'), (m) => m.rcode === Rcode.NXDOMAIN);
+    await within(
+      5000,
+      'services gone with their file',
+      () => A('web.shop.svc.cluster.local.'),
+      (m) => m.rcode === Rcode.NXDOMAIN,
+    );
   });
 });
 
 describe('kubernetes: configuration errors stop the server with FILE:LINE', () => {
   for (const [body, message] of [
     ['upstream 8.8.8.8', /Corefile:4 - Error during parsing: kubernetes: 'upstream' was removed in CoreDNS 1\.7\.0/],
-    ['manifests does-not-exist.yaml', /Corefile:4 - Error during parsing: kubernetes: manifests: \S+does-not-exist\.yaml: no such file or directory/],
+    [
+      'manifests does-not-exist.yaml',
+      /Corefile:4 - Error during parsing: kubernetes: manifests: \S+does-not-exist\.yaml: no such file or directory/,
+    ],
   ] as const) {
     test(`${body.split(' ')[0]} → ${message.source.slice(0, 60)}`, async () => {
-      const s = await startServer({ corefile: `.:PORT {\n    bind 127.0.0.1\n    kubernetes cluster.local {\n        ${body}\n    }\n}\n`, noWait: true });
+      const s = await startServer({
+        corefile: `.:PORT {\n    bind 127.0.0.1\n    kubernetes cluster.local {\n        ${body}\n    }\n}\n`,
+        noWait: true,
+      });
       const code = await new Promise<number | null>((r) => s.proc.on('exit', r));
       assert.equal(code, 1);
       assert.match(s.output(), message);

@@ -31,18 +31,54 @@ const soaRow = (zone = Z) => soaText(zone);
 
 /** F1, from CoreDNS's plugin/kubernetes/handler_test.go and its siblings. */
 const F1: Vector[] = [
-  { id: 'A1', name: `svc1.testns.svc.${Z}`, type: 'A', rcode: 'NOERROR', answer: [`svc1.testns.svc.${Z} 5 A 10.0.0.1`] },
-  { id: 'A2', name: `svcempty.testns.svc.${Z}`, type: 'A', rcode: 'NOERROR', answer: [`svcempty.testns.svc.${Z} 5 A 10.0.0.1`] },
+  {
+    id: 'A1',
+    name: `svc1.testns.svc.${Z}`,
+    type: 'A',
+    rcode: 'NOERROR',
+    answer: [`svc1.testns.svc.${Z} 5 A 10.0.0.1`],
+  },
+  {
+    id: 'A2',
+    name: `svcempty.testns.svc.${Z}`,
+    type: 'A',
+    rcode: 'NOERROR',
+    answer: [`svcempty.testns.svc.${Z} 5 A 10.0.0.1`],
+  },
   { id: 'A3', name: `svc1.testns.svc.${Z}`, type: 'AAAA', rcode: 'NOERROR' },
   { id: 'A4', name: `svc0.testns.svc.${Z}`, type: 'A', rcode: 'NXDOMAIN' },
   { id: 'A4b', name: `svc0.testns.svc.${Z}`, type: 'AAAA', rcode: 'NXDOMAIN' },
   { id: 'A5', name: `svc0.svc-nons.svc.${Z}`, type: 'A', rcode: 'NXDOMAIN' },
   { id: 'A6', name: `svc1.unexposedns.svc.${Z}`, type: 'A', rcode: 'NXDOMAIN' },
-  { id: 'A7', name: `svc6.testns.svc.${Z}`, type: 'AAAA', rcode: 'NOERROR', answer: [`svc6.testns.svc.${Z} 5 AAAA 1234:abcd::1`] },
+  {
+    id: 'A7',
+    name: `svc6.testns.svc.${Z}`,
+    type: 'AAAA',
+    rcode: 'NOERROR',
+    answer: [`svc6.testns.svc.${Z} 5 AAAA 1234:abcd::1`],
+  },
   { id: 'A8', name: `svc6.testns.svc.${Z}`, type: 'A', rcode: 'NOERROR' },
-  { id: 'A9', name: `svc-dual-stack.testns.svc.${Z}`, type: 'A', rcode: 'NOERROR', answer: [`svc-dual-stack.testns.svc.${Z} 5 A 10.0.0.3`] },
-  { id: 'A10', name: `svc-dual-stack.testns.svc.${Z}`, type: 'AAAA', rcode: 'NOERROR', answer: [`svc-dual-stack.testns.svc.${Z} 5 AAAA 10::3`] },
-  { id: 'A11', name: `ep1a.svc1.testns.svc.${Z}`, type: 'A', rcode: 'NOERROR', answer: [`ep1a.svc1.testns.svc.${Z} 5 A 172.0.0.1`] },
+  {
+    id: 'A9',
+    name: `svc-dual-stack.testns.svc.${Z}`,
+    type: 'A',
+    rcode: 'NOERROR',
+    answer: [`svc-dual-stack.testns.svc.${Z} 5 A 10.0.0.3`],
+  },
+  {
+    id: 'A10',
+    name: `svc-dual-stack.testns.svc.${Z}`,
+    type: 'AAAA',
+    rcode: 'NOERROR',
+    answer: [`svc-dual-stack.testns.svc.${Z} 5 AAAA 10::3`],
+  },
+  {
+    id: 'A11',
+    name: `ep1a.svc1.testns.svc.${Z}`,
+    type: 'A',
+    rcode: 'NOERROR',
+    answer: [`ep1a.svc1.testns.svc.${Z} 5 A 172.0.0.1`],
+  },
   { id: 'A12', name: `172-0-0-1.svc1.testns.svc.${Z}`, type: 'A', rcode: 'NXDOMAIN' },
   { id: 'A13', name: `*.testns.svc.${Z}`, type: 'A', rcode: 'NXDOMAIN' },
   { id: 'A14', name: `a.b.c.svc1.testns.svc.${Z}`, type: 'A', rcode: 'NXDOMAIN' },
@@ -88,7 +124,13 @@ const F1: Vector[] = [
     answer: [`svc-dual-stack.testns.svc.${Z} 5 SRV 0 50 80 svc-dual-stack.testns.svc.${Z}`],
     extra: [`svc-dual-stack.testns.svc.${Z} 5 A 10.0.0.3`, `svc-dual-stack.testns.svc.${Z} 5 AAAA 10::3`],
   },
-  { id: 'B7', name: `_http._tcp.svc1.testns.svc.${Z}`, type: 'A', rcode: 'NOERROR', answer: [`_http._tcp.svc1.testns.svc.${Z} 5 A 10.0.0.1`] },
+  {
+    id: 'B7',
+    name: `_http._tcp.svc1.testns.svc.${Z}`,
+    type: 'A',
+    rcode: 'NOERROR',
+    answer: [`_http._tcp.svc1.testns.svc.${Z} 5 A 10.0.0.1`],
+  },
   {
     id: 'C1',
     name: `hdls1.testns.svc.${Z}`,
@@ -120,7 +162,13 @@ const F1: Vector[] = [
       `dup-name.hdls1.testns.svc.${Z} 5 A 172.0.0.5`,
     ],
   },
-  { id: 'C4', name: `172-0-0-2.hdls1.testns.svc.${Z}`, type: 'A', rcode: 'NOERROR', answer: [`172-0-0-2.hdls1.testns.svc.${Z} 5 A 172.0.0.2`] },
+  {
+    id: 'C4',
+    name: `172-0-0-2.hdls1.testns.svc.${Z}`,
+    type: 'A',
+    rcode: 'NOERROR',
+    answer: [`172-0-0-2.hdls1.testns.svc.${Z} 5 A 172.0.0.2`],
+  },
   {
     id: 'C5',
     name: `dup-name.hdls1.testns.svc.${Z}`,
@@ -128,13 +176,37 @@ const F1: Vector[] = [
     rcode: 'NOERROR',
     answer: [`dup-name.hdls1.testns.svc.${Z} 5 A 172.0.0.4`, `dup-name.hdls1.testns.svc.${Z} 5 A 172.0.0.5`],
   },
-  { id: 'C6', name: `5678-abcd--1.hdls1.testns.svc.${Z}`, type: 'AAAA', rcode: 'NOERROR', answer: [`5678-abcd--1.hdls1.testns.svc.${Z} 5 AAAA 5678:abcd::1`] },
+  {
+    id: 'C6',
+    name: `5678-abcd--1.hdls1.testns.svc.${Z}`,
+    type: 'AAAA',
+    rcode: 'NOERROR',
+    answer: [`5678-abcd--1.hdls1.testns.svc.${Z} 5 AAAA 5678:abcd::1`],
+  },
   { id: 'C7', name: `bogusendpoint.hdls1.testns.svc.${Z}`, type: 'A', rcode: 'NXDOMAIN' },
   { id: 'C8', name: `bogusendpoint.svc0.testns.svc.${Z}`, type: 'A', rcode: 'NXDOMAIN' },
-  { id: 'C9', name: `hdlsprtls.testns.svc.${Z}`, type: 'A', rcode: 'NOERROR', answer: [`hdlsprtls.testns.svc.${Z} 5 A 172.0.0.20`] },
-  { id: 'C9b', name: `172-0-0-20.hdlsprtls.testns.svc.${Z}`, type: 'A', rcode: 'NOERROR', answer: [`172-0-0-20.hdlsprtls.testns.svc.${Z} 5 A 172.0.0.20`] },
+  {
+    id: 'C9',
+    name: `hdlsprtls.testns.svc.${Z}`,
+    type: 'A',
+    rcode: 'NOERROR',
+    answer: [`hdlsprtls.testns.svc.${Z} 5 A 172.0.0.20`],
+  },
+  {
+    id: 'C9b',
+    name: `172-0-0-20.hdlsprtls.testns.svc.${Z}`,
+    type: 'A',
+    rcode: 'NOERROR',
+    answer: [`172-0-0-20.hdlsprtls.testns.svc.${Z} 5 A 172.0.0.20`],
+  },
   { id: 'C10', name: `hdlsprtls.testns.svc.${Z}`, type: 'SRV', rcode: 'NOERROR' },
-  { id: 'D1', name: `external.testns.svc.${Z}`, type: 'CNAME', rcode: 'NOERROR', answer: [`external.testns.svc.${Z} 5 CNAME ext.interwebs.test.`] },
+  {
+    id: 'D1',
+    name: `external.testns.svc.${Z}`,
+    type: 'CNAME',
+    rcode: 'NOERROR',
+    answer: [`external.testns.svc.${Z} 5 CNAME ext.interwebs.test.`],
+  },
   {
     id: 'D2',
     name: `external.testns.svc.${Z}`,
@@ -168,14 +240,27 @@ const F1: Vector[] = [
   { id: 'F4', name: `svc1.testns.svc.${Z}`, type: 'SOA', rcode: 'NOERROR' },
   { id: 'F4b', name: `nothing.here.${Z}`, type: 'SOA', rcode: 'NOERROR' },
   { id: 'F5', name: Z, type: 'SOA', rcode: 'NOERROR', answer: [soaRow()] },
-  { id: 'F6', name: Z, type: 'NS', rcode: 'NOERROR', answer: [`${Z} 5 NS ns.dns.${Z}`], extra: [`ns.dns.${Z} 5 A 127.0.0.1`] },
+  {
+    id: 'F6',
+    name: Z,
+    type: 'NS',
+    rcode: 'NOERROR',
+    answer: [`${Z} 5 NS ns.dns.${Z}`],
+    extra: [`ns.dns.${Z} 5 A 127.0.0.1`],
+  },
   { id: 'F6b', name: `ns.dns.${Z}`, type: 'A', rcode: 'NOERROR', answer: [`ns.dns.${Z} 5 A 127.0.0.1`] },
   { id: 'F7', name: Z, type: 'A', rcode: 'NOERROR' },
   { id: 'F7b', name: Z, type: 'AAAA', rcode: 'NOERROR' },
   { id: 'F7c', name: Z, type: 'SRV', rcode: 'NOERROR' },
   { id: 'F7d', name: Z, type: 'HINFO', rcode: 'NOERROR' },
   { id: 'F8', name: `svc1.testns.svc.${Z}`, type: 'AXFR', rcode: 'REFUSED', tcp: true },
-  { id: 'G1', name: 'SvC1.TeStNs.SvC.cLuStEr.LoCaL.', type: 'A', rcode: 'NOERROR', answer: ['SvC1.TeStNs.SvC.cLuStEr.LoCaL. 5 A 10.0.0.1'] },
+  {
+    id: 'G1',
+    name: 'SvC1.TeStNs.SvC.cLuStEr.LoCaL.',
+    type: 'A',
+    rcode: 'NOERROR',
+    answer: ['SvC1.TeStNs.SvC.cLuStEr.LoCaL. 5 A 10.0.0.1'],
+  },
   {
     id: 'G2',
     name: '_HtTp._TcP.sVc1.TeStNs.SvC.cLuStEr.LoCaL.',
@@ -186,12 +271,40 @@ const F1: Vector[] = [
   },
   { id: 'G3', name: 'not-a-service.testns.svc.ClUsTeR.lOcAl.', type: 'A', rcode: 'NXDOMAIN', soa: 'ClUsTeR.lOcAl.' },
   { id: 'H2', block: 'ignore', name: `svcempty.testns.svc.${Z}`, type: 'A', rcode: 'NXDOMAIN' },
-  { id: 'H2b', block: 'ignore', name: `svc1.testns.svc.${Z}`, type: 'A', rcode: 'NOERROR', answer: [`svc1.testns.svc.${Z} 5 A 10.0.0.1`] },
-  { id: 'H2c', block: 'ignore', name: `external.testns.svc.${Z}`, type: 'CNAME', rcode: 'NOERROR', answer: [`external.testns.svc.${Z} 5 CNAME ext.interwebs.test.`] },
+  {
+    id: 'H2b',
+    block: 'ignore',
+    name: `svc1.testns.svc.${Z}`,
+    type: 'A',
+    rcode: 'NOERROR',
+    answer: [`svc1.testns.svc.${Z} 5 A 10.0.0.1`],
+  },
+  {
+    id: 'H2c',
+    block: 'ignore',
+    name: `external.testns.svc.${Z}`,
+    type: 'CNAME',
+    rcode: 'NOERROR',
+    answer: [`external.testns.svc.${Z} 5 CNAME ext.interwebs.test.`],
+  },
   { id: 'P1', block: 'disabled', name: `10-240-0-1.podns.pod.${Z}`, type: 'A', rcode: 'NXDOMAIN' },
   { id: 'P1b', block: 'disabled', name: `podns.pod.${Z}`, type: 'A', rcode: 'NXDOMAIN' },
-  { id: 'P2', block: 'insecure', name: `10-240-0-1.podns.pod.${Z}`, type: 'A', rcode: 'NOERROR', answer: [`10-240-0-1.podns.pod.${Z} 5 A 10.240.0.1`] },
-  { id: 'P2b', block: 'insecure', name: `172-0-0-2.podns.pod.${Z}`, type: 'A', rcode: 'NOERROR', answer: [`172-0-0-2.podns.pod.${Z} 5 A 172.0.0.2`] },
+  {
+    id: 'P2',
+    block: 'insecure',
+    name: `10-240-0-1.podns.pod.${Z}`,
+    type: 'A',
+    rcode: 'NOERROR',
+    answer: [`10-240-0-1.podns.pod.${Z} 5 A 10.240.0.1`],
+  },
+  {
+    id: 'P2b',
+    block: 'insecure',
+    name: `172-0-0-2.podns.pod.${Z}`,
+    type: 'A',
+    rcode: 'NOERROR',
+    answer: [`172-0-0-2.podns.pod.${Z} 5 A 172.0.0.2`],
+  },
   { id: 'P2c', block: 'insecure', name: `10-240-0-1.podns.pod.${Z}`, type: 'AAAA', rcode: 'NOERROR' },
   { id: 'P3', block: 'insecure', name: `blah.podns.pod.${Z}`, type: 'A', rcode: 'NXDOMAIN' },
   { id: 'P3b', block: 'insecure', name: `blah.podns.pod.${Z}`, type: 'AAAA', rcode: 'NXDOMAIN' },
@@ -199,22 +312,45 @@ const F1: Vector[] = [
   { id: 'P4', block: 'insecure', name: `blah.pod-nons.pod.${Z}`, type: 'A', rcode: 'NXDOMAIN' },
   { id: 'P4b', block: 'insecure', name: `podns.pod.${Z}`, type: 'A', rcode: 'NOERROR' },
   { id: 'P4c', block: 'verified', name: `podns.pod.${Z}`, type: 'A', rcode: 'NOERROR' },
-  { id: 'P5', block: 'verified', name: `10-240-0-1.podns.pod.${Z}`, type: 'A', rcode: 'NOERROR', answer: [`10-240-0-1.podns.pod.${Z} 5 A 10.240.0.1`] },
+  {
+    id: 'P5',
+    block: 'verified',
+    name: `10-240-0-1.podns.pod.${Z}`,
+    type: 'A',
+    rcode: 'NOERROR',
+    answer: [`10-240-0-1.podns.pod.${Z} 5 A 10.240.0.1`],
+  },
   { id: 'P5b', block: 'verified', name: `172-0-0-2.podns.pod.${Z}`, type: 'A', rcode: 'NXDOMAIN' },
   { id: 'P5c', block: 'verified', name: `pod-nons.pod.${Z}`, type: 'A', rcode: 'NXDOMAIN' },
 ];
 
 /** F2, from CoreDNS's plugin/kubernetes/reverse_test.go. */
 const F2: Vector[] = [
-  { id: 'R1', block: 'reverse', name: '100.0.0.10.in-addr.arpa.', type: 'PTR', rcode: 'NOERROR', answer: [`100.0.0.10.in-addr.arpa. 5 PTR ep1a.svc1.testns.svc.${Z}`] },
-  { id: 'R2', block: 'reverse', name: '100.1.168.192.in-addr.arpa.', type: 'PTR', rcode: 'NOERROR', answer: [`100.1.168.192.in-addr.arpa. 5 PTR svc1.testns.svc.${Z}`] },
+  {
+    id: 'R1',
+    block: 'reverse',
+    name: '100.0.0.10.in-addr.arpa.',
+    type: 'PTR',
+    rcode: 'NOERROR',
+    answer: [`100.0.0.10.in-addr.arpa. 5 PTR ep1a.svc1.testns.svc.${Z}`],
+  },
+  {
+    id: 'R2',
+    block: 'reverse',
+    name: '100.1.168.192.in-addr.arpa.',
+    type: 'PTR',
+    rcode: 'NOERROR',
+    answer: [`100.1.168.192.in-addr.arpa. 5 PTR svc1.testns.svc.${Z}`],
+  },
   {
     id: 'R3',
     block: 'reverse',
     name: `1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.d.c.b.a.4.3.2.1.ip6.arpa.`,
     type: 'PTR',
     rcode: 'NOERROR',
-    answer: [`1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.d.c.b.a.4.3.2.1.ip6.arpa. 5 PTR ep1b.svc1.testns.svc.${Z}`],
+    answer: [
+      `1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.d.c.b.a.4.3.2.1.ip6.arpa. 5 PTR ep1b.svc1.testns.svc.${Z}`,
+    ],
   },
   {
     id: 'R4',
@@ -222,7 +358,9 @@ const F2: Vector[] = [
     name: '6.a.b.9.2.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.3.0.0.7.7.0.0.0.0.d.f.ip6.arpa.',
     type: 'PTR',
     rcode: 'NOERROR',
-    answer: [`6.a.b.9.2.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.3.0.0.7.7.0.0.0.0.d.f.ip6.arpa. 5 PTR ip6svc1in.svc1.testns.svc.${Z}`],
+    answer: [
+      `6.a.b.9.2.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.3.0.0.7.7.0.0.0.0.d.f.ip6.arpa. 5 PTR ip6svc1in.svc1.testns.svc.${Z}`,
+    ],
   },
   {
     id: 'R5',
@@ -230,13 +368,30 @@ const F2: Vector[] = [
     name: '99.0.0.10.in-addr.arpa.',
     type: 'PTR',
     rcode: 'NOERROR',
-    answer: [`99.0.0.10.in-addr.arpa. 5 PTR double-ep.svc1.testns.svc.${Z}`, `99.0.0.10.in-addr.arpa. 5 PTR double-ep.svc2.testns.svc.${Z}`],
+    answer: [
+      `99.0.0.10.in-addr.arpa. 5 PTR double-ep.svc1.testns.svc.${Z}`,
+      `99.0.0.10.in-addr.arpa. 5 PTR double-ep.svc2.testns.svc.${Z}`,
+    ],
   },
-  { id: 'R6', block: 'reverse', name: '101.0.0.10.in-addr.arpa.', type: 'PTR', rcode: 'NXDOMAIN', soa: '0.10.in-addr.arpa.' },
+  {
+    id: 'R6',
+    block: 'reverse',
+    name: '101.0.0.10.in-addr.arpa.',
+    type: 'PTR',
+    rcode: 'NXDOMAIN',
+    soa: '0.10.in-addr.arpa.',
+  },
   { id: 'R7', block: 'reverse', name: `example.org.${Z}`, type: 'PTR', rcode: 'NXDOMAIN' },
   { id: 'R7b', block: 'reverse', name: `100.0.0.10.${Z}`, type: 'PTR', rcode: 'NXDOMAIN' },
   { id: 'R8', block: 'reverse', name: `svc1.testns.svc.${Z}`, type: 'PTR', rcode: 'NOERROR' },
-  { id: 'R9', block: 'reverse', name: 'svc1.testns.svc.0.10.in-addr.arpa.', type: 'A', rcode: 'NXDOMAIN', soa: '0.10.in-addr.arpa.' },
+  {
+    id: 'R9',
+    block: 'reverse',
+    name: 'svc1.testns.svc.0.10.in-addr.arpa.',
+    type: 'A',
+    rcode: 'NXDOMAIN',
+    soa: '0.10.in-addr.arpa.',
+  },
 ];
 
 function fixtureF1(api: KubeApiServer): void {
@@ -246,7 +401,9 @@ function fixtureF1(api: KubeApiServer): void {
   api.apply(service('testns', 'svc1', ['10.0.0.1'], [['http', 'TCP', 80]]));
   api.apply(slice('testns', 'svc1-1', 'svc1', 'IPv4', [{ ip: '172.0.0.1', hostname: 'ep1a' }], [['http', 'TCP', 80]]));
   api.apply(service('testns', 'svcempty', ['10.0.0.1'], [['http', 'TCP', 80]]));
-  api.apply(slice('testns', 'svcempty-1', 'svcempty', 'IPv4', [{ ip: '172.0.0.99', ready: false }], [['http', 'TCP', 80]]));
+  api.apply(
+    slice('testns', 'svcempty-1', 'svcempty', 'IPv4', [{ ip: '172.0.0.99', ready: false }], [['http', 'TCP', 80]]),
+  );
   api.apply(service('testns', 'svc6', ['1234:abcd::1'], [['http', 'TCP', 80]]));
   api.apply(service('testns', 'svc-dual-stack', ['10.0.0.3', '10::3'], [['http', 'TCP', 80]]));
   api.apply(service('testns', 'hdls1', 'None'));
@@ -256,11 +413,25 @@ function fixtureF1(api: KubeApiServer): void {
       'hdls1-v4',
       'hdls1',
       'IPv4',
-      [{ ip: '172.0.0.2' }, { ip: '172.0.0.3' }, { ip: '172.0.0.4', hostname: 'dup-name' }, { ip: '172.0.0.5', hostname: 'dup-name' }],
+      [
+        { ip: '172.0.0.2' },
+        { ip: '172.0.0.3' },
+        { ip: '172.0.0.4', hostname: 'dup-name' },
+        { ip: '172.0.0.5', hostname: 'dup-name' },
+      ],
       [['http', 'TCP', 80]],
     ),
   );
-  api.apply(slice('testns', 'hdls1-v6', 'hdls1', 'IPv6', [{ ip: '5678:abcd::1' }, { ip: '5678:abcd::2' }], [['http', 'TCP', 80]]));
+  api.apply(
+    slice(
+      'testns',
+      'hdls1-v6',
+      'hdls1',
+      'IPv6',
+      [{ ip: '5678:abcd::1' }, { ip: '5678:abcd::2' }],
+      [['http', 'TCP', 80]],
+    ),
+  );
   api.apply(service('testns', 'hdlsprtls', 'None'));
   api.apply(slice('testns', 'hdlsprtls-1', 'hdlsprtls', 'IPv4', [{ ip: '172.0.0.20' }]));
   api.apply(externalService('testns', 'external', 'ext.interwebs.test'));
@@ -273,7 +444,19 @@ function fixtureF2(api: KubeApiServer): void {
   api.apply(namespace('testns'));
   api.apply(service('testns', 'svc1', ['192.168.1.100'], [['http', 'TCP', 80]]));
   api.apply(service('testns', 'svc2', ['192.168.1.200'], [['http', 'TCP', 80]]));
-  api.apply(slice('testns', 'svc1-a', 'svc1', 'IPv4', [{ ip: '10.0.0.100', hostname: 'ep1a' }, { ip: '10.0.0.99', hostname: 'double-ep' }], [['http', 'TCP', 80]]));
+  api.apply(
+    slice(
+      'testns',
+      'svc1-a',
+      'svc1',
+      'IPv4',
+      [
+        { ip: '10.0.0.100', hostname: 'ep1a' },
+        { ip: '10.0.0.99', hostname: 'double-ep' },
+      ],
+      [['http', 'TCP', 80]],
+    ),
+  );
   api.apply(slice('testns', 'svc1-b', 'svc1', 'IPv4', [{ ip: '10.0.0.100', hostname: 'ep1a' }], [['http', 'TCP', 80]]));
   api.apply(
     slice(
@@ -289,14 +472,23 @@ function fixtureF2(api: KubeApiServer): void {
       [['http', 'TCP', 80]],
     ),
   );
-  api.apply(slice('testns', 'svc2-a', 'svc2', 'IPv4', [{ ip: '10.0.0.99', hostname: 'double-ep' }], [['http', 'TCP', 80]]));
+  api.apply(
+    slice('testns', 'svc2-a', 'svc2', 'IPv4', [{ ip: '10.0.0.99', hostname: 'double-ep' }], [['http', 'TCP', 80]]),
+  );
 }
 
 describe('kubernetes: reference test vectors F1 and F2 through the binary and the test API server', () => {
   let api1: KubeApiServer;
   let api2: KubeApiServer;
   let server: RunningServer;
-  const ports: Record<NonNullable<Vector['block']>, number> = { main: 0, disabled: 0, insecure: 0, verified: 0, ignore: 0, reverse: 0 };
+  const ports: Record<NonNullable<Vector['block']>, number> = {
+    main: 0,
+    disabled: 0,
+    insecure: 0,
+    verified: 0,
+    ignore: 0,
+    reverse: 0,
+  };
 
   before(async () => {
     api1 = await KubeApiServer.create();
@@ -304,16 +496,23 @@ describe('kubernetes: reference test vectors F1 and F2 through the binary and th
     fixtureF1(api1);
     fixtureF2(api2);
     for (const k of ['disabled', 'insecure', 'verified', 'ignore', 'reverse'] as const) ports[k] = await freePort();
-    const k8s = (api: KubeApiServer, zones: string, opts: string) => `kubernetes ${zones} {\n        endpoint ${api.url}\n        ${opts}\n    }`;
+    const k8s = (api: KubeApiServer, zones: string, opts: string) =>
+      `kubernetes ${zones} {\n        endpoint ${api.url}\n        ${opts}\n    }`;
     const block = (port: string | number, body: string) => `.:${port} {\n    bind 127.0.0.1\n    ${body}\n}\n`;
     server = await startServer({
       corefile: [
-        block('PORT', `hosts {\n        1.2.3.4 ext.interwebs.test\n        fallthrough\n    }\n    ${k8s(api1, 'cluster.local', 'namespaces testns')}`),
+        block(
+          'PORT',
+          `hosts {\n        1.2.3.4 ext.interwebs.test\n        fallthrough\n    }\n    ${k8s(api1, 'cluster.local', 'namespaces testns')}`,
+        ),
         block(ports.disabled, k8s(api1, 'cluster.local', 'pods disabled')),
         block(ports.insecure, k8s(api1, 'cluster.local', 'pods insecure')),
         block(ports.verified, k8s(api1, 'cluster.local', 'pods verified')),
         block(ports.ignore, k8s(api1, 'cluster.local', 'namespaces testns\n        ignore empty_service')),
-        block(ports.reverse, k8s(api2, 'cluster.local 0.10.in-addr.arpa 168.192.in-addr.arpa 1234:abcd::/64 fd00:77:30::/64', 'ttl 5')),
+        block(
+          ports.reverse,
+          k8s(api2, 'cluster.local 0.10.in-addr.arpa 168.192.in-addr.arpa 1234:abcd::/64 fd00:77:30::/64', 'ttl 5'),
+        ),
       ].join(''),
     });
     ports.main = server.port;
@@ -336,7 +535,8 @@ describe('kubernetes: reference test vectors F1 and F2 through the binary and th
       assert.equal(m.ra, false, 'RA is clear');
       assert.deepEqual(sectionText(m.answers), (v.answer ?? []).slice().sort(), 'answer section');
       if (v.extra) assert.deepEqual(sectionText(m.additionals), v.extra.slice().sort(), 'additional section');
-      if (v.answer === undefined) assert.deepEqual(sectionText(m.authorities), [soaRow(v.soa ?? Z)], 'the zone SOA in the authority section');
+      if (v.answer === undefined)
+        assert.deepEqual(sectionText(m.authorities), [soaRow(v.soa ?? Z)], 'the zone SOA in the authority section');
       else assert.deepEqual(m.authorities, [], 'no authority section in a positive answer');
     });
   }

@@ -37,7 +37,10 @@ describe('loop detection', () => {
   });
 
   it('detects the loop with cache in the block too (the node-local template has both)', async () => {
-    const s = await startServer({ corefile: '.:PORT {\n    cache 30\n    loop\n    forward . 127.0.0.1:PORT\n}\n', noWait: true });
+    const s = await startServer({
+      corefile: '.:PORT {\n    cache 30\n    loop\n    forward . 127.0.0.1:PORT\n}\n',
+      noWait: true,
+    });
     try {
       assert.equal(await exitOf(s), 1);
       assert.match(s.output(), FATAL(s.port, '.', ''));
@@ -49,7 +52,11 @@ describe('loop detection', () => {
   it('detects a loop through a second server that forwards back, for the zone of the block', async () => {
     const frontPort = await freePort();
     const back = await startServer({ corefile: `example.org:PORT {\n    forward . 127.0.0.1:${frontPort}\n}\n` });
-    const s = await startServer({ corefile: `example.org:PORT {\n    loop\n    forward . 127.0.0.1:${back.port}\n}\n`, port: frontPort, noWait: true });
+    const s = await startServer({
+      corefile: `example.org:PORT {\n    loop\n    forward . 127.0.0.1:${back.port}\n}\n`,
+      port: frontPort,
+      noWait: true,
+    });
     try {
       assert.equal(await exitOf(s), 1);
       assert.match(s.output(), FATAL(frontPort, 'example.org.', 'example\\.org\\.'));
@@ -60,7 +67,11 @@ describe('loop detection', () => {
   });
 
   it('exits 1 from a worker process too (-workers 2)', async () => {
-    const s = await startServer({ corefile: '.:PORT {\n    loop\n    forward . 127.0.0.1:PORT\n}\n', workers: 2, noWait: true });
+    const s = await startServer({
+      corefile: '.:PORT {\n    loop\n    forward . 127.0.0.1:PORT\n}\n',
+      workers: 2,
+      noWait: true,
+    });
     try {
       assert.equal(await exitOf(s), 1);
       assert.match(s.output(), FATAL(s.port, '.', ''));

@@ -23,7 +23,16 @@ items:
     status: { phase: Running, podIP: 127.0.0.1 }
 `;
 
-const LABELS = ['client-namespace', 'client-pod-name', 'namespace', 'service', 'kind', 'port-name', 'protocol', 'endpoint'];
+const LABELS = [
+  'client-namespace',
+  'client-pod-name',
+  'namespace',
+  'service',
+  'kind',
+  'port-name',
+  'protocol',
+  'endpoint',
+];
 
 describe('metadata', () => {
   let s: RunningServer;
@@ -89,7 +98,9 @@ plain.test:PORT {
   test("log's {/kubernetes/...} placeholders show the client's pod and the parts of the name asked", async () => {
     const r = await dig(s.port, ['_http._tcp.cart.shop.svc.cluster.local', 'SRV']);
     assert.equal(r.status, 'NOERROR');
-    await s.waitFor(/META client-namespace=shop client-pod-name=client-1 namespace=shop service=cart kind=svc port-name=http protocol=tcp endpoint=(\n|$)/);
+    await s.waitFor(
+      /META client-namespace=shop client-pod-name=client-1 namespace=shop service=cart kind=svc port-name=http protocol=tcp endpoint=(\n|$)/,
+    );
   });
 
   test("template's .Meta reads the same labels", async () => {

@@ -56,14 +56,22 @@ describe('clusterdns nodecache in a test network namespace', { skip: unavailable
   delete env.KUBERNETES_SERVICE_PORT;
 
   const agentArgs = (localIPs: string, extra: string[] = []) => [
-    BIN, 'nodecache',
-    '-localip', localIPs,
-    '-conf', join(dir, 'Corefile'),
-    '-basecorefile', baseCorefile,
-    '-upstreamsvc', 'kube-dns-upstream',
-    '-resolvconf', join(dir, 'resolv.conf'),
-    '-syncinterval', '1s',
-    '-pidfile', pidfile,
+    BIN,
+    'nodecache',
+    '-localip',
+    localIPs,
+    '-conf',
+    join(dir, 'Corefile'),
+    '-basecorefile',
+    baseCorefile,
+    '-upstreamsvc',
+    'kube-dns-upstream',
+    '-resolvconf',
+    join(dir, 'resolv.conf'),
+    '-syncinterval',
+    '1s',
+    '-pidfile',
+    pidfile,
     ...extra,
   ];
 
@@ -71,10 +79,14 @@ describe('clusterdns nodecache in a test network namespace', { skip: unavailable
   async function startAgent(localIPs = `${LINK_LOCAL},${KUBE_DNS}`, extra: string[] = []): Promise<NsProcess> {
     const p = spawnIn(node, process.execPath, agentArgs(localIPs, extra), env);
     agent = p;
-    await until('the agent writes its pidfile', async () => {
-      if (p.proc.exitCode !== null) throw new Error(`agent exited:\n${p.output()}`);
-      return existsSync(pidfile) && readFileSync(pidfile, 'utf8').trim() === String(p.proc.pid);
-    }, 15_000).catch((e: Error) => {
+    await until(
+      'the agent writes its pidfile',
+      async () => {
+        if (p.proc.exitCode !== null) throw new Error(`agent exited:\n${p.output()}`);
+        return existsSync(pidfile) && readFileSync(pidfile, 'utf8').trim() === String(p.proc.pid);
+      },
+      15_000,
+    ).catch((e: Error) => {
       throw new Error(`${e.message}\n${p.output()}`);
     });
     return p;
@@ -101,12 +113,25 @@ describe('clusterdns nodecache in a test network namespace', { skip: unavailable
   async function linkInfo(): Promise<{ kind: string; addrs: string[] } | null> {
     const r = await node.exec('ip', ['-j', '-d', 'addr', 'show', 'dev', 'nodelocaldns']);
     if (r.code !== 0) return null;
-    const [l] = JSON.parse(r.stdout) as Array<{ linkinfo?: { info_kind?: string }; addr_info: Array<{ family: string; local: string }> }>;
-    return { kind: l?.linkinfo?.info_kind ?? '', addrs: (l?.addr_info ?? []).filter((a) => a.family === 'inet').map((a) => a.local).sort() };
+    const [l] = JSON.parse(r.stdout) as Array<{
+      linkinfo?: { info_kind?: string };
+      addr_info: Array<{ family: string; local: string }>;
+    }>;
+    return {
+      kind: l?.linkinfo?.info_kind ?? '',
+      addrs: (l?.addr_info ?? [])
+        .filter((a) => a.family === 'inet')
+        .map((a) => a.local)
+        .sort(),
+    };
   }
 
   /** Lines the cluster DNS logged for `name` with transport `proto`. */
-  const upstreamLog = (name: string, proto: 'udp' | 'tcp') => cluster.output().split('\n').filter((l) => l.includes(`"A IN ${name}. ${proto} `));
+  const upstreamLog = (name: string, proto: 'udp' | 'tcp') =>
+    cluster
+      .output()
+      .split('\n')
+      .filter((l) => l.includes(`"A IN ${name}. ${proto} `));
 
   before(async () => {
     node = await TestNetns.create(`cdns-test-${tag}-node`);
@@ -117,11 +142,41 @@ describe('clusterdns nodecache in a test network namespace', { skip: unavailable
     // kube-proxy (iptables mode) stand-in: the kube-dns ClusterIP is DNATed to its endpoint.
     // It also turns conntrack on in this namespace, as on a real node.
     for (const proto of ['udp', 'tcp']) {
-      await node.must('iptables', ['-w', '5', '-t', 'nat', '-A', 'OUTPUT', '-d', `${KUBE_DNS}/32`, '-p', proto, '--dport', '53', '-j', 'DNAT', '--to-destination', `${dnsAddr}:53`]);
+      await node.must('iptables', [
+        '-w',
+        '5',
+        '-t',
+        'nat',
+        '-A',
+        'OUTPUT',
+        '-d',
+        `${KUBE_DNS}/32`,
+        '-p',
+        proto,
+        '--dport',
+        '53',
+        '-j',
+        'DNAT',
+        '--to-destination',
+        `${dnsAddr}:53`,
+      ]);
     }
-    await node.must('iptables', ['-w', '5', '-A', 'INPUT', '-m', 'conntrack', '--ctstate', 'ESTABLISHED,RELATED', '-j', 'ACCEPT']);
+    await node.must('iptables', [
+      '-w',
+      '5',
+      '-A',
+      'INPUT',
+      '-m',
+      'conntrack',
+      '--ctstate',
+      'ESTABLISHED,RELATED',
+      '-j',
+      'ACCEPT',
+    ]);
 
-    writeFileSync(join(dir, 'cluster.Corefile'), `.:53 {
+    writeFileSync(
+      join(dir, 'cluster.Corefile'),
+      `.:53 {
     bind ${dnsAddr}
     kubernetes cluster.local in-addr.arpa ip6.arpa {
         manifests ${resolve('examples/demo/cluster.yaml')}
@@ -132,7 +187,8 @@ describe('clusterdns nodecache in a test network namespace', { skip: unavailable
     errors
     log
 }
-`);
+`,
+    );
     cluster = spawnIn(dns, process.execPath, [BIN, '-conf', join(dir, 'cluster.Corefile'), '-workers', '1'], env);
     await cluster.waitFor(/clusterdns-\d/, 15_000);
     writeFileSync(join(dir, 'resolv.conf'), `# the node's resolvers\nnameserver ${dnsAddr}\n`);
@@ -153,11 +209,17 @@ describe('clusterdns nodecache in a test network namespace', { skip: unavailable
     assert.equal(rules.length, 24, rules.join('\n'));
     assert.equal(rules.filter((r) => r.startsWith('raw ') && r.includes('-j NOTRACK')).length, 16);
     assert.equal(rules.filter((r) => r.startsWith('filter ') && r.includes('-j ACCEPT')).length, 8);
-    assert.ok(rules.every((r) => r.includes('"NodeLocal DNS Cache: skip conntrack"') || r.includes('"NodeLocal DNS Cache: allow DNS traffic"')));
+    assert.ok(
+      rules.every(
+        (r) =>
+          r.includes('"NodeLocal DNS Cache: skip conntrack"') || r.includes('"NodeLocal DNS Cache: allow DNS traffic"'),
+      ),
+    );
     assert.ok(Date.now() - started < 10_000, 'rules installed at start-up, not a sync interval later');
     const link = await linkInfo();
     assert.deepEqual(link?.addrs, [KUBE_DNS, LINK_LOCAL]);
-    if (link?.kind === 'bridge') assert.match(a.output(), /no dummy interface driver .*created nodelocaldns as an empty bridge/);
+    if (link?.kind === 'bridge')
+      assert.match(a.output(), /no dummy interface driver .*created nodelocaldns as an empty bridge/);
     else assert.equal(link?.kind, 'dummy');
     const generated = readFileSync(join(dir, 'Corefile'), 'utf8');
     assert.match(generated, new RegExp(`bind ${LINK_LOCAL} ${KUBE_DNS}\\n`));
@@ -170,7 +232,10 @@ describe('clusterdns nodecache in a test network namespace', { skip: unavailable
     }
     // Both of the role's /metrics pass promtool (prom-client's default metrics included).
     assert.equal(await promtoolProblems(metrics), '');
-    assert.equal(await promtoolProblems(await node.must('curl', ['-s', '--max-time', '3', 'http://127.0.0.1:9253/metrics'])), '');
+    assert.equal(
+      await promtoolProblems(await node.must('curl', ['-s', '--max-time', '3', 'http://127.0.0.1:9253/metrics'])),
+      '',
+    );
   });
 
   test('a client in the namespace is answered on 10.96.0.10 and 169.254.20.10; cluster names go upstream over TCP', async () => {
@@ -182,7 +247,11 @@ describe('clusterdns nodecache in a test network namespace', { skip: unavailable
     assert.match(who, /status: NOERROR/);
     assert.match(who, new RegExp(`whoami\\.example\\.\\s+\\d+\\s+IN\\s+A\\s+${nodeAddr.replaceAll('.', '\\.')}`), who);
     assert.ok(upstreamLog('backend.default.svc.cluster.local', 'tcp').length >= 1, cluster.output());
-    assert.equal(upstreamLog('backend.default.svc.cluster.local', 'udp').length, 0, 'force_tcp: nothing reached the cluster DNS over UDP');
+    assert.equal(
+      upstreamLog('backend.default.svc.cluster.local', 'udp').length,
+      0,
+      'force_tcp: nothing reached the cluster DNS over UDP',
+    );
     // The agent answered (through its cache), not kube-proxy's DNAT: one upstream query for two lookups.
     assert.equal(upstreamLog('backend.default.svc.cluster.local', 'tcp').length, 1);
   });
@@ -192,20 +261,34 @@ describe('clusterdns nodecache in a test network namespace', { skip: unavailable
     const udpPort = randomInt(20000, 30000);
     const tcpPort = udpPort + 1;
     for (const server of [KUBE_DNS, LINK_LOCAL]) {
-      assert.deepEqual(await dig(server, 'backend.default.svc.cluster.local', '-b', `0.0.0.0#${udpPort}`), ['10.96.120.15']);
-      assert.deepEqual(await dig(server, 'backend.default.svc.cluster.local', '+tcp', '-b', `0.0.0.0#${tcpPort}`), ['10.96.120.15']);
+      assert.deepEqual(await dig(server, 'backend.default.svc.cluster.local', '-b', `0.0.0.0#${udpPort}`), [
+        '10.96.120.15',
+      ]);
+      assert.deepEqual(await dig(server, 'backend.default.svc.cluster.local', '+tcp', '-b', `0.0.0.0#${tcpPort}`), [
+        '10.96.120.15',
+      ]);
     }
     const r = await node.exec('conntrack', ['-L']);
     assert.equal(r.code, 0, `conntrack -L: ${r.stderr}`);
     const entries = r.stdout.split('\n').filter((l) => l.trim() !== '');
-    const client = entries.filter((l) => [udpPort, tcpPort].some((p) => l.includes(`sport=${p} `) || l.includes(`dport=${p} `)));
+    const client = entries.filter((l) =>
+      [udpPort, tcpPort].some((p) => l.includes(`sport=${p} `) || l.includes(`dport=${p} `)),
+    );
     assert.deepEqual(client, []);
-    assert.deepEqual(entries.filter((l) => l.includes(`dst=${KUBE_DNS} `)), []);
+    assert.deepEqual(
+      entries.filter((l) => l.includes(`dst=${KUBE_DNS} `)),
+      [],
+    );
     // Control: the agent's own TCP connection to the cluster DNS is tracked, so conntrack is on.
-    assert.ok(entries.some((l) => l.startsWith('tcp') && l.includes(`dst=${dnsAddr} `) && l.includes('dport=53 ')), entries.join('\n'));
+    assert.ok(
+      entries.some((l) => l.startsWith('tcp') && l.includes(`dst=${dnsAddr} `) && l.includes('dport=53 ')),
+      entries.join('\n'),
+    );
     // And the NOTRACK rules counted the client's packets.
     const raw = await node.must('iptables', ['-w', '5', '-t', 'raw', '-L', 'OUTPUT', '-v', '-n', '-x']);
-    const hits = raw.split('\n').filter((l) => l.includes(`${KUBE_DNS} `) && l.includes('udp dpt:53') && l.includes('skip conntrack'));
+    const hits = raw
+      .split('\n')
+      .filter((l) => l.includes(`${KUBE_DNS} `) && l.includes('udp dpt:53') && l.includes('skip conntrack'));
     assert.equal(hits.length, 1, raw);
     assert.ok(Number(hits[0]!.trim().split(/\s+/)[0]) > 0, raw);
   });
@@ -217,14 +300,20 @@ describe('clusterdns nodecache in a test network namespace', { skip: unavailable
     );
     assert.notEqual(changed, DEFAULT_BASE_COREFILE);
     writeFileSync(baseCorefile, changed);
-    await until('the new template answers', async () => (await dig(LINK_LOCAL, 'reloaded.nodecache.test')).join() === '10.1.2.3');
+    await until(
+      'the new template answers',
+      async () => (await dig(LINK_LOCAL, 'reloaded.nodecache.test')).join() === '10.1.2.3',
+    );
     assert.match(readFileSync(join(dir, 'Corefile'), 'utf8'), /10\.1\.2\.3 reloaded\.nodecache\.test/);
     assert.match(agent!.output(), /Corefile\.base changed; wrote .*Corefile, reloading/);
     assert.deepEqual(await dig(KUBE_DNS, 'backend.default.svc.cluster.local'), ['10.96.120.15']);
 
     // A broken template: logged, counted, and the running configuration keeps answering.
     writeFileSync(baseCorefile, changed.replace('    errors\n', '    errors\n    nosuchplugin\n'));
-    await agent!.waitFor(/was not loaded \(see the reload error above\); still serving the previous configuration/, 8000);
+    await agent!.waitFor(
+      /was not loaded \(see the reload error above\); still serving the previous configuration/,
+      8000,
+    );
     assert.deepEqual(await dig(LINK_LOCAL, 'reloaded.nodecache.test'), ['10.1.2.3']);
     const metrics = await node.must('curl', ['-s', '--max-time', '3', 'http://127.0.0.1:9353/metrics']);
     assert.match(metrics, /coredns_nodecache_setup_errors_total\{errortype="configmap"\} 1/);
@@ -237,7 +326,11 @@ describe('clusterdns nodecache in a test network namespace', { skip: unavailable
     const victims = [rules[13]!, rules[2]!]; // raw PREROUTING udp → 10.96.0.10; filter INPUT tcp → 169.254.20.10
     for (const v of victims) assert.equal(await ipt.delete(v), 1);
     await node.must('ip', ['addr', 'del', `${KUBE_DNS}/32`, 'dev', 'nodelocaldns']);
-    await until('rules re-added', async () => (await ourRules()).length === 24 && (await linkInfo())?.addrs.length === 2, 5000);
+    await until(
+      'rules re-added',
+      async () => (await ourRules()).length === 24 && (await linkInfo())?.addrs.length === 2,
+      5000,
+    );
     for (const v of victims) assert.equal(await ipt.exists(v), true);
     assert.match(agent!.output(), /Added back nodelocaldns rule - -t raw PREROUTING -p udp -d 10\.96\.0\.10/);
     assert.match(agent!.output(), /Added back interface nodelocaldns address 10\.96\.0\.10/);
@@ -256,7 +349,7 @@ describe('clusterdns nodecache in a test network namespace', { skip: unavailable
     assert.deepEqual(await dig(KUBE_DNS, 'backend.default.svc.cluster.local'), ['10.96.120.15']);
   });
 
-  test('SIGTERM removes every rule and the interface; kube-proxy\'s DNAT then takes 10.96.0.10 to the cluster DNS', async () => {
+  test("SIGTERM removes every rule and the interface; kube-proxy's DNAT then takes 10.96.0.10 to the cluster DNS", async () => {
     const r = await agent!.stop('SIGTERM');
     assert.equal(r.code, 0, agent!.output());
     assert.deepEqual(await ourRules(), []);
@@ -267,7 +360,11 @@ describe('clusterdns nodecache in a test network namespace', { skip: unavailable
     // reaches the cluster DNS itself.
     assert.equal(upstreamLog('frontend.default.svc.cluster.local', 'udp').length, 0);
     assert.deepEqual(await dig(KUBE_DNS, 'frontend.default.svc.cluster.local'), ['10.96.120.16']);
-    await until('the cluster DNS logs the UDP query', async () => upstreamLog('frontend.default.svc.cluster.local', 'udp').length === 1, 3000);
+    await until(
+      'the cluster DNS logs the UDP query',
+      async () => upstreamLog('frontend.default.svc.cluster.local', 'udp').length === 1,
+      3000,
+    );
   });
 
   test('-skipteardown leaves rules and interface on exit; the next agent adopts them without duplicates', async () => {
@@ -298,23 +395,36 @@ describe('clusterdns nodecache in a test network namespace', { skip: unavailable
     // The ClusterIP stays kube-proxy's: answered by the cluster DNS itself, over UDP.
     const before = upstreamLog('kube-dns.kube-system.svc.cluster.local', 'udp').length;
     assert.deepEqual(await dig(KUBE_DNS, 'kube-dns.kube-system.svc.cluster.local'), [KUBE_DNS]);
-    await until('the cluster DNS answered directly', async () => upstreamLog('kube-dns.kube-system.svc.cluster.local', 'udp').length > before, 3000);
+    await until(
+      'the cluster DNS answered directly',
+      async () => upstreamLog('kube-dns.kube-system.svc.cluster.local', 'udp').length > before,
+      3000,
+    );
     assert.equal((await a.stop('SIGTERM')).code, 0, a.output());
     assert.deepEqual(await ourRules(), []);
   });
 
-  test('a second agent that cannot start (ports held by the first, a typo in its template) leaves the running agent\'s interface, rules and files alone', async () => {
+  test("a second agent that cannot start (ports held by the first, a typo in its template) leaves the running agent's interface, rules and files alone", async () => {
     const a = await startAgent();
     const rules = await ourRules();
     const link = await linkInfo();
     const generated = readFileSync(join(dir, 'Corefile'), 'utf8');
     assert.equal(rules.length, 24);
     const typo = join(dir, 'typo.Corefile.base');
-    writeFileSync(typo, DEFAULT_BASE_COREFILE.replace('    health __PILLAR__LOCAL__DNS__:8080', '    healt __PILLAR__LOCAL__DNS__:8080'));
+    writeFileSync(
+      typo,
+      DEFAULT_BASE_COREFILE.replace('    health __PILLAR__LOCAL__DNS__:8080', '    healt __PILLAR__LOCAL__DNS__:8080'),
+    );
     const cases: Array<{ extra: string[]; why: RegExp }> = [
       // Same flags as the running one (its own metrics port off): health, DNS and prometheus are taken.
-      { extra: ['-metrics-listen-address', ''], why: /not starting; nothing on the node was changed: .*169\.254\.20\.10:(53|8080)\/(udp|tcp): address already in use/ },
-      { extra: ['-metrics-listen-address', '', '-basecorefile', typo], why: /Corefile:\d+ - Error during parsing: Unknown directive 'healt'/ },
+      {
+        extra: ['-metrics-listen-address', ''],
+        why: /not starting; nothing on the node was changed: .*169\.254\.20\.10:(53|8080)\/(udp|tcp): address already in use/,
+      },
+      {
+        extra: ['-metrics-listen-address', '', '-basecorefile', typo],
+        why: /Corefile:\d+ - Error during parsing: Unknown directive 'healt'/,
+      },
     ];
     try {
       for (const c of cases) {
@@ -342,8 +452,16 @@ describe('clusterdns nodecache in a test network namespace', { skip: unavailable
     // with itself and the loop plugin never sees it come back — reported to the cache plugin.)
     writeFileSync(join(dir, 'loop-resolv.conf'), `nameserver ${LINK_LOCAL}\n`);
     const loopBase = join(dir, 'loop.Corefile.base');
-    writeFileSync(loopBase, '.:53 {\n    errors\n    loop\n    bind __PILLAR__LOCAL__DNS__ __PILLAR__DNS__SERVER__\n    forward . __PILLAR__UPSTREAM__SERVERS__\n}\n');
-    const p = spawnIn(node, process.execPath, agentArgs(`${LINK_LOCAL},${KUBE_DNS}`, ['-resolvconf', join(dir, 'loop-resolv.conf'), '-basecorefile', loopBase]), env);
+    writeFileSync(
+      loopBase,
+      '.:53 {\n    errors\n    loop\n    bind __PILLAR__LOCAL__DNS__ __PILLAR__DNS__SERVER__\n    forward . __PILLAR__UPSTREAM__SERVERS__\n}\n',
+    );
+    const p = spawnIn(
+      node,
+      process.execPath,
+      agentArgs(`${LINK_LOCAL},${KUBE_DNS}`, ['-resolvconf', join(dir, 'loop-resolv.conf'), '-basecorefile', loopBase]),
+      env,
+    );
     agent = p;
     const r = await Promise.race([p.exited, sleep(15_000).then(() => ({ code: -1, signal: null }))]);
     assert.equal(r.code, 1, p.output());
@@ -359,16 +477,26 @@ describe('clusterdns nodecache in a test network namespace', { skip: unavailable
     await node.must('ip', ['link', 'add', 'nodelocaldns', 'type', 'bridge']);
     await node.must('ip', ['addr', 'add', `${LINK_LOCAL}/32`, 'dev', 'nodelocaldns']);
     await node.must('ip', ['link', 'set', 'nodelocaldns', 'up']);
-    const blocker = spawnIn(node, process.execPath, ['-e', `require('dgram').createSocket('udp4').bind(53, '${LINK_LOCAL}', () => console.log('bound'))`]);
+    const blocker = spawnIn(node, process.execPath, [
+      '-e',
+      `require('dgram').createSocket('udp4').bind(53, '${LINK_LOCAL}', () => console.log('bound'))`,
+    ]);
     try {
       await blocker.waitFor('bound');
       const p = spawnIn(node, process.execPath, agentArgs(`${LINK_LOCAL},${KUBE_DNS}`), env);
       agent = p;
       const r = await p.exited;
       assert.equal(r.code, 1, p.output());
-      assert.match(p.output(), /not starting; nothing on the node was changed: DNS: cannot listen on 169\.254\.20\.10:53\/udp: address already in use/);
+      assert.match(
+        p.output(),
+        /not starting; nothing on the node was changed: DNS: cannot listen on 169\.254\.20\.10:53\/udp: address already in use/,
+      );
       assert.deepEqual(await ourRules(), []);
-      assert.deepEqual(await linkInfo(), { kind: 'bridge', addrs: [LINK_LOCAL] }, 'the link that was there is left as it was');
+      assert.deepEqual(
+        await linkInfo(),
+        { kind: 'bridge', addrs: [LINK_LOCAL] },
+        'the link that was there is left as it was',
+      );
       assert.equal(existsSync(pidfile), false);
     } finally {
       await blocker.stop('SIGKILL');

@@ -101,7 +101,8 @@ acl.test:PORT {
       files: {
         'example.org.db': EXAMPLE_ORG,
         'extra.db': EXTRA_DB,
-        'min.db': '$ORIGIN min.test.\n$TTL 60\n@ IN SOA ns hostmaster 1 7200 3600 86400 60\n@ IN NS ns\nns IN A 10.0.0.53\nwww IN A 10.0.0.80\n',
+        'min.db':
+          '$ORIGIN min.test.\n$TTL 60\n@ IN SOA ns hostmaster 1 7200 3600 86400 60\n@ IN NS ns\nns IN A 10.0.0.53\nwww IN A 10.0.0.80\n',
       },
     });
   });
@@ -114,14 +115,24 @@ acl.test:PORT {
     assert.equal(r.status, 'NOERROR');
     assert.ok(r.flags.includes('aa'));
     assert.deepEqual(r.answer, ['www.example.org. 1800 IN A 127.0.0.1']);
-    assert.deepEqual(r.authority.sort(), ['example.org. 1800 IN NS a.iana-servers.net.', 'example.org. 1800 IN NS b.iana-servers.net.']);
+    assert.deepEqual(r.authority.sort(), [
+      'example.org. 1800 IN NS a.iana-servers.net.',
+      'example.org. 1800 IN NS b.iana-servers.net.',
+    ]);
   });
 
   test('file: CNAMEs are followed inside the zone, chain and all', async () => {
     const one = await dig(s.port, ['cname.example.org', 'A']);
-    assert.deepEqual(one.answer, ['cname.example.org. 1800 IN CNAME www.example.org.', 'www.example.org. 1800 IN A 127.0.0.1']);
+    assert.deepEqual(one.answer, [
+      'cname.example.org. 1800 IN CNAME www.example.org.',
+      'www.example.org. 1800 IN A 127.0.0.1',
+    ]);
     const two = await dig(s.port, ['chain1.example.org', 'AAAA']);
-    assert.deepEqual(two.answer, ['chain1.example.org. 1800 IN CNAME chain2.example.org.', 'chain2.example.org. 1800 IN CNAME www.example.org.', 'www.example.org. 1800 IN AAAA ::1']);
+    assert.deepEqual(two.answer, [
+      'chain1.example.org. 1800 IN CNAME chain2.example.org.',
+      'chain2.example.org. 1800 IN CNAME www.example.org.',
+      'www.example.org. 1800 IN AAAA ::1',
+    ]);
   });
 
   test('file: a CNAME leaving the zone keeps the CNAME (no upstream for it in this block)', async () => {
@@ -134,7 +145,9 @@ acl.test:PORT {
     const nx = await dig(s.port, ['doesnotexist.example.org', 'A']);
     assert.equal(nx.status, 'NXDOMAIN');
     assert.deepEqual(nx.answer, []);
-    assert.deepEqual(nx.authority, ['example.org. 1800 IN SOA a.iana-servers.net. devnull.example.org. 1282630057 14400 3600 1209600 14400']);
+    assert.deepEqual(nx.authority, [
+      'example.org. 1800 IN SOA a.iana-servers.net. devnull.example.org. 1282630057 14400 3600 1209600 14400',
+    ]);
     const nodata = await dig(s.port, ['www.example.org', 'SRV']);
     assert.equal(nodata.status, 'NOERROR');
     assert.deepEqual(nodata.answer, []);
@@ -177,7 +190,11 @@ acl.test:PORT {
     const path = join(s.dir, 'example.org.db');
     writeFileSync(path, EXAMPLE_ORG.replace('127.0.0.1', '127.0.0.2'));
     await sleep(700);
-    assert.deepEqual((await dig(s.port, ['www.example.org', 'A'])).answer, ['www.example.org. 1800 IN A 127.0.0.1'], 'same serial: kept');
+    assert.deepEqual(
+      (await dig(s.port, ['www.example.org', 'A'])).answer,
+      ['www.example.org. 1800 IN A 127.0.0.1'],
+      'same serial: kept',
+    );
     writeFileSync(path, EXAMPLE_ORG.replace('127.0.0.1', '127.0.0.2').replace('1282630057', '1282630058'));
     await s.waitFor('with 1282630058 SOA serial', 5000);
     assert.deepEqual((await dig(s.port, ['www.example.org', 'A'])).answer, ['www.example.org. 1800 IN A 127.0.0.2']);
@@ -239,8 +256,12 @@ acl.test:PORT {
   test('local: localhost, its PTR, localhost.<domain> (counted, logged at debug) and NXDOMAIN in the local zones', async () => {
     assert.deepEqual((await dig(s.port, ['localhost', 'A'])).answer, ['localhost. 604800 IN A 127.0.0.1']);
     assert.deepEqual((await dig(s.port, ['localhost', 'AAAA'])).answer, ['localhost. 604800 IN AAAA ::1']);
-    assert.deepEqual((await dig(s.port, ['-x', '127.0.0.1'])).answer, ['1.0.0.127.in-addr.arpa. 604800 IN PTR localhost.']);
-    assert.deepEqual((await dig(s.port, ['localhost.corp.example', 'A'])).answer, ['localhost.corp.example. 604800 IN A 127.0.0.1']);
+    assert.deepEqual((await dig(s.port, ['-x', '127.0.0.1'])).answer, [
+      '1.0.0.127.in-addr.arpa. 604800 IN PTR localhost.',
+    ]);
+    assert.deepEqual((await dig(s.port, ['localhost.corp.example', 'A'])).answer, [
+      'localhost.corp.example. 604800 IN A 127.0.0.1',
+    ]);
     await s.waitFor('[DEBUG] plugin/local: Intercepted localhost query for "localhost.corp.example."', 3000);
     const nx = await dig(s.port, ['foo.localhost', 'A']);
     assert.equal(nx.status, 'NXDOMAIN');
@@ -278,13 +299,27 @@ describe('-validate', () => {
   });
 
   test('every problem is printed as FILE:LINE, in order, with a suggestion for a typo; exit 1', async () => {
-    const r = await run('.:1053 {\n    forwrd . 127.0.0.1\n    cache -5\n    kubernetes cluster.local {\n        pods nonsense\n    }\n    geoip\n}\n');
+    const r = await run(
+      '.:1053 {\n    forwrd . 127.0.0.1\n    cache -5\n    kubernetes cluster.local {\n        pods nonsense\n    }\n    geoip\n}\n',
+    );
     assert.equal(r.code, 1);
     const lines = r.out.trim().split('\n');
-    assert.match(lines[0]!, new RegExp(`^${r.file}:2 - Error during parsing: Unknown directive 'forwrd' \\(did you mean 'forward'\\?\\)`));
-    assert.ok(lines.some((l) => l.startsWith(`${r.file}:3 - `)), r.out);
-    assert.ok(lines.some((l) => l.startsWith(`${r.file}:5 - `)), r.out);
-    assert.ok(lines.some((l) => l.startsWith(`${r.file}:7 - `) && l.includes("'geoip'") && l.includes('closest here')), r.out);
+    assert.match(
+      lines[0]!,
+      new RegExp(`^${r.file}:2 - Error during parsing: Unknown directive 'forwrd' \\(did you mean 'forward'\\?\\)`),
+    );
+    assert.ok(
+      lines.some((l) => l.startsWith(`${r.file}:3 - `)),
+      r.out,
+    );
+    assert.ok(
+      lines.some((l) => l.startsWith(`${r.file}:5 - `)),
+      r.out,
+    );
+    assert.ok(
+      lines.some((l) => l.startsWith(`${r.file}:7 - `) && l.includes("'geoip'") && l.includes('closest here')),
+      r.out,
+    );
     assert.match(lines.at(-1)!, /4 problems; it would not load/);
   });
 
@@ -318,7 +353,9 @@ describe('pprof', () => {
   let httpPort: number;
   before(async () => {
     httpPort = await (await import('../helpers/ports.js')).freePort();
-    s = await startServer({ corefile: `.:PORT {\n    bind 127.0.0.1\n    pprof 127.0.0.1:${httpPort}\n    whoami\n}\n` });
+    s = await startServer({
+      corefile: `.:PORT {\n    bind 127.0.0.1\n    pprof 127.0.0.1:${httpPort}\n    whoami\n}\n`,
+    });
   });
   after(async () => {
     await s.stop();
@@ -329,7 +366,10 @@ describe('pprof', () => {
     const index = await fetch(`${base}/`);
     assert.match(await index.text(), /profile\?seconds=N/);
     const t0 = Date.now();
-    const [cpu, busy] = await Promise.all([fetch(`${base}/profile?seconds=1`), sleep(200).then(() => fetch(`${base}/heap`))]);
+    const [cpu, busy] = await Promise.all([
+      fetch(`${base}/profile?seconds=1`),
+      sleep(200).then(() => fetch(`${base}/heap`)),
+    ]);
     assert.equal(busy.status, 409, 'a second profile while one runs is refused');
     assert.equal(cpu.status, 200);
     assert.ok(Date.now() - t0 >= 1000);
@@ -394,18 +434,33 @@ describe('view', () => {
   test('blocks on the same zone and port are chosen by their views, in order, the one without a view last', async () => {
     assert.deepEqual((await dig(s.port, ['-b', '127.0.0.1', 'test', 'A'])).answer, ['test. 3600 IN A 10.0.0.1']);
     assert.deepEqual((await dig(s.port, ['-b', '127.0.0.2', 'test', 'A'])).answer, ['test. 3600 IN A 10.0.0.4']);
-    assert.deepEqual((await dig(s.port, ['-b', '127.0.0.2', '+tcp', 'test', 'A'])).answer, ['test. 3600 IN A 10.0.0.3']);
+    assert.deepEqual((await dig(s.port, ['-b', '127.0.0.2', '+tcp', 'test', 'A'])).answer, [
+      'test. 3600 IN A 10.0.0.3',
+    ]);
     assert.deepEqual((await dig(s.port, ['-b', '127.0.0.2', 'test', 'AAAA'])).answer, ['test. 3600 IN AAAA fd00::2']);
-    assert.deepEqual((await dig(s.port, ['-b', '127.0.0.1', 'test', 'AAAA'])).answer, [], 'the first view takes 127.0.0.1 for every type');
+    assert.deepEqual(
+      (await dig(s.port, ['-b', '127.0.0.1', 'test', 'AAAA'])).answer,
+      [],
+      'the first view takes 127.0.0.1 for every type',
+    );
   });
 
   test('an expression that does not parse, or a second block without a view, is a start-up error with FILE:LINE', async () => {
-    const bad = await startServer({ corefile: `.:PORT {\n    view v {\n        expr incidr(client_ip(), '10.0.0.0/8'\n    }\n    whoami\n}\n`, noWait: true });
+    const bad = await startServer({
+      corefile: `.:PORT {\n    view v {\n        expr incidr(client_ip(), '10.0.0.0/8'\n    }\n    whoami\n}\n`,
+      noWait: true,
+    });
     assert.equal(await new Promise((r) => bad.proc.on('exit', r)), 1);
     assert.match(bad.output(), /Corefile:3 - Error during parsing: view: expected '\)'/);
-    const dup = await startServer({ corefile: `.:PORT {\n    whoami\n}\n.:PORT {\n    view v {\n        expr true\n    }\n    whoami\n}\n`, noWait: true });
+    const dup = await startServer({
+      corefile: `.:PORT {\n    whoami\n}\n.:PORT {\n    view v {\n        expr true\n    }\n    whoami\n}\n`,
+      noWait: true,
+    });
     assert.equal(await new Promise((r) => dup.proc.on('exit', r)), 1);
-    assert.match(dup.output(), /Corefile:4 - Error during parsing: cannot serve dns:\/\/\.:\d+ - it is already defined/);
+    assert.match(
+      dup.output(),
+      /Corefile:4 - Error during parsing: cannot serve dns:\/\/\.:\d+ - it is already defined/,
+    );
   });
 });
 
@@ -471,14 +526,20 @@ cluster.local:PORT example.org:PORT 198.51.100.0/24:PORT {
   test('external IPs and LoadBalancer ingress IPs answer A and AAAA under the external zone', async () => {
     const a = await dig(s.port, ['web.default.example.org', 'A']);
     assert.ok(a.flags.includes('aa'));
-    assert.deepEqual(a.answer.sort(), ['web.default.example.org. 60 IN A 192.0.2.10', 'web.default.example.org. 60 IN A 198.51.100.7']);
+    assert.deepEqual(a.answer.sort(), [
+      'web.default.example.org. 60 IN A 192.0.2.10',
+      'web.default.example.org. 60 IN A 198.51.100.7',
+    ]);
     const aaaa = await dig(s.port, ['web.default.example.org', 'AAAA']);
     assert.deepEqual(aaaa.answer, ['web.default.example.org. 60 IN AAAA 2001:db8::7']);
   });
 
   test('SRV for named ports, with the addresses in the additional section', async () => {
     const r = await dig(s.port, ['_http._tcp.web.default.example.org', 'SRV']);
-    assert.ok(r.answer.includes('_http._tcp.web.default.example.org. 60 IN SRV 0 100 80 web.default.example.org.'), r.raw);
+    assert.ok(
+      r.answer.includes('_http._tcp.web.default.example.org. 60 IN SRV 0 100 80 web.default.example.org.'),
+      r.raw,
+    );
     assert.ok(r.additional.includes('web.default.example.org. 60 IN A 192.0.2.10'), r.raw);
   });
 
@@ -487,7 +548,10 @@ cluster.local:PORT example.org:PORT 198.51.100.0/24:PORT {
     assert.deepEqual(c.answer, ['lbhost.default.example.org. 60 IN CNAME lb-123.elb.example.net.']);
     const nx = await dig(s.port, ['internal.default.example.org', 'A']);
     assert.equal(nx.status, 'NXDOMAIN');
-    assert.match(nx.authority[0]!, /^example\.org\. 60 IN SOA ns1\.dns\.example\.org\. hostmaster\.dns\.example\.org\. \d+ 7200 1800 86400 60$/);
+    assert.match(
+      nx.authority[0]!,
+      /^example\.org\. 60 IN SOA ns1\.dns\.example\.org\. hostmaster\.dns\.example\.org\. \d+ 7200 1800 86400 60$/,
+    );
     assert.equal((await dig(s.port, ['nope.default.example.org', 'A'])).status, 'NXDOMAIN');
     const soa = await dig(s.port, ['example.org', 'SOA']);
     assert.equal(soa.answer.length, 1);
@@ -496,18 +560,32 @@ cluster.local:PORT example.org:PORT 198.51.100.0/24:PORT {
   });
 
   test('PTR for an external IP names the Service under the external zone', async () => {
-    assert.deepEqual((await dig(s.port, ['-x', '198.51.100.7'])).answer.map((l) => l.replace(/ \d+ IN /, ' IN ')), ['7.100.51.198.in-addr.arpa. IN PTR web.default.example.org.']);
-    assert.equal((await dig(s.port, ['-x', '198.51.100.99'])).status, 'SERVFAIL', 'not an external IP: on to the next plugin (none here)');
+    assert.deepEqual(
+      (await dig(s.port, ['-x', '198.51.100.7'])).answer.map((l) => l.replace(/ \d+ IN /, ' IN ')),
+      ['7.100.51.198.in-addr.arpa. IN PTR web.default.example.org.'],
+    );
+    assert.equal(
+      (await dig(s.port, ['-x', '198.51.100.99'])).status,
+      'SERVFAIL',
+      'not an external IP: on to the next plugin (none here)',
+    );
   });
 
   test('headless: endpoint names and the Service name answer the endpoint addresses', async () => {
-    assert.deepEqual((await dig(s.port, ['db-0.db.default.example.org', 'A'])).answer, ['db-0.db.default.example.org. 60 IN A 10.244.0.9']);
-    assert.deepEqual((await dig(s.port, ['db.default.example.org', 'A'])).answer, ['db.default.example.org. 60 IN A 10.244.0.9']);
+    assert.deepEqual((await dig(s.port, ['db-0.db.default.example.org', 'A'])).answer, [
+      'db-0.db.default.example.org. 60 IN A 10.244.0.9',
+    ]);
+    assert.deepEqual((await dig(s.port, ['db.default.example.org', 'A'])).answer, [
+      'db.default.example.org. 60 IN A 10.244.0.9',
+    ]);
   });
 
   test('kept coherent with the cache: a changed LoadBalancer IP is answered at once, not after the cache TTL', async () => {
     const has = (answer: string[], ip: string) => answer.some((l) => l.endsWith(`IN A ${ip}`));
-    assert.ok(has((await dig(s.port, ['web.default.example.org', 'A'])).answer, '198.51.100.7'), 'cached now, for up to 60 s');
+    assert.ok(
+      has((await dig(s.port, ['web.default.example.org', 'A'])).answer, '198.51.100.7'),
+      'cached now, for up to 60 s',
+    );
     writeFileSync(join(s.dir, 'cluster.yaml'), cluster('198.51.100.8'));
     let last: string[] = [];
     for (let i = 0; i < 30; i++) {
@@ -521,17 +599,26 @@ cluster.local:PORT example.org:PORT 198.51.100.0/24:PORT {
 
 describe('file: a zone file that is not there yet', () => {
   test('is a warning with reload (SERVFAIL until it appears, then served), an error without', async () => {
-    const s = await startServer({ corefile: `example.net:PORT {\n    bind 127.0.0.1\n    file later.db {\n        reload 200ms\n    }\n}\n`, probe: 'www.example.net' });
+    const s = await startServer({
+      corefile: `example.net:PORT {\n    bind 127.0.0.1\n    file later.db {\n        reload 200ms\n    }\n}\n`,
+      probe: 'www.example.net',
+    });
     try {
       assert.match(s.output(), /\[WARNING\] plugin\/file: Failed to open ".*later\.db": trying again in 0\.2s/);
       assert.equal((await dig(s.port, ['www.example.net', 'A'])).status, 'SERVFAIL');
-      writeFileSync(join(s.dir, 'later.db'), '$ORIGIN example.net.\n$TTL 60\n@ SOA ns host 1 1 1 1 1\nwww A 10.0.0.8\n');
+      writeFileSync(
+        join(s.dir, 'later.db'),
+        '$ORIGIN example.net.\n$TTL 60\n@ SOA ns host 1 1 1 1 1\nwww A 10.0.0.8\n',
+      );
       await s.waitFor('Successfully reloaded zone "example.net."', 5000);
       assert.deepEqual((await dig(s.port, ['www.example.net', 'A'])).answer, ['www.example.net. 60 IN A 10.0.0.8']);
     } finally {
       await s.stop();
     }
-    const bad = await startServer({ corefile: `example.net:PORT {\n    file later.db {\n        reload 0\n    }\n}\n`, noWait: true });
+    const bad = await startServer({
+      corefile: `example.net:PORT {\n    file later.db {\n        reload 0\n    }\n}\n`,
+      noWait: true,
+    });
     assert.equal(await new Promise((r) => bad.proc.on('exit', r)), 1);
     assert.match(bad.output(), /Corefile:2 - Error during parsing: file: later\.db: ENOENT/);
   });

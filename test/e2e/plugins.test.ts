@@ -39,7 +39,10 @@ norev.test:PORT {
     }
 }
 `,
-      files: { 'example.hosts': '# comment\n10.0.0.10 file.example.org alias.example.org\nfd00::10 file.example.org\nnot-an-ip bad.example.org\n' },
+      files: {
+        'example.hosts':
+          '# comment\n10.0.0.10 file.example.org alias.example.org\nfd00::10 file.example.org\nnot-an-ip bad.example.org\n',
+      },
     });
   });
   after(async () => {
@@ -56,7 +59,10 @@ norev.test:PORT {
 
   test('PTR records are served for every name of an address', async () => {
     const p = await dig(s.port, ['-x', '10.0.0.10']);
-    assert.deepEqual(p.answer.sort(), ['10.0.0.10.in-addr.arpa. 60 IN PTR alias.example.org.', '10.0.0.10.in-addr.arpa. 60 IN PTR file.example.org.']);
+    assert.deepEqual(p.answer.sort(), [
+      '10.0.0.10.in-addr.arpa. 60 IN PTR alias.example.org.',
+      '10.0.0.10.in-addr.arpa. 60 IN PTR file.example.org.',
+    ]);
   });
 
   test('no_reverse leaves PTR out', async () => {
@@ -84,32 +90,36 @@ norev.test:PORT {
     await s.waitFor(/example\.hosts:4: the first field is not an IP address; line skipped/, 3000);
   });
 
-  test('the hosts file is re-read when it changes, and a deleted file serves inline entries only', { timeout: 15000 }, async () => {
-    const file = join(s.dir, 'example.hosts');
-    writeFileSync(file, '10.0.0.99 new.example.org\n');
-    let r;
-    for (let i = 0; i < 30; i++) {
-      r = await query(s.port, 'new.example.org.', QType.A);
-      if (r.answers.length) break;
-      await sleep(100);
-    }
-    assert.deepEqual(r?.answers[0]?.data, { address: '10.0.0.99' });
-    rmSync(file);
-    for (let i = 0; i < 30; i++) {
-      r = await query(s.port, 'new.example.org.', QType.A);
-      if (r.rcode === Rcode.SERVFAIL) break;
-      await sleep(100);
-    }
-    assert.equal(r?.rcode, Rcode.SERVFAIL);
-    assert.equal((await query(s.port, 'inline.example.org.', QType.A)).answers.length, 1);
-    writeFileSync(file, '10.0.0.100 back.example.org\n');
-    for (let i = 0; i < 30; i++) {
-      r = await query(s.port, 'back.example.org.', QType.A);
-      if (r.answers.length) break;
-      await sleep(100);
-    }
-    assert.deepEqual(r?.answers[0]?.data, { address: '10.0.0.100' });
-  });
+  test(
+    'the hosts file is re-read when it changes, and a deleted file serves inline entries only',
+    { timeout: 15000 },
+    async () => {
+      const file = join(s.dir, 'example.hosts');
+      writeFileSync(file, '10.0.0.99 new.example.org\n');
+      let r;
+      for (let i = 0; i < 30; i++) {
+        r = await query(s.port, 'new.example.org.', QType.A);
+        if (r.answers.length) break;
+        await sleep(100);
+      }
+      assert.deepEqual(r?.answers[0]?.data, { address: '10.0.0.99' });
+      rmSync(file);
+      for (let i = 0; i < 30; i++) {
+        r = await query(s.port, 'new.example.org.', QType.A);
+        if (r.rcode === Rcode.SERVFAIL) break;
+        await sleep(100);
+      }
+      assert.equal(r?.rcode, Rcode.SERVFAIL);
+      assert.equal((await query(s.port, 'inline.example.org.', QType.A)).answers.length, 1);
+      writeFileSync(file, '10.0.0.100 back.example.org\n');
+      for (let i = 0; i < 30; i++) {
+        r = await query(s.port, 'back.example.org.', QType.A);
+        if (r.answers.length) break;
+        await sleep(100);
+      }
+      assert.deepEqual(r?.answers[0]?.data, { address: '10.0.0.100' });
+    },
+  );
 });
 
 describe('whoami, log, loadbalance, bind, ready', () => {
@@ -119,7 +129,10 @@ describe('whoami, log, loadbalance, bind, ready', () => {
       const r = await dig(s.port, ['+tcp', 'example.org']);
       assert.equal(r.answer.length, 0);
       assert.ok(r.additional.includes('example.org. 0 IN A 127.0.0.1'), r.raw);
-      assert.ok(r.additional.some((l) => /^_tcp\.example\.org\. 0 IN SRV 0 0 \d+ \.$/.test(l)), r.raw);
+      assert.ok(
+        r.additional.some((l) => /^_tcp\.example\.org\. 0 IN SRV 0 0 \d+ \.$/.test(l)),
+        r.raw,
+      );
     } finally {
       await s.stop();
     }
@@ -135,7 +148,10 @@ describe('whoami, log, loadbalance, bind, ready', () => {
       await sleep(200);
       const out = s.output();
       assert.ok(!out.includes(' - 4242 '), 'a success was logged despite class denial error');
-      assert.match(out, /\[INFO\] 127\.0\.0\.1:\d+ - 4343 "AAAA IN ok\.test\. udp \d+ false 1232" NOERROR qr,aa,rd \d+ \d+\.\d+s/);
+      assert.match(
+        out,
+        /\[INFO\] 127\.0\.0\.1:\d+ - 4343 "AAAA IN ok\.test\. udp \d+ false 1232" NOERROR qr,aa,rd \d+ \d+\.\d+s/,
+      );
     } finally {
       await s.stop();
     }
@@ -143,7 +159,10 @@ describe('whoami, log, loadbalance, bind, ready', () => {
 
   test('loadbalance shuffles the order of address records', async () => {
     const lines = Array.from({ length: 6 }, (_, i) => `10.0.0.${i + 1} many.test`).join('\n');
-    const s = await startServer({ corefile: `.:PORT {\n bind 127.0.0.1\n loadbalance\n hosts many.hosts\n}\n`, files: { 'many.hosts': lines } });
+    const s = await startServer({
+      corefile: `.:PORT {\n bind 127.0.0.1\n loadbalance\n hosts many.hosts\n}\n`,
+      files: { 'many.hosts': lines },
+    });
     try {
       const orders = new Set<string>();
       for (let i = 0; i < 20; i++) {
@@ -158,7 +177,11 @@ describe('whoami, log, loadbalance, bind, ready', () => {
   });
 
   test('bind listens only on the given address', async () => {
-    const s = await startServer({ corefile: `.:PORT {\n bind 127.0.0.2\n whoami\n}\n`, probe: undefined, noWait: true });
+    const s = await startServer({
+      corefile: `.:PORT {\n bind 127.0.0.2\n whoami\n}\n`,
+      probe: undefined,
+      noWait: true,
+    });
     try {
       await s.waitFor(/clusterdns-/);
       const on2 = await dig(s.port, ['example.org'], '127.0.0.2');
@@ -172,7 +195,9 @@ describe('whoami, log, loadbalance, bind, ready', () => {
   test('ready and health answer on their own addresses', async () => {
     const rp = await freePort();
     const hp = await freePort();
-    const s = await startServer({ corefile: `.:PORT {\n bind 127.0.0.1\n ready 127.0.0.1:${rp}\n health 127.0.0.1:${hp}\n whoami\n}\n` });
+    const s = await startServer({
+      corefile: `.:PORT {\n bind 127.0.0.1\n ready 127.0.0.1:${rp}\n health 127.0.0.1:${hp}\n whoami\n}\n`,
+    });
     try {
       const r = await fetch(`http://127.0.0.1:${rp}/ready`);
       assert.equal(r.status, 200);

@@ -18,7 +18,10 @@ function sample(text: string, name: string, labels: Record<string, string>): num
 
 test('core metrics carry CoreDNS names and labels and add up over two workers', { timeout: 30000 }, async () => {
   const mp = await freePort();
-  const s = await startServer({ corefile: `.:PORT {\n bind 127.0.0.1\n prometheus 127.0.0.1:${mp}\n hosts {\n 10.0.0.1 a.test\n }\n}\n`, workers: 2 });
+  const s = await startServer({
+    corefile: `.:PORT {\n bind 127.0.0.1\n prometheus 127.0.0.1:${mp}\n hosts {\n 10.0.0.1 a.test\n }\n}\n`,
+    workers: 2,
+  });
   try {
     for (let i = 0; i < 20; i++) await query(s.port, 'a.test.', QType.A);
     for (let i = 0; i < 3; i++) await query(s.port, 'a.test.', QType.AAAA, { tcp: true, edns: 1232, do: true });
@@ -28,16 +31,33 @@ test('core metrics carry CoreDNS names and labels and add up over two workers', 
     assert.equal(res.status, 200);
     const text = await res.text();
     const server = `dns://:${s.port}`;
-    assert.equal(sample(text, 'coredns_dns_requests_total', { server, zone: '.', view: '', proto: 'udp', family: '1', type: 'A' }), 21);
+    assert.equal(
+      sample(text, 'coredns_dns_requests_total', { server, zone: '.', view: '', proto: 'udp', family: '1', type: 'A' }),
+      21,
+    );
     assert.equal(sample(text, 'coredns_dns_requests_total', { server, zone: '.', proto: 'tcp', type: 'AAAA' }), 3);
     assert.equal(sample(text, 'coredns_dns_requests_total', { server, zone: 'dropped', type: 'A' }), 1);
-    assert.equal(sample(text, 'coredns_dns_responses_total', { server, zone: '.', rcode: 'NOERROR', plugin: 'hosts' }), 23);
-    assert.equal(sample(text, 'coredns_dns_responses_total', { server, zone: '.', rcode: 'SERVFAIL', plugin: 'hosts' }), 1);
-    assert.equal(sample(text, 'coredns_dns_responses_total', { server, zone: 'dropped', rcode: 'REFUSED', plugin: '' }), 1);
+    assert.equal(
+      sample(text, 'coredns_dns_responses_total', { server, zone: '.', rcode: 'NOERROR', plugin: 'hosts' }),
+      23,
+    );
+    assert.equal(
+      sample(text, 'coredns_dns_responses_total', { server, zone: '.', rcode: 'SERVFAIL', plugin: 'hosts' }),
+      1,
+    );
+    assert.equal(
+      sample(text, 'coredns_dns_responses_total', { server, zone: 'dropped', rcode: 'REFUSED', plugin: '' }),
+      1,
+    );
     assert.equal(sample(text, 'coredns_dns_do_requests_total', { server, zone: '.' }), 3);
     assert.equal(sample(text, 'coredns_dns_request_duration_seconds_count', { server, zone: '.', type: 'A' }), 21);
-    assert.equal(sample(text, 'coredns_dns_request_duration_seconds_bucket', { server, zone: '.', type: 'A', le: '+Inf' }), 21);
-    assert.ok(sample(text, 'coredns_dns_request_size_bytes_bucket', { server, zone: '.', proto: 'udp', le: '100' })! >= 21);
+    assert.equal(
+      sample(text, 'coredns_dns_request_duration_seconds_bucket', { server, zone: '.', type: 'A', le: '+Inf' }),
+      21,
+    );
+    assert.ok(
+      sample(text, 'coredns_dns_request_size_bytes_bucket', { server, zone: '.', proto: 'udp', le: '100' })! >= 21,
+    );
     assert.ok(sample(text, 'coredns_dns_response_size_bytes_count', { server, zone: '.', proto: 'tcp' }) === 3);
     assert.equal(sample(text, 'coredns_plugin_enabled', { server, zone: '.', name: 'hosts' }), 1);
     assert.equal(sample(text, 'coredns_build_info', {}), 1);
@@ -49,15 +69,18 @@ test('core metrics carry CoreDNS names and labels and add up over two workers', 
   }
 });
 
-test('every plugin\'s /metrics passes promtool and carries no client-chosen name; /status keeps the top names', { timeout: 60000 }, async () => {
-  const { readFileSync } = await import('node:fs');
-  const { FakeUpstream } = await import('../forward/upstreams.js');
-  const { promtoolProblems } = await import('../helpers/promtool.js');
-  const mp = await freePort();
-  const hp = await freePort();
-  const upstream = await FakeUpstream.start();
-  const s = await startServer({
-    corefile: `cluster.local:PORT {
+test(
+  "every plugin's /metrics passes promtool and carries no client-chosen name; /status keeps the top names",
+  { timeout: 60000 },
+  async () => {
+    const { readFileSync } = await import('node:fs');
+    const { FakeUpstream } = await import('../forward/upstreams.js');
+    const { promtoolProblems } = await import('../helpers/promtool.js');
+    const mp = await freePort();
+    const hp = await freePort();
+    const upstream = await FakeUpstream.start();
+    const s = await startServer({
+      corefile: `cluster.local:PORT {
   bind 127.0.0.1
   errors
   log
@@ -89,35 +112,47 @@ test('every plugin\'s /metrics passes promtool and carries no client-chosen name
   loop
 }
 `,
-    files: { 'cluster.yaml': readFileSync('examples/demo/cluster.yaml', 'utf8') },
-    workers: 2,
-  });
-  try {
-    for (let i = 0; i < 30; i++) {
-      await query(s.port, 'backend.default.svc.cluster.local.', QType.A);
-      await query(s.port, 'client-chosen-name.example.', QType.A);
-      await query(s.port, 'nope.default.svc.cluster.local.', QType.A);
-      await query(s.port, 'a.test.', QType.A, { tcp: i % 2 === 0 });
+      files: { 'cluster.yaml': readFileSync('examples/demo/cluster.yaml', 'utf8') },
+      workers: 2,
+    });
+    try {
+      for (let i = 0; i < 30; i++) {
+        await query(s.port, 'backend.default.svc.cluster.local.', QType.A);
+        await query(s.port, 'client-chosen-name.example.', QType.A);
+        await query(s.port, 'nope.default.svc.cluster.local.', QType.A);
+        await query(s.port, 'a.test.', QType.A, { tcp: i % 2 === 0 });
+      }
+      const text = await (await fetch(`http://127.0.0.1:${mp}/metrics`)).text();
+      // The plugins' families are there (else the check below proves little).
+      for (const family of [
+        'coredns_cache_requests_total',
+        'coredns_forward_requests_total',
+        'coredns_kubernetes_dns_programming_duration_seconds',
+        'coredns_dns_request_duration_seconds',
+        'nodejs_active_handles',
+        'process_resident_memory_bytes',
+      ]) {
+        assert.match(text, new RegExp(`^# TYPE ${family} `, 'm'), family);
+      }
+      assert.equal(await promtoolProblems(text), '');
+      assert.doesNotMatch(text, /^# TYPE \w+_total gauge/m, 'a gauge named like a counter');
+      assert.doesNotMatch(text, /client-chosen-name/);
+      assert.doesNotMatch(text, /clusterdns_status_top_names|clusterdns_status_request_duration_seconds/);
+      // The status page still has them (it is opt-in, on the health listener).
+      const deadline = Date.now() + 10000;
+      for (;;) {
+        const report = (await (await fetch(`http://127.0.0.1:${hp}/status.json`)).json()) as {
+          topNames: Array<{ name: string }>;
+          latency: { total: { count: number } };
+        };
+        if (report.topNames.some((n) => n.name === 'client-chosen-name.example.') && report.latency.total.count > 0)
+          break;
+        assert.ok(Date.now() < deadline, `status lost its top names or latency: ${JSON.stringify(report)}`);
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    } finally {
+      await s.stop();
+      await upstream.close();
     }
-    const text = await (await fetch(`http://127.0.0.1:${mp}/metrics`)).text();
-    // The plugins' families are there (else the check below proves little).
-    for (const family of ['coredns_cache_requests_total', 'coredns_forward_requests_total', 'coredns_kubernetes_dns_programming_duration_seconds', 'coredns_dns_request_duration_seconds', 'nodejs_active_handles', 'process_resident_memory_bytes']) {
-      assert.match(text, new RegExp(`^# TYPE ${family} `, 'm'), family);
-    }
-    assert.equal(await promtoolProblems(text), '');
-    assert.doesNotMatch(text, /^# TYPE \w+_total gauge/m, 'a gauge named like a counter');
-    assert.doesNotMatch(text, /client-chosen-name/);
-    assert.doesNotMatch(text, /clusterdns_status_top_names|clusterdns_status_request_duration_seconds/);
-    // The status page still has them (it is opt-in, on the health listener).
-    const deadline = Date.now() + 10000;
-    for (;;) {
-      const report = (await (await fetch(`http://127.0.0.1:${hp}/status.json`)).json()) as { topNames: Array<{ name: string }>; latency: { total: { count: number } } };
-      if (report.topNames.some((n) => n.name === 'client-chosen-name.example.') && report.latency.total.count > 0) break;
-      assert.ok(Date.now() < deadline, `status lost its top names or latency: ${JSON.stringify(report)}`);
-      await new Promise((r) => setTimeout(r, 200));
-    }
-  } finally {
-    await s.stop();
-    await upstream.close();
-  }
-});
+  },
+);

@@ -41,7 +41,8 @@ async function recordingUpstream(): Promise<{ port: number; last: () => Message 
     a.rd = q.rd;
     a.ra = true;
     a.questions = q.questions;
-    if (q.questions[0]!.type === QType.A) a.answers.push({ name: q.questions[0]!.name, type: QType.A, class: 1, ttl: 300, data: { address: '192.0.2.1' } });
+    if (q.questions[0]!.type === QType.A)
+      a.answers.push({ name: q.questions[0]!.name, type: QType.A, class: 1, ttl: 300, data: { address: '192.0.2.1' } });
     // Echo the options back, so `revert` has something to take out.
     if (q.edns) a.edns = { ...q.edns, options: q.edns.options };
     s.send(encodeMessage(a), r.port, r.address);
@@ -127,7 +128,10 @@ describe('rewrite', () => {
   test("AKS's documented rewrite: name regex plus answer name", async () => {
     const r = await dig(s.port, ['Web.Contoso.com', 'A']);
     // The owner name is compressed against the question, so it shows the question's letter case.
-    assert.deepEqual(r.answer.map((l) => l.toLowerCase()), ['web.contoso.com. 5 in a 10.96.0.20']);
+    assert.deepEqual(
+      r.answer.map((l) => l.toLowerCase()),
+      ['web.contoso.com. 5 in a 10.96.0.20'],
+    );
     assert.match(r.raw, /;Web\.Contoso\.com\.\s+IN\s+A/, 'the question exactly as asked');
   });
 
@@ -137,9 +141,15 @@ describe('rewrite', () => {
   });
 
   test('suffix, prefix and substring rules with answer auto', async () => {
-    assert.deepEqual((await dig(s.port, ['web.default.corp.internal'])).answer, ['web.default.corp.internal. 5 IN A 10.96.0.20']);
-    assert.deepEqual((await dig(s.port, ['legacy-web.default.svc.cluster.local'])).answer, ['legacy-web.default.svc.cluster.local. 5 IN A 10.96.0.20']);
-    assert.deepEqual((await dig(s.port, ['web.staging.svc.cluster.local'])).answer, ['web.staging.svc.cluster.local. 5 IN A 10.96.0.20']);
+    assert.deepEqual((await dig(s.port, ['web.default.corp.internal'])).answer, [
+      'web.default.corp.internal. 5 IN A 10.96.0.20',
+    ]);
+    assert.deepEqual((await dig(s.port, ['legacy-web.default.svc.cluster.local'])).answer, [
+      'legacy-web.default.svc.cluster.local. 5 IN A 10.96.0.20',
+    ]);
+    assert.deepEqual((await dig(s.port, ['web.staging.svc.cluster.local'])).answer, [
+      'web.staging.svc.cluster.local. 5 IN A 10.96.0.20',
+    ]);
   });
 
   test('answer value rewrites the SRV target as well as the owner name', async () => {
@@ -147,7 +157,7 @@ describe('rewrite', () => {
     assert.deepEqual(r.answer, ['_http._tcp.web.srv.test. 5 IN SRV 0 100 8080 web.srv.test.']);
   });
 
-  test("CoreDNS README: without an answer rule the records keep the rewritten name; with one they match the question", async () => {
+  test('CoreDNS README: without an answer rule the records keep the rewritten name; with one they match the question', async () => {
     const plain = await dig(s.port, ['ftp-us-west-1.coredns.rocks']);
     assert.deepEqual(plain.answer, ['ftp.service.us-west-1.consul. 3600 IN A 10.0.0.5']);
     const fixed = await dig(s.port, ['ftp-us-west-1.fixed.rocks']);
@@ -197,13 +207,22 @@ describe('rewrite', () => {
   test('edns0 on a query without OPT: the option is added for the upstream, the client still gets no OPT', async () => {
     const r = await dig(s.port, ['+noedns', 'plain.test', 'A']);
     assert.deepEqual(r.answer, ['plain.test. 300 IN A 192.0.2.1']);
-    assert.equal(up.last()!.edns!.options.find((o) => o.code === 0xffee)?.data.toString(), 'abcd');
+    assert.equal(
+      up
+        .last()!
+        .edns!.options.find((o) => o.code === 0xffee)
+        ?.data.toString(),
+      'abcd',
+    );
     assert.doesNotMatch(r.raw, /OPT PSEUDOSECTION/);
   });
 
   test('cname: an ExternalName target rewritten onto a Service and looked up', async () => {
     const r = await dig(s.port, ['external.default.svc.cluster.local', 'A']);
-    assert.deepEqual(r.answer, ['external.default.svc.cluster.local. 5 IN CNAME web.default.svc.cluster.local.', 'web.default.svc.cluster.local. 5 IN A 10.96.0.20']);
+    assert.deepEqual(r.answer, [
+      'external.default.svc.cluster.local. 5 IN CNAME web.default.svc.cluster.local.',
+      'web.default.svc.cluster.local. 5 IN A 10.96.0.20',
+    ]);
   });
 });
 
@@ -218,7 +237,10 @@ describe('rewrite: configuration errors name the file and line', () => {
   ];
   for (const [line, re] of cases) {
     test(line, async () => {
-      const s = await startServer({ corefile: `.:PORT {\n    bind 127.0.0.1\n    ${line}\n    whoami\n}\n`, noWait: true });
+      const s = await startServer({
+        corefile: `.:PORT {\n    bind 127.0.0.1\n    ${line}\n    whoami\n}\n`,
+        noWait: true,
+      });
       const code = await new Promise<number | null>((r) => s.proc.on('exit', r));
       assert.equal(code, 1);
       assert.match(s.output(), re);

@@ -11,7 +11,12 @@ import { startServer, type RunningServer } from '../helpers/server.js';
 import { namespace, service } from '../kubernetes/fixtures.js';
 import { openRoutes } from '../routes/client.js';
 
-const route = (ns: string, name: string, ips: string[]) => ({ name, namespace: ns, clusterIP: ips[0]!, clusterIPs: ips });
+const route = (ns: string, name: string, ips: string[]) => ({
+  name,
+  namespace: ns,
+  clusterIP: ips[0]!,
+  clusterIPs: ips,
+});
 
 describe('routes e2e: the stream clusterdns connect follows', () => {
   let api: KubeApiServer;
@@ -31,7 +36,10 @@ describe('routes e2e: the stream clusterdns connect follows', () => {
     const demoPort = await freePort();
     s = await startServer({
       // The demo cluster, copied so the test can edit it.
-      files: { 'token.txt': 'demo-token\n', 'cluster.yaml': readFileSync(resolve('examples/demo/cluster.yaml'), 'utf8') },
+      files: {
+        'token.txt': 'demo-token\n',
+        'cluster.yaml': readFileSync(resolve('examples/demo/cluster.yaml'), 'utf8'),
+      },
       corefile: `.:PORT {
     bind 127.0.0.1
     kubernetes cluster.local {
@@ -62,7 +70,11 @@ describe('routes e2e: the stream clusterdns connect follows', () => {
 
   test('no token or a wrong one is 401', async () => {
     assert.equal((await openRoutes(apiRoutes, '', null)).status, 401);
-    assert.equal((await openRoutes(demoRoutes, '', 'secret')).status, 401, "the demo block's token comes from its tokenfile");
+    assert.equal(
+      (await openRoutes(demoRoutes, '', 'secret')).status,
+      401,
+      "the demo block's token comes from its tokenfile",
+    );
   });
 
   test('API: SNAPSHOT, then ADDED / MODIFIED / DELETED as the API server changes, and BOOKMARKs', async () => {
@@ -74,7 +86,10 @@ describe('routes e2e: the stream clusterdns connect follows', () => {
     const t0 = Date.now();
     api.apply(service('shop', 'cart', ['10.96.5.7']));
     const added = await c.nextChange();
-    assert.deepEqual({ type: added.type, route: added.route }, { type: 'ADDED', route: route('shop', 'cart', ['10.96.5.7']) });
+    assert.deepEqual(
+      { type: added.type, route: added.route },
+      { type: 'ADDED', route: route('shop', 'cart', ['10.96.5.7']) },
+    );
     assert.ok(Date.now() - t0 < 1000, 'within a second of the API change');
     api.apply(service('shop', 'cart', ['10.96.5.8']));
     assert.deepEqual((await c.nextChange()).route, route('shop', 'cart', ['10.96.5.8']));
@@ -95,7 +110,10 @@ describe('routes e2e: the stream clusterdns connect follows', () => {
     await new Promise((r) => setTimeout(r, 300));
     const again = await openRoutes(apiRoutes, `?namespaces=shop&resourceVersion=${rv}`);
     const f = await again.nextChange();
-    assert.deepEqual({ type: f.type, route: f.route }, { type: 'ADDED', route: route('shop', 'search', ['10.96.5.9']) });
+    assert.deepEqual(
+      { type: f.type, route: f.route },
+      { type: 'ADDED', route: route('shop', 'search', ['10.96.5.9']) },
+    );
     await assert.rejects(again.nextChange(400), /no frame/, 'default/mail is not in the namespaces asked for');
     again.close();
   });
@@ -120,7 +138,10 @@ describe('routes e2e: the stream clusterdns connect follows', () => {
 `,
     );
     const added = await c.nextChange(6000);
-    assert.deepEqual({ type: added.type, route: added.route }, { type: 'ADDED', route: route('default', 'checkout', ['10.96.120.40']) });
+    assert.deepEqual(
+      { type: added.type, route: added.route },
+      { type: 'ADDED', route: route('default', 'checkout', ['10.96.120.40']) },
+    );
     c.close();
   });
 });

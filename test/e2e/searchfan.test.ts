@@ -22,7 +22,11 @@ describe('searchfan e2e: the demo cluster behind a KubeVPN-style forward server'
     external = await FakeUpstream.start();
     // The world outside the cluster: example.com, github.com, and a `backend.` that also exists.
     external.behaviour = zone({
-      records: { 'example.com.': { a: ['93.184.216.34'] }, 'github.com.': { a: ['140.82.112.3'] }, 'backend.': { a: ['198.51.100.7'] } },
+      records: {
+        'example.com.': { a: ['93.184.216.34'] },
+        'github.com.': { a: ['140.82.112.3'] },
+        'backend.': { a: ['198.51.100.7'] },
+      },
     });
     kubePort = await freePort();
     metricsPort = await freePort();
@@ -53,7 +57,9 @@ describe('searchfan e2e: the demo cluster behind a KubeVPN-style forward server'
 
   async function upstreamRequests(): Promise<number> {
     const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
-    const m = new RegExp(`coredns_searchfan_upstream_requests_total\\{server="dns://:${s.port}",to="127\\.0\\.0\\.1:${kubePort}"\\} (\\d+)`).exec(text);
+    const m = new RegExp(
+      `coredns_searchfan_upstream_requests_total\\{server="dns://:${s.port}",to="127\\.0\\.0\\.1:${kubePort}"\\} (\\d+)`,
+    ).exec(text);
     return m ? Number(m[1]) : 0;
   }
 
@@ -65,7 +71,10 @@ describe('searchfan e2e: the demo cluster behind a KubeVPN-style forward server'
     assert.deepEqual(r.answer, ['backend. 5 IN A 10.96.120.15']);
     assert.equal((await upstreamRequests()) - before, 4, '4 candidates, 1 upstream: 4 upstream queries for the miss');
     const again = await dig(s.port, ['backend', 'A']);
-    assert.deepEqual(again.answer.map((l) => l.replace(/ \d+ IN /, ' IN ')), ['backend. IN A 10.96.120.15']);
+    assert.deepEqual(
+      again.answer.map((l) => l.replace(/ \d+ IN /, ' IN ')),
+      ['backend. IN A 10.96.120.15'],
+    );
     assert.equal((await upstreamRequests()) - before, 4, 'the second dig is a cache hit');
   });
 

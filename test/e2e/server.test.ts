@@ -167,7 +167,12 @@ empty.test:PORT {
       sock.on('data', (d: Buffer) => {
         got = Buffer.concat([got, d]);
         const ids: number[] = [];
-        for (let at = 0; at + 2 <= got.length && at + 2 + got.readUInt16BE(at) <= got.length; at += 2 + got.readUInt16BE(at)) ids.push(got.readUInt16BE(at + 2));
+        for (
+          let at = 0;
+          at + 2 <= got.length && at + 2 + got.readUInt16BE(at) <= got.length;
+          at += 2 + got.readUInt16BE(at)
+        )
+          ids.push(got.readUInt16BE(at + 2));
         if (ids.length === 2) resolve(ids);
       }),
     );
@@ -201,28 +206,33 @@ empty.test:PORT {
 });
 
 describe('TCP limits', () => {
-  test('a TCP connection that sends nothing is closed after 3 s, one that asked after the 10 s idle timeout (CoreDNS)', { timeout: 30000 }, async () => {
-    const s = await startServer({ corefile: `.:PORT {\n bind 127.0.0.1\n whoami\n}\n` });
-    try {
-      const closedAfter = (sock: net.Socket, t0: number) => new Promise<number>((r) => sock.on('close', () => r(Date.now() - t0)));
-      const silent = net.connect({ port: s.port, host: '127.0.0.1' });
-      silent.on('error', () => {});
-      const silentClosed = closedAfter(silent, Date.now());
-      const asking = net.connect({ port: s.port, host: '127.0.0.1' });
-      asking.on('error', () => {});
-      await new Promise((r) => asking.on('connect', r));
-      const q = buildQuery('whoami.example.', QType.A, { id: 5 });
-      const answered = new Promise<number>((r) => asking.once('data', () => r(Date.now())));
-      asking.write(Buffer.concat([Buffer.from([0, q.length]), q]));
-      const askingClosed = closedAfter(asking, await answered);
-      const s1 = await silentClosed;
-      assert.ok(s1 >= 2500 && s1 < 8000, `silent connection closed after ${s1} ms`);
-      const s2 = await askingClosed;
-      assert.ok(s2 >= 9000 && s2 < 20000, `connection closed ${s2} ms after its answer`);
-    } finally {
-      await s.stop();
-    }
-  });
+  test(
+    'a TCP connection that sends nothing is closed after 3 s, one that asked after the 10 s idle timeout (CoreDNS)',
+    { timeout: 30000 },
+    async () => {
+      const s = await startServer({ corefile: `.:PORT {\n bind 127.0.0.1\n whoami\n}\n` });
+      try {
+        const closedAfter = (sock: net.Socket, t0: number) =>
+          new Promise<number>((r) => sock.on('close', () => r(Date.now() - t0)));
+        const silent = net.connect({ port: s.port, host: '127.0.0.1' });
+        silent.on('error', () => {});
+        const silentClosed = closedAfter(silent, Date.now());
+        const asking = net.connect({ port: s.port, host: '127.0.0.1' });
+        asking.on('error', () => {});
+        await new Promise((r) => asking.on('connect', r));
+        const q = buildQuery('whoami.example.', QType.A, { id: 5 });
+        const answered = new Promise<number>((r) => asking.once('data', () => r(Date.now())));
+        asking.write(Buffer.concat([Buffer.from([0, q.length]), q]));
+        const askingClosed = closedAfter(asking, await answered);
+        const s1 = await silentClosed;
+        assert.ok(s1 >= 2500 && s1 < 8000, `silent connection closed after ${s1} ms`);
+        const s2 = await askingClosed;
+        assert.ok(s2 >= 9000 && s2 < 20000, `connection closed ${s2} ms after its answer`);
+      } finally {
+        await s.stop();
+      }
+    },
+  );
 });
 
 describe('bursts and connection caps', () => {
@@ -246,49 +256,53 @@ describe('bursts and connection caps', () => {
     }
   });
 
-  test('TCP connections over the cap are refused while existing clients keep being served', { timeout: 60000 }, async () => {
-    const s = await startServer({ corefile: `.:PORT {\n bind 127.0.0.1\n hosts {\n 10.0.0.1 cap.test\n }\n}\n` });
-    const socks: net.Socket[] = [];
-    try {
-      const first = net.connect({ port: s.port, host: '127.0.0.1' });
-      await new Promise((r) => first.on('connect', r));
-      socks.push(first);
-      const q0 = buildQuery('cap.test.', QType.A, { id: 76 });
-      const answered = new Promise((r) => first.once('data', r));
-      // A connection that asked once is kept for the idle timeout; one that never asks, 3 s.
-      first.write(Buffer.concat([Buffer.from([0, q0.length]), q0]));
-      await answered;
-      let closedEarly = 0;
-      let opened = 0;
-      for (let i = 0; i < 1100; i++) {
-        // From 11 addresses, 100 each: the per-address cap (100) is not what refuses them.
-        const c = net.connect({ port: s.port, host: '127.0.0.1', localAddress: `127.0.0.${2 + (i % 11)}` });
-        let at = 0;
-        c.on('error', () => {});
-        c.on('connect', () => {
-          opened++;
-          at = Date.now();
-        });
-        // Refused at once, not closed by the 3 s deadline of a connection that sends nothing.
-        c.on('close', () => {
-          if (at > 0 && Date.now() - at < 1500) closedEarly++;
-        });
-        socks.push(c);
+  test(
+    'TCP connections over the cap are refused while existing clients keep being served',
+    { timeout: 60000 },
+    async () => {
+      const s = await startServer({ corefile: `.:PORT {\n bind 127.0.0.1\n hosts {\n 10.0.0.1 cap.test\n }\n}\n` });
+      const socks: net.Socket[] = [];
+      try {
+        const first = net.connect({ port: s.port, host: '127.0.0.1' });
+        await new Promise((r) => first.on('connect', r));
+        socks.push(first);
+        const q0 = buildQuery('cap.test.', QType.A, { id: 76 });
+        const answered = new Promise((r) => first.once('data', r));
+        // A connection that asked once is kept for the idle timeout; one that never asks, 3 s.
+        first.write(Buffer.concat([Buffer.from([0, q0.length]), q0]));
+        await answered;
+        let closedEarly = 0;
+        let opened = 0;
+        for (let i = 0; i < 1100; i++) {
+          // From 11 addresses, 100 each: the per-address cap (100) is not what refuses them.
+          const c = net.connect({ port: s.port, host: '127.0.0.1', localAddress: `127.0.0.${2 + (i % 11)}` });
+          let at = 0;
+          c.on('error', () => {});
+          c.on('connect', () => {
+            opened++;
+            at = Date.now();
+          });
+          // Refused at once, not closed by the 3 s deadline of a connection that sends nothing.
+          c.on('close', () => {
+            if (at > 0 && Date.now() - at < 1500) closedEarly++;
+          });
+          socks.push(c);
+        }
+        // Wait until the server has accepted (and kept or dropped) them all; slow on a busy machine.
+        const until = Date.now() + 20000;
+        while (Date.now() < until && (opened < 1100 || closedEarly < 100)) await new Promise((r) => setTimeout(r, 100));
+        assert.ok(closedEarly >= 90, `only ${closedEarly} of 1,100 extra connections were refused (cap 1000)`);
+        // The first client still gets answers on its connection.
+        const q = buildQuery('cap.test.', QType.A, { id: 77 });
+        const frame = Buffer.concat([Buffer.from([0, q.length]), q]);
+        const reply = new Promise<Buffer>((resolve) => first.once('data', (d: Buffer) => resolve(d)));
+        first.write(frame);
+        const d = await reply;
+        assert.equal(decodeMessage(d.subarray(2)).id, 77);
+      } finally {
+        for (const c of socks) c.destroy();
+        await s.stop();
       }
-      // Wait until the server has accepted (and kept or dropped) them all; slow on a busy machine.
-      const until = Date.now() + 20000;
-      while (Date.now() < until && (opened < 1100 || closedEarly < 100)) await new Promise((r) => setTimeout(r, 100));
-      assert.ok(closedEarly >= 90, `only ${closedEarly} of 1,100 extra connections were refused (cap 1000)`);
-      // The first client still gets answers on its connection.
-      const q = buildQuery('cap.test.', QType.A, { id: 77 });
-      const frame = Buffer.concat([Buffer.from([0, q.length]), q]);
-      const reply = new Promise<Buffer>((resolve) => first.once('data', (d: Buffer) => resolve(d)));
-      first.write(frame);
-      const d = await reply;
-      assert.equal(decodeMessage(d.subarray(2)).id, 77);
-    } finally {
-      for (const c of socks) c.destroy();
-      await s.stop();
-    }
-  });
+    },
+  );
 });

@@ -24,7 +24,10 @@ interface Outcome {
 
 async function clusterdns(args: string[], env: Record<string, string> = {}, timeoutMs = 15000): Promise<Outcome> {
   try {
-    const r = await run(process.execPath, [BIN, ...args], { env: { ...process.env, CLUSTERDNS_EXIT_WITH_PARENT: '1', ...env }, timeout: timeoutMs });
+    const r = await run(process.execPath, [BIN, ...args], {
+      env: { ...process.env, CLUSTERDNS_EXIT_WITH_PARENT: '1', ...env },
+      timeout: timeoutMs,
+    });
     return { code: 0, stdout: r.stdout, stderr: r.stderr };
   } catch (e) {
     const x = e as { code: number; stdout: string; stderr: string };
@@ -43,7 +46,10 @@ test('a -conf file that is not there is named, in words, not as a raw ENOENT', a
   const missing = join(mkdtempSync(join(tmpdir(), 'clusterdns-start-')), 'Corefile');
   const r = await clusterdns(['-conf', missing]);
   assert.equal(r.code, 1);
-  assert.equal(r.stderr.trim(), `clusterdns: ${missing}: cannot read the Corefile (-conf ${missing}): no such file or directory`);
+  assert.equal(
+    r.stderr.trim(),
+    `clusterdns: ${missing}: cannot read the Corefile (-conf ${missing}): no such file or directory`,
+  );
 });
 
 test('a misspelt directive gets "did you mean"', async () => {
@@ -54,10 +60,17 @@ test('a misspelt directive gets "did you mean"', async () => {
 });
 
 test('hosts with a missing file and an import glob that matches nothing warn once each, with two workers', async () => {
-  const s = await startServer({ corefile: '.:PORT {\n    import /nonexistent-dir/*.conf\n    hosts /nonexistent-hosts\n    whoami\n}\n', workers: 2 });
+  const s = await startServer({
+    corefile: '.:PORT {\n    import /nonexistent-dir/*.conf\n    hosts /nonexistent-hosts\n    whoami\n}\n',
+    workers: 2,
+  });
   try {
     const out = s.output();
-    assert.equal(out.split('[WARNING] No files matching import glob pattern: /nonexistent-dir/*.conf\n').length - 1, 1, out);
+    assert.equal(
+      out.split('[WARNING] No files matching import glob pattern: /nonexistent-dir/*.conf\n').length - 1,
+      1,
+      out,
+    );
     await s.waitFor('[WARNING] plugin/hosts: File does not exist: /nonexistent-hosts\n');
     await new Promise((r) => setTimeout(r, 300));
     assert.equal(s.output().split('File does not exist').length - 1, 1, s.output());
@@ -85,37 +98,66 @@ test('ready on a port in use names the real address, not null:PORT', async () =>
   await new Promise<void>((r) => busy.listen(port, () => r()));
   try {
     for (const workers of ['1', '2']) {
-      const r = await clusterdns(['-conf', corefile(`.:${await freePort()} {\n    whoami\n    ready :${port}\n}\n`), '-workers', workers]);
+      const r = await clusterdns([
+        '-conf',
+        corefile(`.:${await freePort()} {\n    whoami\n    ready :${port}\n}\n`),
+        '-workers',
+        workers,
+      ]);
       assert.equal(r.code, 1);
-      assert.equal(r.stderr, `clusterdns: cannot listen on :${port} ([::]:${port}): address already in use\n`, `workers ${workers}`);
+      assert.equal(
+        r.stderr,
+        `clusterdns: cannot listen on :${port} ([::]:${port}): address already in use\n`,
+        `workers ${workers}`,
+      );
     }
   } finally {
     busy.close();
   }
 });
 
-const unprivilegedStart = Number(existsSync('/proc/sys/net/ipv4/ip_unprivileged_port_start') ? readFileSync('/proc/sys/net/ipv4/ip_unprivileged_port_start', 'utf8') : 1024);
+const unprivilegedStart = Number(
+  existsSync('/proc/sys/net/ipv4/ip_unprivileged_port_start')
+    ? readFileSync('/proc/sys/net/ipv4/ip_unprivileged_port_start', 'utf8')
+    : 1024,
+);
 const canDropRoot = process.getuid?.() === 0 && existsSync('/usr/bin/setpriv') && unprivilegedStart > 53;
 
-test('binding port 53 without privilege says what to grant', { skip: !canDropRoot && 'needs root (to drop it) and setpriv' }, async () => {
-  const f = corefile('.:53 {\n    whoami\n}\n');
-  chmodSync(dirname(f), 0o755); // readable by the unprivileged user
-  let r: Outcome;
-  try {
-    await run('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, BIN, '-conf', f, '-workers', '1'], { timeout: 15000 });
-    assert.fail('started on port 53 without privilege');
-  } catch (e) {
-    r = e as Outcome;
-  }
-  assert.equal(r!.code, 1);
-  assert.match(r!.stderr, /^clusterdns: cannot listen on dns:\/\/0\.0\.0\.0:53: permission denied; .*CAP_NET_BIND_SERVICE.*net\.ipv4\.ip_unprivileged_port_start to 53\n$/);
-});
+test(
+  'binding port 53 without privilege says what to grant',
+  { skip: !canDropRoot && 'needs root (to drop it) and setpriv' },
+  async () => {
+    const f = corefile('.:53 {\n    whoami\n}\n');
+    chmodSync(dirname(f), 0o755); // readable by the unprivileged user
+    let r: Outcome;
+    try {
+      await run(
+        'setpriv',
+        ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, BIN, '-conf', f, '-workers', '1'],
+        { timeout: 15000 },
+      );
+      assert.fail('started on port 53 without privilege');
+    } catch (e) {
+      r = e as Outcome;
+    }
+    assert.equal(r!.code, 1);
+    assert.match(
+      r!.stderr,
+      /^clusterdns: cannot listen on dns:\/\/0\.0\.0\.0:53: permission denied; .*CAP_NET_BIND_SERVICE.*net\.ipv4\.ip_unprivileged_port_start to 53\n$/,
+    );
+  },
+);
 
 test('a kubeconfig context that does not exist points at the kubeconfig line', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'clusterdns-start-'));
   const kc = join(dir, 'kubeconfig');
-  writeFileSync(kc, 'apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1\ncontexts:\n- name: a\n  context:\n    cluster: c\ncurrent-context: a\n');
-  const f = corefile(`.:${await freePort()} {\n    kubernetes cluster.local {\n        pods insecure\n        kubeconfig ${kc} nope\n    }\n}\n`);
+  writeFileSync(
+    kc,
+    'apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1\ncontexts:\n- name: a\n  context:\n    cluster: c\ncurrent-context: a\n',
+  );
+  const f = corefile(
+    `.:${await freePort()} {\n    kubernetes cluster.local {\n        pods insecure\n        kubeconfig ${kc} nope\n    }\n}\n`,
+  );
   const r = await clusterdns(['-conf', f, '-workers', '1']);
   assert.equal(r.code, 1);
   assert.match(r.stderr, new RegExp(`^${f}:4 - Error during parsing: kubernetes: .*context "nope" not found`));
@@ -141,7 +183,10 @@ test('an in-cluster error with workers says "in-cluster:" once', { skip: inPod &
 
 test('the banner says "on ADDRESS" for a block that binds, as CoreDNS does', async () => {
   const other = await freePort();
-  const s = await startServer({ corefile: `example.org:PORT {\n    bind 127.0.0.1 ::1\n    whoami\n}\n.:${other} {\n    whoami\n}\n`, workers: 1 });
+  const s = await startServer({
+    corefile: `example.org:PORT {\n    bind 127.0.0.1 ::1\n    whoami\n}\n.:${other} {\n    whoami\n}\n`,
+    workers: 1,
+  });
   try {
     const banner = s.output().split('clusterdns-')[0]!;
     assert.equal(banner, `example.org.:${s.port} on 127.0.0.1\nexample.org.:${s.port} on ::1\n.:${other}\n`);
@@ -161,7 +206,10 @@ test('reload logs the running SHA512 at start, then Reloading / SHA512 / Reloadi
     await s.waitFor('[INFO] Reloading complete\n', 15000);
     const out = s.output();
     const tail = out.slice(out.indexOf('[INFO] Reloading\n'));
-    assert.equal(tail, `[INFO] Reloading\n[INFO] plugin/reload: Running configuration SHA512 = ${second}\n[INFO] Reloading complete\n`);
+    assert.equal(
+      tail,
+      `[INFO] Reloading\n[INFO] plugin/reload: Running configuration SHA512 = ${second}\n[INFO] Reloading complete\n`,
+    );
     assert.equal(out.split('Running configuration SHA512').length - 1, 2, 'one line per load, not one per worker');
   } finally {
     await s.stop();
@@ -169,7 +217,10 @@ test('reload logs the running SHA512 at start, then Reloading / SHA512 / Reloadi
 });
 
 test('errors logs "no next plugin found" for a SERVFAIL at the end of the chain', async () => {
-  const s = await startServer({ corefile: '.:PORT {\n    errors\n    hosts {\n        10.0.0.1 a.test\n        fallthrough\n    }\n}\n', workers: 1 });
+  const s = await startServer({
+    corefile: '.:PORT {\n    errors\n    hosts {\n        10.0.0.1 a.test\n        fallthrough\n    }\n}\n',
+    workers: 1,
+  });
   try {
     const r = await dig(s.port, ['b.test', 'A']);
     assert.equal(r.status, 'SERVFAIL');

@@ -21,7 +21,12 @@ async function report(port: number): Promise<StatusReport> {
 }
 
 /** Polls the report until `ok` holds (the numbers move on a one-second tick). */
-async function reportWhen(port: number, ok: (r: StatusReport) => boolean, what: string, ms = 5000): Promise<StatusReport> {
+async function reportWhen(
+  port: number,
+  ok: (r: StatusReport) => boolean,
+  what: string,
+  ms = 5000,
+): Promise<StatusReport> {
   const deadline = Date.now() + ms;
   let last = await report(port);
   while (!ok(last)) {
@@ -83,20 +88,29 @@ describe('status: /status.json of one process', () => {
   });
 
   test('counts every query, the rcode mix, latency percentiles, cache hits, top names, upstreams and the API', async () => {
-    for (let i = 0; i < 40; i++) assert.equal((await query(s.port, i % 2 ? 'A.TeSt.' : 'a.test.', QType.A)).rcode, Rcode.NOERROR);
-    for (let i = 0; i < 6; i++) assert.equal((await query(s.port, 'missing.default.svc.cluster.local.', QType.A)).rcode, Rcode.NXDOMAIN);
+    for (let i = 0; i < 40; i++)
+      assert.equal((await query(s.port, i % 2 ? 'A.TeSt.' : 'a.test.', QType.A)).rcode, Rcode.NOERROR);
+    for (let i = 0; i < 6; i++)
+      assert.equal((await query(s.port, 'missing.default.svc.cluster.local.', QType.A)).rcode, Rcode.NXDOMAIN);
     for (let i = 0; i < 3; i++) assert.equal((await query(s.port, `w${i}.up.test.`, QType.A)).rcode, Rcode.NOERROR);
     assert.equal((await query(s.port, 'kubernetes.default.svc.cluster.local.', QType.A)).answers.length, 1);
     // The dead upstream's query ends in SERVFAIL once the tries run out; it is counted then.
     assert.equal((await query(s.port, 'elsewhere.example.', QType.A, { timeoutMs: 8000 })).rcode, Rcode.SERVFAIL);
     const sent = 40 + 6 + 3 + 1 + 1;
 
-    const r = await reportWhen(healthPort, (x) => x.queries.total === sent && x.upstreams.some((u) => u.state === 'down'), `${sent} queries and the dead upstream down`);
+    const r = await reportWhen(
+      healthPort,
+      (x) => x.queries.total === sent && x.upstreams.some((u) => u.state === 'down'),
+      `${sent} queries and the dead upstream down`,
+    );
     assert.equal(r.workers, 1);
     assert.deepEqual(r.rcodes.total, { NOERROR: 44, NXDOMAIN: 6, SERVFAIL: 1 });
     assert.equal(r.latency.total.count, sent);
     const { p50, p90, p99 } = r.latency.total;
-    assert.ok(p50 !== null && p90 !== null && p99 !== null && p50 > 0 && p50 <= p90 && p90 <= p99, JSON.stringify(r.latency.total));
+    assert.ok(
+      p50 !== null && p90 !== null && p99 !== null && p50 > 0 && p50 <= p90 && p90 <= p99,
+      JSON.stringify(r.latency.total),
+    );
     assert.ok(p50 < 0.05, `p50 of mostly cache hits: ${p50}`);
     // Every query passed the cache: a.test and the NXDOMAIN name after their first answer hit.
     assert.equal(r.cache.total.requests, sent);
@@ -106,7 +120,10 @@ describe('status: /status.json of one process', () => {
     assert.equal(r.topNames[0]!.name, 'a.test.', 'names are counted lowercased');
     assert.ok(r.topNames[0]!.count > 38 && r.topNames[0]!.count <= 40, `decayed count ${r.topNames[0]!.count}`);
     assert.ok(r.topNames[0]!.share > 0.7 && r.topNames[0]!.share < 0.85, `share ${r.topNames[0]!.share}`);
-    assert.deepEqual(r.topNxdomain.map((n) => n.name), ['missing.default.svc.cluster.local.']);
+    assert.deepEqual(
+      r.topNxdomain.map((n) => n.name),
+      ['missing.default.svc.cluster.local.'],
+    );
     assert.equal(r.topNxdomain[0]!.share, 1);
 
     const up = r.upstreams.find((u) => u.to === `127.0.0.1:${upstream.port}`)!;
@@ -142,10 +159,14 @@ describe('status: /status.json of one process', () => {
   test('the rate follows the load: above zero while queries flow, back to zero after', async () => {
     const stopAt = Date.now() + 2500;
     const load = (async () => {
-      while (Date.now() < stopAt) await Promise.all(Array.from({ length: 10 }, () => sendUdp(s.port, buildQuery('a.test.', QType.A))));
+      while (Date.now() < stopAt)
+        await Promise.all(Array.from({ length: 10 }, () => sendUdp(s.port, buildQuery('a.test.', QType.A))));
     })();
     const busy = await reportWhen(healthPort, (x) => x.queries.perSecond > 50, 'a rate above 50/s under load');
-    assert.ok(busy.queries.recent > 0 && busy.latency.recent.count > 0 && busy.cache.recent.hitRatio! > 0.9, JSON.stringify(busy.queries));
+    assert.ok(
+      busy.queries.recent > 0 && busy.latency.recent.count > 0 && busy.cache.recent.hitRatio! > 0.9,
+      JSON.stringify(busy.queries),
+    );
     await load;
     await reportWhen(healthPort, (x) => x.queries.perSecond === 0, 'the rate back at zero', 4000);
   });
@@ -168,7 +189,10 @@ test('status: with two workers the report sums both processes', { timeout: 30000
     assert.equal(r.latency.total.count, 48);
     assert.equal(r.topNames[0]!.name, 'a.test.');
     assert.ok(Math.abs(r.topNames[0]!.count - 40) < 2, `merged count ${r.topNames[0]!.count}`);
-    assert.deepEqual(r.topNxdomain.map((n) => n.name), ['nope.default.svc.cluster.local.']);
+    assert.deepEqual(
+      r.topNxdomain.map((n) => n.name),
+      ['nope.default.svc.cluster.local.'],
+    );
     assert.ok(Math.abs(r.topNxdomain[0]!.count - 8) < 1);
     // Each worker's view of the shared watcher, counted once per worker.
     assert.equal(r.kubernetes.length, 1);

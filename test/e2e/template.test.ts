@@ -21,7 +21,8 @@ async function upstream(): Promise<{ port: number; names: string[]; close: () =>
     a.rd = q.rd;
     a.ra = true;
     a.questions = q.questions;
-    if (q.questions[0]!.type === QType.A) a.answers.push({ name: q.questions[0]!.name, type: QType.A, class: 1, ttl: 30, data: { address: '192.0.2.53' } });
+    if (q.questions[0]!.type === QType.A)
+      a.answers.push({ name: q.questions[0]!.name, type: QType.A, class: 1, ttl: 30, data: { address: '192.0.2.53' } });
     s.send(encodeMessage(a), r.port, r.address);
   });
   await new Promise<void>((r) => s.bind(0, '127.0.0.1', () => r()));
@@ -126,7 +127,10 @@ describe('template', () => {
     // Answered again from the rendered-answer cache: the question exactly as asked, the same record.
     const upper = await dig(s.port, ['IP-10-1-2-3.EXAMPLE']);
     assert.match(upper.raw, /;IP-10-1-2-3\.EXAMPLE\.\s+IN\s+A/);
-    assert.deepEqual(upper.answer.map((l) => l.toLowerCase()), ['ip-10-1-2-3.example. 60 in a 10.1.2.3']);
+    assert.deepEqual(
+      upper.answer.map((l) => l.toLowerCase()),
+      ['ip-10-1-2-3.example. 60 in a 10.1.2.3'],
+    );
     assert.ok(upper.flags.includes('aa'));
   });
 
@@ -165,22 +169,37 @@ describe('template', () => {
 
   test('upstream: a CNAME answer is followed through the server block', async () => {
     const r = await dig(s.port, ['web.alias.test', 'A']);
-    assert.deepEqual(r.answer, ['web.alias.test. 60 IN CNAME web.elsewhere.test.', 'web.elsewhere.test. 30 IN A 192.0.2.53']);
+    assert.deepEqual(r.answer, [
+      'web.alias.test. 60 IN CNAME web.elsewhere.test.',
+      'web.elsewhere.test. 30 IN A 192.0.2.53',
+    ]);
   });
 
   test('a template that fails to execute, or renders no valid record, is SERVFAIL and counted', async () => {
     assert.equal((await query(s.port, 'x.broken.test.', QType.A)).rcode, Rcode.SERVFAIL);
     assert.equal((await query(s.port, 'x.badrr.test.', QType.A)).rcode, Rcode.SERVFAIL);
     const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
-    assert.match(text, /coredns_template_matches_total\{server="dns:\/\/:\d+",zone="example\.",view="",class="IN",type="A"\} [1-9]/);
-    assert.match(text, /coredns_template_template_failures_total\{server="dns:\/\/:\d+",zone="broken\.test\.",view="",class="IN",type="A",section="answer",template="answer"\} 1/);
-    assert.match(text, /coredns_template_rr_failures_total\{server="dns:\/\/:\d+",zone="badrr\.test\.",view="",class="IN",type="A",section="answer",template="answer"\} 1/);
+    assert.match(
+      text,
+      /coredns_template_matches_total\{server="dns:\/\/:\d+",zone="example\.",view="",class="IN",type="A"\} [1-9]/,
+    );
+    assert.match(
+      text,
+      /coredns_template_template_failures_total\{server="dns:\/\/:\d+",zone="broken\.test\.",view="",class="IN",type="A",section="answer",template="answer"\} 1/,
+    );
+    assert.match(
+      text,
+      /coredns_template_rr_failures_total\{server="dns:\/\/:\d+",zone="badrr\.test\.",view="",class="IN",type="A",section="answer",template="answer"\} 1/,
+    );
   });
 });
 
 describe('template: a template that does not parse stops the start with FILE:LINE', () => {
   const cases: Array<[string, RegExp]> = [
-    ['answer "{{ .Name 60 IN A 1.2.3.4"', /Corefile:4 - Error during parsing: template: could not compile template: .*unclosed action/],
+    [
+      'answer "{{ .Name 60 IN A 1.2.3.4"',
+      /Corefile:4 - Error during parsing: template: could not compile template: .*unclosed action/,
+    ],
     ['answer "{{ nosuch .Name }}"', /Corefile:4 - Error during parsing: .*function "nosuch" not defined/],
     ['answer "{{ if .Name }}x"', /Corefile:4 - .*unexpected EOF/],
     ['match "([a-z]"', /Corefile:4 - Error during parsing: template: could not parse regex/],
@@ -188,7 +207,10 @@ describe('template: a template that does not parse stops the start with FILE:LIN
   ];
   for (const [line, re] of cases) {
     test(line, async () => {
-      const s = await startServer({ corefile: `.:PORT {\n    bind 127.0.0.1\n    template IN A {\n      ${line}\n    }\n}\n`, noWait: true });
+      const s = await startServer({
+        corefile: `.:PORT {\n    bind 127.0.0.1\n    template IN A {\n      ${line}\n    }\n}\n`,
+        noWait: true,
+      });
       const code = await new Promise<number | null>((r) => s.proc.on('exit', (c) => r(c)));
       assert.equal(code, 1);
       assert.match(s.output(), re);

@@ -26,7 +26,11 @@ ${extra}`;
 
 /** `dig AXFR`'s records (comments and blank lines dropped, white space squeezed). */
 async function axfr(port: number, name: string, from = '127.0.0.1'): Promise<{ records: string[]; raw: string }> {
-  const { stdout } = await execFileP('dig', ['@127.0.0.1', '-p', String(port), '-b', from, '+tries=1', '+time=3', 'AXFR', name], { timeout: 15000 });
+  const { stdout } = await execFileP(
+    'dig',
+    ['@127.0.0.1', '-p', String(port), '-b', from, '+tries=1', '+time=3', 'AXFR', name],
+    { timeout: 15000 },
+  );
   const records = stdout
     .split('\n')
     .filter((l) => l.trim() !== '' && !l.startsWith(';'))
@@ -94,7 +98,10 @@ closed.test:PORT {
 
   test('dig AXFR of a file zone: SOA first and last, every record between', async () => {
     const r = await axfr(s.port, 'example.org');
-    assert.equal(r.records[0], 'example.org. 300 IN SOA ns1.example.org. hostmaster.example.org. 1 7200 3600 1209600 300');
+    assert.equal(
+      r.records[0],
+      'example.org. 300 IN SOA ns1.example.org. hostmaster.example.org. 1 7200 3600 1209600 300',
+    );
     assert.equal(r.records.at(-1), r.records[0]);
     assert.deepEqual(r.records.slice(1, -1).sort(), [
       'example.org. 300 IN NS ns1.example.org.',
@@ -122,7 +129,10 @@ closed.test:PORT {
 
   test('dig AXFR of the cluster zone: Services, their SRV, headless endpoints, ExternalName', async () => {
     const r = await axfr(s.port, 'cluster.local');
-    assert.match(r.records[0]!, /^cluster\.local\. 5 IN SOA ns\.dns\.cluster\.local\. hostmaster\.cluster\.local\. \d+ 7200 1800 86400 5$/);
+    assert.match(
+      r.records[0]!,
+      /^cluster\.local\. 5 IN SOA ns\.dns\.cluster\.local\. hostmaster\.cluster\.local\. \d+ 7200 1800 86400 5$/,
+    );
     for (const want of [
       'backend.default.svc.cluster.local. 5 IN A 10.96.120.15',
       'backend.default.svc.cluster.local. 5 IN AAAA fd00:10:96::f',

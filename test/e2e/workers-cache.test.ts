@@ -30,19 +30,28 @@ function upstreamZone(q: Message): Message {
 }
 
 /** Each name asked `times` times, every query from a fresh socket, `parallel` at a time. */
-async function askAll(port: number, names: string[], times: number, o: { tcp?: boolean; parallel?: number } = {}): Promise<Message[]> {
+async function askAll(
+  port: number,
+  names: string[],
+  times: number,
+  o: { tcp?: boolean; parallel?: number } = {},
+): Promise<Message[]> {
   const jobs: Array<() => Promise<Message>> = [];
-  for (let t = 0; t < times; t++) for (const n of names) jobs.push(() => query(port, n, QType.A, { tcp: o.tcp, timeoutMs: 4000 }));
+  for (let t = 0; t < times; t++)
+    for (const n of names) jobs.push(() => query(port, n, QType.A, { tcp: o.tcp, timeoutMs: 4000 }));
   const out: Message[] = [];
   const parallel = o.parallel ?? 40;
-  for (let i = 0; i < jobs.length; i += parallel) out.push(...(await Promise.all(jobs.slice(i, i + parallel).map((j) => j()))));
+  for (let i = 0; i < jobs.length; i += parallel)
+    out.push(...(await Promise.all(jobs.slice(i, i + parallel).map((j) => j()))));
   return out;
 }
 
 async function cacheEntries(metricsPort: number, type: string): Promise<number> {
   const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
   let sum = 0;
-  for (const line of text.split('\n')) if (line.startsWith('coredns_cache_entries{') && line.includes(`type="${type}"`)) sum += Number(line.split(' ').pop());
+  for (const line of text.split('\n'))
+    if (line.startsWith('coredns_cache_entries{') && line.includes(`type="${type}"`))
+      sum += Number(line.split(' ').pop());
   return sum;
 }
 
@@ -93,7 +102,9 @@ for (const [path, env] of [
     it('60 concurrent misses for one name from fresh sockets reach the upstream once', async () => {
       up.delayMs = 300;
       try {
-        const replies = await Promise.all(Array.from({ length: 60 }, () => query(s.port, 'burst.example.org.', QType.A, { timeoutMs: 4000 })));
+        const replies = await Promise.all(
+          Array.from({ length: 60 }, () => query(s.port, 'burst.example.org.', QType.A, { timeoutMs: 4000 })),
+        );
         assert.ok(replies.every((m) => m.answers.length === 1));
       } finally {
         up.delayMs = 0;
@@ -146,7 +157,8 @@ describe('-workers 2: a worker killed under load', { skip: !native, timeout: 60_
         if (counts) after++;
         try {
           const m = await query(s.port, name, QType.A, { timeoutMs: 1000 });
-          if (counts && m.rcode !== Rcode.NOERROR) failures.push(`${name} at +${(at - killedAt).toFixed(0)} ms: rcode ${m.rcode}`);
+          if (counts && m.rcode !== Rcode.NOERROR)
+            failures.push(`${name} at +${(at - killedAt).toFixed(0)} ms: rcode ${m.rcode}`);
         } catch (e) {
           if (counts) failures.push(`${name} at +${(at - killedAt).toFixed(0)} ms: ${(e as Error).message}`);
         }
@@ -169,7 +181,10 @@ describe('-workers 2, one cache: a worker killed and replaced', { skip: !native,
   let s: RunningServer;
   before(async () => {
     up = await startUpstream(upstreamZone);
-    s = await startServer({ corefile: `.:PORT {\n    bind 127.0.0.1\n    cache 300\n    forward . 127.0.0.1:${up.port} {\n        prefer_udp\n    }\n}\n`, workers: 2 });
+    s = await startServer({
+      corefile: `.:PORT {\n    bind 127.0.0.1\n    cache 300\n    forward . 127.0.0.1:${up.port} {\n        prefer_udp\n    }\n}\n`,
+      workers: 2,
+    });
   });
   after(async () => {
     await s?.stop();
@@ -188,7 +203,10 @@ describe('-workers 2, one cache: a worker killed and replaced', { skip: !native,
     // The shard whose worker survived was never asked again: its cache is intact.
     const kept = NAMES.filter((n) => up.count(n) === 1);
     const keptShard = shard(kept[0]!);
-    assert.deepEqual(kept, NAMES.filter((n) => shard(n) === keptShard));
+    assert.deepEqual(
+      kept,
+      NAMES.filter((n) => shard(n) === keptShard),
+    );
     // Once the replacement serves, its names are asked upstream at most once more (its cache is
     // new), then never again: each name has one worker again.
     await s.waitFor(/UDP: shard \d+ is steered to its worker again/, 15_000);
@@ -199,7 +217,10 @@ describe('-workers 2, one cache: a worker killed and replaced', { skip: !native,
     await askAll(s.port, NAMES, 4);
     // (A name queued on the dead worker's socket was already answered by the replacement: +0.)
     const after = counts(up, lost);
-    assert.ok(after.every((c, i) => c - was[i]! <= 1), `asked again: ${after.map((c, i) => c - was[i]!).join(' ')}`);
+    assert.ok(
+      after.every((c, i) => c - was[i]! <= 1),
+      `asked again: ${after.map((c, i) => c - was[i]!).join(' ')}`,
+    );
     const before = up.count();
     await askAll(s.port, NAMES, 4);
     assert.equal(up.count(), before);
@@ -239,6 +260,12 @@ describe('-workers 2: searchfan single flight across workers', { timeout: 60_000
       Array.from({ length: 40 }, (_, i) => query(s.port, 'backend.', QType.A, { tcp: i % 4 === 0, timeoutMs: 4000 })),
     );
     assert.ok(replies.every((m) => m.rcode === Rcode.NOERROR && m.answers.length === 1));
-    for (const c of ['backend.default.svc.cluster.local.', 'backend.svc.cluster.local.', 'backend.cluster.local.', 'backend.']) assert.equal(up.count(c), 1, c);
+    for (const c of [
+      'backend.default.svc.cluster.local.',
+      'backend.svc.cluster.local.',
+      'backend.cluster.local.',
+      'backend.',
+    ])
+      assert.equal(up.count(c), 1, c);
   });
 });

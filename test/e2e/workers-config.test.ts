@@ -13,143 +13,188 @@ import { QType, Rcode } from '../../src/dns/constants.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-
-const hostsConf = (ip: string, reload = 'reload 2s 1s') => `.:PORT {\n    bind 127.0.0.1\n    ${reload}\n    hosts {\n        ${ip} a.example\n    }\n}\n`;
+const hostsConf = (ip: string, reload = 'reload 2s 1s') =>
+  `.:PORT {\n    bind 127.0.0.1\n    ${reload}\n    hosts {\n        ${ip} a.example\n    }\n}\n`;
 
 function rewrite(s: RunningServer, text: string): void {
   writeFileSync(s.corefile, text.replaceAll('PORT', String(s.port)));
 }
 
-test('a reload switches every worker at once: after the first answer from the new Corefile, no query gets an old one', { timeout: 60000 }, async () => {
-  const s = await startServer({ corefile: hostsConf('10.0.0.1'), workers: 2 });
-  try {
-    assert.ok(await allAnswer(s.port, 'a.example.', '10.0.0.1'));
-    const seen: Array<{ sent: number; got: number; ip: string | undefined }> = [];
-    let firstNew = Infinity;
-    const stopAt = { t: Date.now() + 20000 };
-    const loop = async () => {
-      while (Date.now() < stopAt.t) {
-        const sent = performance.now();
-        const r = await query(s.port, 'a.example.', QType.A, { timeoutMs: 1500 }).catch(() => null);
-        const got = performance.now();
-        const ip = r ? addressOf(r) : undefined;
-        seen.push({ sent, got, ip });
-        if (ip === '10.0.0.2' && got < firstNew) {
-          firstNew = got;
-          // Keep asking a while after the switch, then stop.
-          stopAt.t = Math.min(stopAt.t, Date.now() + 3000);
+test(
+  'a reload switches every worker at once: after the first answer from the new Corefile, no query gets an old one',
+  { timeout: 60000 },
+  async () => {
+    const s = await startServer({ corefile: hostsConf('10.0.0.1'), workers: 2 });
+    try {
+      assert.ok(await allAnswer(s.port, 'a.example.', '10.0.0.1'));
+      const seen: Array<{ sent: number; got: number; ip: string | undefined }> = [];
+      let firstNew = Infinity;
+      const stopAt = { t: Date.now() + 20000 };
+      const loop = async () => {
+        while (Date.now() < stopAt.t) {
+          const sent = performance.now();
+          const r = await query(s.port, 'a.example.', QType.A, { timeoutMs: 1500 }).catch(() => null);
+          const got = performance.now();
+          const ip = r ? addressOf(r) : undefined;
+          seen.push({ sent, got, ip });
+          if (ip === '10.0.0.2' && got < firstNew) {
+            firstNew = got;
+            // Keep asking a while after the switch, then stop.
+            stopAt.t = Math.min(stopAt.t, Date.now() + 3000);
+          }
         }
+      };
+      const loops = Array.from({ length: 4 }, loop);
+      await sleep(200);
+      rewrite(s, hostsConf('10.0.0.2'));
+      await Promise.all(loops);
+      assert.ok(firstNew < Infinity, 'the new Corefile was loaded');
+      const late = seen.filter((q) => q.ip === '10.0.0.1' && q.sent > firstNew);
+      assert.equal(
+        late.length,
+        0,
+        `${late.length} of ${seen.filter((q) => q.sent > firstNew).length} queries sent after the first new answer got the old one`,
+      );
+      assert.ok(
+        seen.every((q) => q.ip === '10.0.0.1' || q.ip === '10.0.0.2'),
+        'every query was answered',
+      );
+      assert.equal(
+        s.output().match(/Running configuration SHA512/g)?.length,
+        2,
+        'each load (the start, the reload) is logged once, not once per worker',
+      );
+    } finally {
+      await s.stop();
+    }
+  },
+);
+
+test(
+  'a reload one worker cannot prepare is applied by none, and its error is logged once',
+  { timeout: 60000 },
+  async () => {
+    const s = await startServer({
+      corefile: hostsConf('10.0.0.1', 'reload 1h'),
+      workers: 2,
+      // Test-only hook: worker 2 fails to prepare any configuration naming 10.0.0.9.
+      env: { CLUSTERDNS_TEST_FAIL_PREPARE: '2:10.0.0.9' },
+    });
+    try {
+      assert.ok(await allAnswer(s.port, 'a.example.', '10.0.0.1'));
+      rewrite(s, hostsConf('10.0.0.9', 'reload 1h'));
+      s.proc.kill('SIGUSR1');
+      await s.waitFor(/reload failed: .*worker 2 refuses this configuration; keeping the running configuration/, 10000);
+      await sleep(500);
+      assert.ok(await allAnswer(s.port, 'a.example.', '10.0.0.1', 40), 'no worker switched');
+      assert.equal(s.output().match(/reload failed/g)?.length, 1, 'logged once');
+      rewrite(s, hostsConf('10.0.0.3', 'reload 1h'));
+      s.proc.kill('SIGUSR1');
+      await until('every worker answers from the next good Corefile', 10000, () =>
+        allAnswer(s.port, 'a.example.', '10.0.0.3'),
+      );
+    } finally {
+      await s.stop();
+    }
+  },
+);
+
+test(
+  'a replaced worker serves the running configuration, not a Corefile broken since',
+  { timeout: 60000 },
+  async () => {
+    const s = await startServer({ corefile: hostsConf('10.0.0.1', 'reload 1h'), workers: 2 });
+    try {
+      rewrite(s, hostsConf('10.0.0.2', 'reload 1h'));
+      s.proc.kill('SIGUSR1');
+      await until('both workers switched', 10000, () => allAnswer(s.port, 'a.example.', '10.0.0.2'));
+      writeFileSync(s.corefile, '.:1 {\n    nope\n}\n');
+      const [victim] = childrenOf(s.proc.pid!);
+      process.kill(victim!, 'SIGKILL');
+      await until(
+        'a replacement runs',
+        10000,
+        async () => childrenOf(s.proc.pid!).length === 2 && !childrenOf(s.proc.pid!).includes(victim!),
+      );
+      await sleep(500);
+      assert.ok(await allAnswer(s.port, 'a.example.', '10.0.0.2', 40));
+    } finally {
+      await s.stop();
+    }
+  },
+);
+
+test(
+  'counters (and /status totals) never fall when a worker is killed under load, and the load is still answered',
+  { timeout: 60000 },
+  async () => {
+    const metricsPort = await freePort();
+    const healthPort = await freePort();
+    const s = await startServer({
+      corefile: `.:PORT {\n    bind 127.0.0.1\n    prometheus 127.0.0.1:${metricsPort}\n    health 127.0.0.1:${healthPort} {\n        status\n    }\n    hosts {\n        10.0.0.1 a.example\n    }\n}\n`,
+      workers: 2,
+    });
+    const statusTotal = async () =>
+      ((await (await fetch(`http://127.0.0.1:${healthPort}/status.json`)).json()) as { queries: { total: number } })
+        .queries.total;
+    try {
+      let answered = 0;
+      let lost = 0;
+      let running = true;
+      const loop = async () => {
+        while (running) {
+          const r = await query(s.port, 'a.example.', QType.A, { timeoutMs: 1000 }).catch(() => null);
+          if (r?.rcode === Rcode.NOERROR) answered++;
+          else lost++;
+        }
+      };
+      const loops = Array.from({ length: 4 }, loop);
+      const readings: number[] = [];
+      const statusReadings: number[] = [];
+      // A connection the killed worker had accepted is reset with it: ask again.
+      const retry = async <T>(f: () => Promise<T>): Promise<T> =>
+        f()
+          .catch(() => sleep(100).then(f))
+          .catch(() => sleep(300).then(f));
+      const read = async () => {
+        readings.push(total(await retry(() => scrape(metricsPort)), 'coredns_dns_requests_total'));
+        statusReadings.push(await retry(statusTotal));
+      };
+      for (let i = 0; i < 5; i++) {
+        await read();
+        await sleep(200);
       }
-    };
-    const loops = Array.from({ length: 4 }, loop);
-    await sleep(200);
-    rewrite(s, hostsConf('10.0.0.2'));
-    await Promise.all(loops);
-    assert.ok(firstNew < Infinity, 'the new Corefile was loaded');
-    const late = seen.filter((q) => q.ip === '10.0.0.1' && q.sent > firstNew);
-    assert.equal(late.length, 0, `${late.length} of ${seen.filter((q) => q.sent > firstNew).length} queries sent after the first new answer got the old one`);
-    assert.ok(seen.every((q) => q.ip === '10.0.0.1' || q.ip === '10.0.0.2'), 'every query was answered');
-    assert.equal(s.output().match(/Running configuration SHA512/g)?.length, 2, 'each load (the start, the reload) is logged once, not once per worker');
-  } finally {
-    await s.stop();
-  }
-});
-
-test('a reload one worker cannot prepare is applied by none, and its error is logged once', { timeout: 60000 }, async () => {
-  const s = await startServer({
-    corefile: hostsConf('10.0.0.1', 'reload 1h'),
-    workers: 2,
-    // Test-only hook: worker 2 fails to prepare any configuration naming 10.0.0.9.
-    env: { CLUSTERDNS_TEST_FAIL_PREPARE: '2:10.0.0.9' },
-  });
-  try {
-    assert.ok(await allAnswer(s.port, 'a.example.', '10.0.0.1'));
-    rewrite(s, hostsConf('10.0.0.9', 'reload 1h'));
-    s.proc.kill('SIGUSR1');
-    await s.waitFor(/reload failed: .*worker 2 refuses this configuration; keeping the running configuration/, 10000);
-    await sleep(500);
-    assert.ok(await allAnswer(s.port, 'a.example.', '10.0.0.1', 40), 'no worker switched');
-    assert.equal(s.output().match(/reload failed/g)?.length, 1, 'logged once');
-    rewrite(s, hostsConf('10.0.0.3', 'reload 1h'));
-    s.proc.kill('SIGUSR1');
-    await until('every worker answers from the next good Corefile', 10000, () => allAnswer(s.port, 'a.example.', '10.0.0.3'));
-  } finally {
-    await s.stop();
-  }
-});
-
-test('a replaced worker serves the running configuration, not a Corefile broken since', { timeout: 60000 }, async () => {
-  const s = await startServer({ corefile: hostsConf('10.0.0.1', 'reload 1h'), workers: 2 });
-  try {
-    rewrite(s, hostsConf('10.0.0.2', 'reload 1h'));
-    s.proc.kill('SIGUSR1');
-    await until('both workers switched', 10000, () => allAnswer(s.port, 'a.example.', '10.0.0.2'));
-    writeFileSync(s.corefile, '.:1 {\n    nope\n}\n');
-    const [victim] = childrenOf(s.proc.pid!);
-    process.kill(victim!, 'SIGKILL');
-    await until('a replacement runs', 10000, async () => childrenOf(s.proc.pid!).length === 2 && !childrenOf(s.proc.pid!).includes(victim!));
-    await sleep(500);
-    assert.ok(await allAnswer(s.port, 'a.example.', '10.0.0.2', 40));
-  } finally {
-    await s.stop();
-  }
-});
-
-test('counters (and /status totals) never fall when a worker is killed under load, and the load is still answered', { timeout: 60000 }, async () => {
-  const metricsPort = await freePort();
-  const healthPort = await freePort();
-  const s = await startServer({
-    corefile: `.:PORT {\n    bind 127.0.0.1\n    prometheus 127.0.0.1:${metricsPort}\n    health 127.0.0.1:${healthPort} {\n        status\n    }\n    hosts {\n        10.0.0.1 a.example\n    }\n}\n`,
-    workers: 2,
-  });
-  const statusTotal = async () => ((await (await fetch(`http://127.0.0.1:${healthPort}/status.json`)).json()) as { queries: { total: number } }).queries.total;
-  try {
-    let answered = 0;
-    let lost = 0;
-    let running = true;
-    const loop = async () => {
-      while (running) {
-        const r = await query(s.port, 'a.example.', QType.A, { timeoutMs: 1000 }).catch(() => null);
-        if (r?.rcode === Rcode.NOERROR) answered++;
-        else lost++;
+      const [victim] = childrenOf(s.proc.pid!);
+      process.kill(victim!, 'SIGKILL');
+      const end = Date.now() + 10000;
+      while (
+        Date.now() < end &&
+        !(childrenOf(s.proc.pid!).length === 2 && !childrenOf(s.proc.pid!).includes(victim!))
+      ) {
+        await read();
+        await sleep(200);
       }
-    };
-    const loops = Array.from({ length: 4 }, loop);
-    const readings: number[] = [];
-    const statusReadings: number[] = [];
-    // A connection the killed worker had accepted is reset with it: ask again.
-    const retry = async <T>(f: () => Promise<T>): Promise<T> => f().catch(() => sleep(100).then(f)).catch(() => sleep(300).then(f));
-    const read = async () => {
-      readings.push(total(await retry(() => scrape(metricsPort)), 'coredns_dns_requests_total'));
-      statusReadings.push(await retry(statusTotal));
-    };
-    for (let i = 0; i < 5; i++) {
-      await read();
-      await sleep(200);
+      for (let i = 0; i < 5; i++) {
+        await read();
+        await sleep(200);
+      }
+      running = false;
+      await Promise.all(loops);
+      for (let i = 1; i < readings.length; i++)
+        assert.ok(readings[i]! >= readings[i - 1]!, `coredns_dns_requests_total fell: ${readings.join(' ')}`);
+      assert.ok(readings.at(-1)! > readings[0]!, 'it counted on');
+      for (let i = 1; i < statusReadings.length; i++)
+        assert.ok(
+          statusReadings[i]! >= statusReadings[i - 1]!,
+          `/status.json's total fell: ${statusReadings.join(' ')}`,
+        );
+      assert.ok(answered > 200, `only ${answered} answered`);
+      assert.ok(lost <= answered * 0.05, `${lost} lost of ${answered + lost}`);
+      assert.equal(childrenOf(s.proc.pid!).length, 2, 'the worker was replaced');
+      const text = await scrape(metricsPort);
+      assert.match(text, /^process_start_time_seconds \d+/m);
+    } finally {
+      await s.stop();
     }
-    const [victim] = childrenOf(s.proc.pid!);
-    process.kill(victim!, 'SIGKILL');
-    const end = Date.now() + 10000;
-    while (Date.now() < end && !(childrenOf(s.proc.pid!).length === 2 && !childrenOf(s.proc.pid!).includes(victim!))) {
-      await read();
-      await sleep(200);
-    }
-    for (let i = 0; i < 5; i++) {
-      await read();
-      await sleep(200);
-    }
-    running = false;
-    await Promise.all(loops);
-    for (let i = 1; i < readings.length; i++) assert.ok(readings[i]! >= readings[i - 1]!, `coredns_dns_requests_total fell: ${readings.join(' ')}`);
-    assert.ok(readings.at(-1)! > readings[0]!, 'it counted on');
-    for (let i = 1; i < statusReadings.length; i++) assert.ok(statusReadings[i]! >= statusReadings[i - 1]!, `/status.json's total fell: ${statusReadings.join(' ')}`);
-    assert.ok(answered > 200, `only ${answered} answered`);
-    assert.ok(lost <= answered * 0.05, `${lost} lost of ${answered + lost}`);
-    assert.equal(childrenOf(s.proc.pid!).length, 2, 'the worker was replaced');
-    const text = await scrape(metricsPort);
-    assert.match(text, /^process_start_time_seconds \d+/m);
-  } finally {
-    await s.stop();
-  }
-});
-
+  },
+);

@@ -70,8 +70,12 @@ describe('forward lines in a chain', () => {
     a!.behaviour = servfail;
     b!.behaviour = servfail;
     c!.behaviour = ip('192.0.2.4');
-    const h = forwardChain(`forward . 127.0.0.1:${a!.port} 127.0.0.1:${b!.port} 127.0.0.1:${c!.port} {\n policy sequential\n failover SERVFAIL\n}`);
-    const all = forwardChain(`forward . 127.0.0.1:${a!.port} 127.0.0.1:${b!.port} {\n policy sequential\n failover SERVFAIL\n}`);
+    const h = forwardChain(
+      `forward . 127.0.0.1:${a!.port} 127.0.0.1:${b!.port} 127.0.0.1:${c!.port} {\n policy sequential\n failover SERVFAIL\n}`,
+    );
+    const all = forwardChain(
+      `forward . 127.0.0.1:${a!.port} 127.0.0.1:${b!.port} {\n policy sequential\n failover SERVFAIL\n}`,
+    );
     try {
       assert.equal(firstIp((await h.ask('fo.example.org.', QType.A)).msg), '192.0.2.4');
       a!.reset();

@@ -45,7 +45,9 @@ describe('forward health checks', () => {
     let alive = false;
     a.behaviour = switchable(() => alive);
     a.reset();
-    const h = forwardChain(`forward . 127.0.0.1:${a.port} {\n health_check 50ms\n read_timeout 100ms\n max_connect_attempts 1\n}`);
+    const h = forwardChain(
+      `forward . 127.0.0.1:${a.port} {\n health_check 50ms\n read_timeout 100ms\n max_connect_attempts 1\n}`,
+    );
     try {
       const r = await h.ask('fail.example.org.', QType.A);
       assert.equal(r.msg.rcode, Rcode.SERVFAIL);
@@ -71,7 +73,9 @@ describe('forward health checks', () => {
       if (alive) r.send(answer(q));
     };
     a.reset();
-    const h = forwardChain(`forward . 127.0.0.1:${a.port} {\n force_tcp\n health_check 30ms no_rec domain example.net\n read_timeout 100ms\n max_connect_attempts 1\n}`);
+    const h = forwardChain(
+      `forward . 127.0.0.1:${a.port} {\n force_tcp\n health_check 30ms no_rec domain example.net\n read_timeout 100ms\n max_connect_attempts 1\n}`,
+    );
     try {
       await h.ask('x.example.org.', QType.A);
       await waitUntil(() => a.received.some((q) => q.msg.questions[0]!.name === 'example.net.'), 2000, 'a check');
@@ -91,7 +95,9 @@ describe('forward health checks', () => {
     b.behaviour = answerAll;
     a.reset();
     b.reset();
-    const h = forwardChain(`forward . 127.0.0.1:${a.port} 127.0.0.1:${b.port} {\n policy sequential\n max_fails 2\n health_check 30ms\n read_timeout 150ms\n}`);
+    const h = forwardChain(
+      `forward . 127.0.0.1:${a.port} 127.0.0.1:${b.port} {\n policy sequential\n max_fails 2\n health_check 30ms\n read_timeout 150ms\n}`,
+    );
     const upA = h.forwards[0]!.opts.upstreams[0]!;
     try {
       const first = await h.ask('d1.example.org.', QType.A);
@@ -116,7 +122,9 @@ describe('forward health checks', () => {
   it('when every upstream is down, tries one at random once and counts healthcheck_broken', async () => {
     a.behaviour = silent;
     b.behaviour = silent;
-    const h = forwardChain(`forward . 127.0.0.1:${a.port} 127.0.0.1:${b.port} {\n max_fails 1\n health_check 20ms\n read_timeout 100ms\n max_connect_attempts 2\n}`);
+    const h = forwardChain(
+      `forward . 127.0.0.1:${a.port} 127.0.0.1:${b.port} {\n max_fails 1\n health_check 20ms\n read_timeout 100ms\n max_connect_attempts 2\n}`,
+    );
     const [ua, ub] = h.forwards[0]!.opts.upstreams;
     try {
       await h.ask('down1.example.org.', QType.A);
@@ -136,7 +144,9 @@ describe('forward health checks', () => {
 
   it('with failfast_all_unhealthy_upstreams answers SERVFAIL at once when every upstream is down', async () => {
     a.behaviour = silent;
-    const h = forwardChain(`forward . 127.0.0.1:${a.port} {\n max_fails 1\n health_check 20ms\n read_timeout 100ms\n max_connect_attempts 1\n failfast_all_unhealthy_upstreams\n}`);
+    const h = forwardChain(
+      `forward . 127.0.0.1:${a.port} {\n max_fails 1\n health_check 20ms\n read_timeout 100ms\n max_connect_attempts 1\n failfast_all_unhealthy_upstreams\n}`,
+    );
     const ua = h.forwards[0]!.opts.upstreams[0]!;
     try {
       await h.ask('ff1.example.org.', QType.A);
@@ -171,7 +181,9 @@ describe('forward health checks', () => {
   it('with max_fails 0 never checks and never marks an upstream down', async () => {
     a.behaviour = silent;
     a.reset();
-    const h = forwardChain(`forward . 127.0.0.1:${a.port} {\n max_fails 0\n health_check 10ms\n read_timeout 50ms\n max_connect_attempts 1\n}`);
+    const h = forwardChain(
+      `forward . 127.0.0.1:${a.port} {\n max_fails 0\n health_check 10ms\n read_timeout 50ms\n max_connect_attempts 1\n}`,
+    );
     try {
       await h.ask('mf0.example.org.', QType.A);
       await sleep(150);
@@ -188,7 +200,11 @@ describe('forward health checks', () => {
     const h = forwardChain(`forward . 127.0.0.1:${a.port} {\n max_concurrent 2\n}`);
     try {
       const before = forwardTotals.maxConcurrentRejects;
-      const [r1, r2, r3] = await Promise.all([h.ask('c1.example.org.', QType.A), h.ask('c2.example.org.', QType.A), h.ask('c3.example.org.', QType.A)]);
+      const [r1, r2, r3] = await Promise.all([
+        h.ask('c1.example.org.', QType.A),
+        h.ask('c2.example.org.', QType.A),
+        h.ask('c3.example.org.', QType.A),
+      ]);
       assert.equal(r1!.msg.rcode, Rcode.NOERROR);
       assert.equal(r2!.msg.rcode, Rcode.NOERROR);
       assert.equal(r3!.msg.rcode, Rcode.REFUSED);

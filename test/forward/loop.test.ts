@@ -7,7 +7,14 @@ import { LoopHandler, probeName } from '../../src/plugins/loop/handler.js';
 import { Request, Response, type ClientInfo, type Next } from '../../src/server/request.js';
 import { buildQuery } from '../helpers/dns.js';
 
-const client: ClientInfo = { proto: 'udp', remoteAddress: '127.0.0.1', remotePort: 41234, family: 1, localAddress: '127.0.0.1', localPort: 53 };
+const client: ClientInfo = {
+  proto: 'udp',
+  remoteAddress: '127.0.0.1',
+  remotePort: 41234,
+  family: 1,
+  localAddress: '127.0.0.1',
+  localPort: 53,
+};
 const next: Next = () => Response.rcode(Rcode.SERVFAIL, 'next');
 
 function req(name: string, type: number): Request {

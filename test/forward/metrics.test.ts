@@ -8,7 +8,9 @@ import { forwardChain } from './harness.js';
 import { answer, FakeUpstream } from './upstreams.js';
 
 function sample(text: string, name: string, labels: string): number | undefined {
-  const line = text.split('\n').find((l) => l.startsWith(`${name}{${labels}}`) || (labels === '' && l.startsWith(`${name} `)));
+  const line = text
+    .split('\n')
+    .find((l) => l.startsWith(`${name}{${labels}}`) || (labels === '' && l.startsWith(`${name} `)));
   return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
 }
 
@@ -20,7 +22,12 @@ describe('forward metrics', () => {
   after(() => up.close());
 
   it("exports CoreDNS's current and deprecated names with their labels", async () => {
-    up.behaviour = (q, r) => r.send(q.msg.questions[0]!.name.startsWith('nx') ? answer(q, { rcode: Rcode.NXDOMAIN }) : answer(q, { a: ['192.0.2.1'] }));
+    up.behaviour = (q, r) =>
+      r.send(
+        q.msg.questions[0]!.name.startsWith('nx')
+          ? answer(q, { rcode: Rcode.NXDOMAIN })
+          : answer(q, { a: ['192.0.2.1'] }),
+      );
     const to = `127.0.0.1:${up.port}`;
     const h = forwardChain(`forward . ${to}`);
     const tcp = forwardChain(`forward . ${to} {\n force_tcp\n}`);
@@ -59,7 +66,9 @@ describe('forward metrics', () => {
       await h.ask('hc.example.org.', QType.A);
       await new Promise((r) => setTimeout(r, 200));
       const text = await registry.metrics();
-      assert.ok((sample(text, 'coredns_proxy_healthcheck_failures_total', `proxy_name="forward",to="${to}"`) ?? 0) >= 1);
+      assert.ok(
+        (sample(text, 'coredns_proxy_healthcheck_failures_total', `proxy_name="forward",to="${to}"`) ?? 0) >= 1,
+      );
       assert.ok((sample(text, 'coredns_forward_healthcheck_failures_total', `to="${to}"`) ?? 0) >= 1);
     } finally {
       h.stop();
@@ -75,7 +84,12 @@ describe('forward metrics', () => {
     assert.equal(sample(text, 'coredns_forward_requests_total', `to="${to}"`), 2 * once);
     assert.equal(
       sample(text, 'coredns_proxy_request_duration_seconds_count', `proxy_name="forward",to="${to}",rcode="NOERROR"`),
-      2 * sample(await registry.metrics(), 'coredns_proxy_request_duration_seconds_count', `proxy_name="forward",to="${to}",rcode="NOERROR"`)!,
+      2 *
+        sample(
+          await registry.metrics(),
+          'coredns_proxy_request_duration_seconds_count',
+          `proxy_name="forward",to="${to}",rcode="NOERROR"`,
+        )!,
     );
   });
 });

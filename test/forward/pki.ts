@@ -25,13 +25,41 @@ function openssl(dir: string, args: string[]): void {
 const EC = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
 
 function makeCa(dir: string, name: string): void {
-  openssl(dir, ['req', '-x509', ...EC, '-keyout', `${name}.key`, '-out', `${name}.pem`, '-days', '2', '-subj', `/CN=clusterdns ${name}`]);
+  openssl(dir, [
+    'req',
+    '-x509',
+    ...EC,
+    '-keyout',
+    `${name}.key`,
+    '-out',
+    `${name}.pem`,
+    '-days',
+    '2',
+    '-subj',
+    `/CN=clusterdns ${name}`,
+  ]);
 }
 
 function makeLeaf(dir: string, name: string, ext: string): void {
   openssl(dir, ['req', ...EC, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`]);
   writeFileSync(join(dir, `${name}.ext`), ext);
-  openssl(dir, ['x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.pem`, '-days', '2', '-extfile', `${name}.ext`]);
+  openssl(dir, [
+    'x509',
+    '-req',
+    '-in',
+    `${name}.csr`,
+    '-CA',
+    'ca.pem',
+    '-CAkey',
+    'ca.key',
+    '-CAcreateserial',
+    '-out',
+    `${name}.pem`,
+    '-days',
+    '2',
+    '-extfile',
+    `${name}.ext`,
+  ]);
 }
 
 export function opensslAvailable(): boolean {

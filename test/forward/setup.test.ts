@@ -43,7 +43,9 @@ describe('forward setup', () => {
   });
 
   it('reads every TO form: IP, IP:port, [v6]:port, v6, dns://, tls:// (853), tls://IP%name:port', () => {
-    const [c] = parse('forward example.ORG 10.0.0.1 10.0.0.2:5353 [::1]:5300 2001:db8::1 dns://10.0.0.3 tls://10.0.0.4 tls://10.0.0.5%dns.test:8853');
+    const [c] = parse(
+      'forward example.ORG 10.0.0.1 10.0.0.2:5353 [::1]:5300 2001:db8::1 dns://10.0.0.3 tls://10.0.0.4 tls://10.0.0.5%dns.test:8853',
+    );
     assert.equal(c!.from, 'example.org.');
     assert.deepEqual(
       c!.to.map((u) => [u.host, u.port, u.tls, u.serverName]),
@@ -60,7 +62,10 @@ describe('forward setup', () => {
   });
 
   it('expands a resolv.conf path to its nameserver lines', () => {
-    writeFileSync(join(dir, 'resolv.conf'), '# comment\nsearch svc.cluster.local\nnameserver 10.96.0.10\nnameserver ::1 ; v6\noptions ndots:5\nnameserver bogus\n');
+    writeFileSync(
+      join(dir, 'resolv.conf'),
+      '# comment\nsearch svc.cluster.local\nnameserver 10.96.0.10\nnameserver ::1 ; v6\noptions ndots:5\nnameserver bogus\n',
+    );
     const [c] = parse(`forward . ${join(dir, 'resolv.conf')}`);
     assert.deepEqual(
       c!.to.map((u) => `${u.host}:${u.port}`),
@@ -134,22 +139,46 @@ describe('forward setup', () => {
 
   const bad: Array<[string, string, RegExp]> = [
     ['no TO', 'forward .', /Corefile:2 - Error during parsing: forward: wrong argument count/],
-    ['16 upstreams', `forward . ${Array.from({ length: 16 }, (_, i) => `10.0.0.${i + 1}`).join(' ')}`, /Corefile:2 - .*more than 15 TOs configured: 16/],
+    [
+      '16 upstreams',
+      `forward . ${Array.from({ length: 16 }, (_, i) => `10.0.0.${i + 1}`).join(' ')}`,
+      /Corefile:2 - .*more than 15 TOs configured: 16/,
+    ],
     ['unknown option', 'forward . 10.0.0.1 {\n  bogus 1\n}', /Corefile:3 - .*forward: unknown property 'bogus'/],
     ['bad policy', 'forward . 10.0.0.1 {\n  policy fastest\n}', /Corefile:3 - .*unknown policy 'fastest'/],
     ['bad duration', 'forward . 10.0.0.1 {\n  expire soon\n}', /Corefile:3 - .*expire: invalid duration "soon"/],
     ['negative max_fails', 'forward . 10.0.0.1 {\n  max_fails -1\n}', /Corefile:3 - .*max_fails/],
     ['bad rcode', 'forward . 10.0.0.1 {\n  next NOPE\n}', /Corefile:3 - .*NOPE is not a valid rcode/],
-    ['failover NOERROR', 'forward . 10.0.0.1 {\n  failover NOERROR\n}', /Corefile:3 - .*NoError cannot be used in failover/],
-    ['health_check option', 'forward . 10.0.0.1 {\n  health_check 1s sometimes\n}', /Corefile:3 - .*health_check: unknown option sometimes/],
-    ['two server names', 'forward . tls://10.0.0.1%a.test {\n  tls_servername b.test\n}', /Corefile:2 - .*both forward \('b.test'\) and proxy level \('a.test'\)/],
+    [
+      'failover NOERROR',
+      'forward . 10.0.0.1 {\n  failover NOERROR\n}',
+      /Corefile:3 - .*NoError cannot be used in failover/,
+    ],
+    [
+      'health_check option',
+      'forward . 10.0.0.1 {\n  health_check 1s sometimes\n}',
+      /Corefile:3 - .*health_check: unknown option sometimes/,
+    ],
+    [
+      'two server names',
+      'forward . tls://10.0.0.1%a.test {\n  tls_servername b.test\n}',
+      /Corefile:2 - .*both forward \('b.test'\) and proxy level \('a.test'\)/,
+    ],
     ['DoH', 'forward . https://10.0.0.1', /Corefile:2 - .*DNS over HTTPS/],
     ['grpc', 'forward . grpc://10.0.0.1', /Corefile:2 - .*'grpc' is not supported as a destination protocol/],
     ['host name', 'forward . dns.google', /Corefile:2 - .*'dns.google' is not an IP address or file/],
     ['missing file', 'forward . /nonexistent/resolv.conf', /Corefile:2 - .*cannot read \/nonexistent\/resolv.conf/],
     ['bad port', 'forward . 10.0.0.1:99999', /Corefile:2 - .*invalid port '99999'/],
-    ['missing TLS file', 'forward . tls://10.0.0.1 {\n  tls missing.pem\n}', /Corefile:3 - .*cannot read TLS file .*missing.pem: ENOENT/],
-    ['force_tcp with an argument', 'forward . 10.0.0.1 {\n  force_tcp yes\n}', /Corefile:3 - .*unexpected argument "yes"/],
+    [
+      'missing TLS file',
+      'forward . tls://10.0.0.1 {\n  tls missing.pem\n}',
+      /Corefile:3 - .*cannot read TLS file .*missing.pem: ENOENT/,
+    ],
+    [
+      'force_tcp with an argument',
+      'forward . 10.0.0.1 {\n  force_tcp yes\n}',
+      /Corefile:3 - .*unexpected argument "yes"/,
+    ],
   ];
   for (const [what, body, re] of bad) {
     it(`rejects ${what} with file:line`, () => {

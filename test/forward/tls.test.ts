@@ -14,9 +14,18 @@ describe('forward to tls:// upstreams', { skip }, () => {
   let mutual: FakeUpstream;
   before(async () => {
     pki = makePki();
-    up = await FakeUpstream.start({ tls: { cert: pki.read(pki.serverCert), key: pki.read(pki.serverKey) }, behaviour: answerAll });
+    up = await FakeUpstream.start({
+      tls: { cert: pki.read(pki.serverCert), key: pki.read(pki.serverKey) },
+      behaviour: answerAll,
+    });
     mutual = await FakeUpstream.start({
-      tls: { cert: pki.read(pki.serverCert), key: pki.read(pki.serverKey), ca: pki.read(pki.caCert), requestCert: true, rejectUnauthorized: true },
+      tls: {
+        cert: pki.read(pki.serverCert),
+        key: pki.read(pki.serverKey),
+        ca: pki.read(pki.caCert),
+        requestCert: true,
+        rejectUnauthorized: true,
+      },
       behaviour: answerAll,
     });
   });
@@ -35,7 +44,10 @@ describe('forward to tls:// upstreams', { skip }, () => {
         assert.equal(r.msg.rcode, Rcode.NOERROR);
         assert.equal(r.msg.answers.length, 1);
       }
-      assert.deepEqual(up.queries.map((q) => q.proto), ['tls', 'tls', 'tls']);
+      assert.deepEqual(
+        up.queries.map((q) => q.proto),
+        ['tls', 'tls', 'tls'],
+      );
       assert.equal(up.accepted, 1);
     } finally {
       h.stop();
@@ -55,8 +67,12 @@ describe('forward to tls:// upstreams', { skip }, () => {
   });
 
   it('refuses a server whose certificate does not verify (wrong CA, wrong name): SERVFAIL with a tls error', async () => {
-    const wrongCa = forwardChain(`forward . tls://127.0.0.1:${up.port} {\n tls ${pki.otherCaCert}\n tls_servername dns.test\n max_connect_attempts 1\n}`);
-    const wrongName = forwardChain(`forward . tls://127.0.0.1:${up.port} {\n tls ${pki.caCert}\n tls_servername other.test\n max_connect_attempts 1\n}`);
+    const wrongCa = forwardChain(
+      `forward . tls://127.0.0.1:${up.port} {\n tls ${pki.otherCaCert}\n tls_servername dns.test\n max_connect_attempts 1\n}`,
+    );
+    const wrongName = forwardChain(
+      `forward . tls://127.0.0.1:${up.port} {\n tls ${pki.caCert}\n tls_servername other.test\n max_connect_attempts 1\n}`,
+    );
     try {
       up.reset();
       const a = await wrongCa.ask('x.example.org.', QType.A);
@@ -73,8 +89,12 @@ describe('forward to tls:// upstreams', { skip }, () => {
   });
 
   it('presents a client certificate with `tls CERT KEY CA`', async () => {
-    const withCert = forwardChain(`forward . tls://127.0.0.1:${mutual.port} {\n tls ${pki.clientCert} ${pki.clientKey} ${pki.caCert}\n tls_servername dns.test\n}`);
-    const without = forwardChain(`forward . tls://127.0.0.1:${mutual.port} {\n tls ${pki.caCert}\n tls_servername dns.test\n max_connect_attempts 1\n read_timeout 500ms\n}`);
+    const withCert = forwardChain(
+      `forward . tls://127.0.0.1:${mutual.port} {\n tls ${pki.clientCert} ${pki.clientKey} ${pki.caCert}\n tls_servername dns.test\n}`,
+    );
+    const without = forwardChain(
+      `forward . tls://127.0.0.1:${mutual.port} {\n tls ${pki.caCert}\n tls_servername dns.test\n max_connect_attempts 1\n read_timeout 500ms\n}`,
+    );
     try {
       assert.equal((await withCert.ask('m.example.org.', QType.A)).msg.rcode, Rcode.NOERROR);
       assert.equal((await without.ask('n.example.org.', QType.A)).msg.rcode, Rcode.SERVFAIL);

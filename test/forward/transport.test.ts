@@ -125,7 +125,10 @@ describe('forward over UDP', () => {
     try {
       const r = await h.ask('big.example.org.', QType.TXT);
       assert.equal(r.msg.tc, true);
-      assert.deepEqual(up.queries.map((q) => q.proto), ['udp']);
+      assert.deepEqual(
+        up.queries.map((q) => q.proto),
+        ['udp'],
+      );
     } finally {
       h.stop();
     }
@@ -156,7 +159,10 @@ describe('forward over UDP', () => {
       const r = await h.ask('retry.example.org.', QType.TXT, { tcp: true });
       assert.equal(r.msg.tc, false);
       assert.equal(r.msg.answers.length, 1);
-      assert.deepEqual(up.queries.map((q) => q.proto), ['udp', 'tcp']);
+      assert.deepEqual(
+        up.queries.map((q) => q.proto),
+        ['udp', 'tcp'],
+      );
     } finally {
       h.stop();
     }
@@ -171,7 +177,10 @@ describe('forward over UDP', () => {
       await plain.ask('a.example.org.', A);
       await plain.ask('b.example.org.', A, { tcp: true });
       await forced.ask('c.example.org.', A);
-      assert.deepEqual(up.queries.map((q) => q.proto), ['udp', 'tcp', 'tcp']);
+      assert.deepEqual(
+        up.queries.map((q) => q.proto),
+        ['udp', 'tcp', 'tcp'],
+      );
     } finally {
       plain.stop();
       forced.stop();
@@ -333,10 +342,13 @@ describe('forward to an IPv6 upstream', () => {
     try {
       assert.deepEqual(ips((await h.ask('v6.example.org.', A)).msg), ['192.0.2.1']);
       assert.deepEqual(ips((await h.ask('v6.example.org.', A, { tcp: true })).msg), ['192.0.2.1']);
-      assert.deepEqual(up.queries.map((q) => [q.proto, q.address]), [
-        ['udp', '::1'],
-        ['tcp', '::1'],
-      ]);
+      assert.deepEqual(
+        up.queries.map((q) => [q.proto, q.address]),
+        [
+          ['udp', '::1'],
+          ['tcp', '::1'],
+        ],
+      );
       assert.equal(h.forwards[0]!.opts.upstreams[0]!.addr, `[::1]:${up.port}`);
     } finally {
       h.stop();

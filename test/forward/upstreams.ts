@@ -57,8 +57,10 @@ export function answer(q: Received | Buffer, o: AnswerOptions = {}): Buffer {
   if (o.id !== undefined) m.id = o.id;
   const qname = o.qname ?? m.questions[0]!.name;
   m.questions = [{ name: qname, type: m.questions[0]!.type, class: QClass.IN }];
-  for (const ip of o.a ?? []) m.answers.push({ name: qname, type: QType.A, class: QClass.IN, ttl: o.ttl ?? 60, data: { address: ip } });
-  for (const t of o.txt ?? []) m.answers.push({ name: qname, type: QType.TXT, class: QClass.IN, ttl: o.ttl ?? 60, data: { texts: [t] } });
+  for (const ip of o.a ?? [])
+    m.answers.push({ name: qname, type: QType.A, class: QClass.IN, ttl: o.ttl ?? 60, data: { address: ip } });
+  for (const t of o.txt ?? [])
+    m.answers.push({ name: qname, type: QType.TXT, class: QClass.IN, ttl: o.ttl ?? 60, data: { texts: [t] } });
   if (m.edns) m.edns = { ...m.edns, udpSize: 1232, options: [] };
   return encodeMessage(m);
 }

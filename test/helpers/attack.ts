@@ -47,7 +47,10 @@ export interface TrickleResult {
   stillOpen: number;
 }
 
-export async function trickle(port: number, o: { conns: number; from?: string; prefill: number; interval: number; seconds: number }): Promise<TrickleResult> {
+export async function trickle(
+  port: number,
+  o: { conns: number; from?: string; prefill: number; interval: number; seconds: number },
+): Promise<TrickleResult> {
   const end = Date.now() + o.seconds * 1000;
   let opened = 0;
   let refused = 0;
@@ -89,9 +92,14 @@ export interface PipelineResult {
   closedByServer: number;
 }
 
-export async function pipeline(port: number, o: { conns: number; name: string; qtype: number; count: number; seconds: number; close: boolean }): Promise<PipelineResult> {
+export async function pipeline(
+  port: number,
+  o: { conns: number; name: string; qtype: number; count: number; seconds: number; close: boolean },
+): Promise<PipelineResult> {
   const end = Date.now() + o.seconds * 1000;
-  const batch = Buffer.concat(Array.from({ length: o.count }, (_, i) => framed(wireQuery(o.name, o.qtype, undefined, i & 0xffff))));
+  const batch = Buffer.concat(
+    Array.from({ length: o.count }, (_, i) => framed(wireQuery(o.name, o.qtype, undefined, i & 0xffff))),
+  );
   let written = 0;
   let closedByServer = 0;
   const socks: net.Socket[] = [];
@@ -124,7 +132,10 @@ export interface TruncateResult {
   amplification: number;
 }
 
-export async function truncate(port: number, o: { names: string[]; qtypes: number[]; edns: number; rate: number; seconds: number }): Promise<TruncateResult> {
+export async function truncate(
+  port: number,
+  o: { names: string[]; qtypes: number[]; edns: number; rate: number; seconds: number },
+): Promise<TruncateResult> {
   const s = dgram.createSocket('udp4');
   await new Promise<void>((r) => s.bind(0, '127.0.0.1', () => r()));
   const qs = o.names.map((n, i) => wireQuery(n, o.qtypes[i % o.qtypes.length]!, o.edns));
@@ -161,7 +172,12 @@ export interface GoodResult {
 }
 
 /** A well-behaved UDP client: `rate` queries a second, each answered or lost after 1 s; latencies in ms. */
-export async function goodClient(port: number, name: string, qtype: number, o: { rate: number; seconds: number }): Promise<GoodResult> {
+export async function goodClient(
+  port: number,
+  name: string,
+  qtype: number,
+  o: { rate: number; seconds: number },
+): Promise<GoodResult> {
   const s = dgram.createSocket('udp4');
   await new Promise<void>((r) => s.bind(0, '127.0.0.1', () => r()));
   const sentAt = new Map<number, number>();
@@ -224,13 +240,32 @@ async function main(): Promise<void> {
   let out: unknown;
   switch (positionals[0]) {
     case 'trickle':
-      out = await trickle(port, { conns: Number(v.conns), from: v.from, prefill: Number(v.prefill), interval: Number(v.interval), seconds });
+      out = await trickle(port, {
+        conns: Number(v.conns),
+        from: v.from,
+        prefill: Number(v.prefill),
+        interval: Number(v.interval),
+        seconds,
+      });
       break;
     case 'pipeline':
-      out = await pipeline(port, { conns: Number(v.conns), name: v.name!, qtype: Number(v.qtype), count: Number(v.count), seconds, close: v.close! });
+      out = await pipeline(port, {
+        conns: Number(v.conns),
+        name: v.name!,
+        qtype: Number(v.qtype),
+        count: Number(v.count),
+        seconds,
+        close: v.close!,
+      });
       break;
     case 'truncate':
-      out = await truncate(port, { names: v.name!.split(','), qtypes: v.qtype!.split(',').map(Number), edns: Number(v.edns), rate: Number(v.rate), seconds });
+      out = await truncate(port, {
+        names: v.name!.split(','),
+        qtypes: v.qtype!.split(',').map(Number),
+        edns: Number(v.edns),
+        rate: Number(v.rate),
+        seconds,
+      });
       break;
     default:
       throw new Error(`unknown attack "${positionals[0]}"`);

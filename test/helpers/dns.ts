@@ -101,12 +101,26 @@ export interface DigResult {
 
 /** Runs Debian's dig against 127.0.0.1:port and parses its sections. */
 export async function dig(port: number, args: string[], host = '127.0.0.1'): Promise<DigResult> {
-  const { stdout } = await execFileP('dig', [`@${host}`, '-p', String(port), '+tries=1', '+time=2', ...args], { timeout: 10000 });
+  const { stdout } = await execFileP('dig', [`@${host}`, '-p', String(port), '+tries=1', '+time=2', ...args], {
+    timeout: 10000,
+  });
   const status = /status: (\w+)/.exec(stdout)?.[1] ?? '';
   const flags = (/flags: ([a-z ]+);/.exec(stdout)?.[1] ?? '').trim().split(/\s+/).filter(Boolean);
   const section = (name: string): string[] => {
     const m = new RegExp(`;; ${name} SECTION:\\n([\\s\\S]*?)(?:\\n\\n|$)`).exec(stdout);
-    return m ? m[1]!.split('\n').filter((l) => l && !l.startsWith(';')).map((l) => l.replace(/\s+/g, ' ').trim()) : [];
+    return m
+      ? m[1]!
+          .split('\n')
+          .filter((l) => l && !l.startsWith(';'))
+          .map((l) => l.replace(/\s+/g, ' ').trim())
+      : [];
   };
-  return { status, flags, answer: section('ANSWER'), authority: section('AUTHORITY'), additional: section('ADDITIONAL'), raw: stdout };
+  return {
+    status,
+    flags,
+    answer: section('ANSWER'),
+    authority: section('AUTHORITY'),
+    additional: section('ADDITIONAL'),
+    raw: stdout,
+  };
 }

@@ -41,7 +41,9 @@ export interface GoodClient {
 
 /** Starts querying `name` (A) on 127.0.0.1:`port` every 20 ms, in a process of its own. */
 export function startGoodClient(port: number, name: string): GoodClient {
-  const p = spawn(process.execPath, ['-e', SCRIPT, String(port), buildQuery(name, 1).toString('hex')], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const p = spawn(process.execPath, ['-e', SCRIPT, String(port), buildQuery(name, 1).toString('hex')], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
   let out = '';
   p.stdout.on('data', (d: Buffer) => (out += d.toString()));
   const closed = new Promise<void>((r) => p.on('close', () => r()));

@@ -6,12 +6,22 @@ import { Reflector, type Projected, type ReflectorOptions } from '../../src/kube
 import { isRecord, objectKey } from '../../src/kube/types.js';
 import type { KubeApiServer } from './kubeapi.js';
 
-export function service(name: string, clusterIP: string, namespace = 'default', labels?: Record<string, string>): Record<string, unknown> {
+export function service(
+  name: string,
+  clusterIP: string,
+  namespace = 'default',
+  labels?: Record<string, string>,
+): Record<string, unknown> {
   return {
     kind: 'Service',
     apiVersion: 'v1',
     metadata: { name, namespace, ...(labels ? { labels } : {}) },
-    spec: { type: 'ClusterIP', clusterIP, clusterIPs: [clusterIP], ports: [{ name: 'http', port: 80, protocol: 'TCP' }] },
+    spec: {
+      type: 'ClusterIP',
+      clusterIP,
+      clusterIPs: [clusterIP],
+      ports: [{ name: 'http', port: 80, protocol: 'TCP' }],
+    },
   };
 }
 

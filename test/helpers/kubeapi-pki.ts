@@ -50,15 +50,56 @@ export async function makeTestPki(): Promise<TestPki> {
   const dir = await mkdtemp(join(tmpdir(), 'clusterdns-pki-'));
   const f = (name: string) => join(dir, name);
   await writeFile(f('openssl.cnf'), CONFIG);
-  await run('openssl', ['req', '-x509', '-config', f('openssl.cnf'), '-extensions', 'ca', ...EC, '-keyout', f('ca.key'), '-out', f('ca.crt'), '-days', '2']);
+  await run('openssl', [
+    'req',
+    '-x509',
+    '-config',
+    f('openssl.cnf'),
+    '-extensions',
+    'ca',
+    ...EC,
+    '-keyout',
+    f('ca.key'),
+    '-out',
+    f('ca.crt'),
+    '-days',
+    '2',
+  ]);
   for (const [who, cn] of [
     ['server', 'kube-apiserver'],
     ['client', 'clusterdns'],
   ] as const) {
-    await run('openssl', ['req', '-new', '-config', f('openssl.cnf'), ...EC, '-subj', `/CN=${cn}`, '-keyout', f(`${who}.key`), '-out', f(`${who}.csr`)]);
     await run('openssl', [
-      'x509', '-req', '-in', f(`${who}.csr`), '-CA', f('ca.crt'), '-CAkey', f('ca.key'), '-CAcreateserial',
-      '-out', f(`${who}.crt`), '-days', '2', '-extfile', f('openssl.cnf'), '-extensions', who,
+      'req',
+      '-new',
+      '-config',
+      f('openssl.cnf'),
+      ...EC,
+      '-subj',
+      `/CN=${cn}`,
+      '-keyout',
+      f(`${who}.key`),
+      '-out',
+      f(`${who}.csr`),
+    ]);
+    await run('openssl', [
+      'x509',
+      '-req',
+      '-in',
+      f(`${who}.csr`),
+      '-CA',
+      f('ca.crt'),
+      '-CAkey',
+      f('ca.key'),
+      '-CAcreateserial',
+      '-out',
+      f(`${who}.crt`),
+      '-days',
+      '2',
+      '-extfile',
+      f('openssl.cnf'),
+      '-extensions',
+      who,
     ]);
   }
   const [ca, serverCert, serverKey, clientCert, clientKey] = await Promise.all(

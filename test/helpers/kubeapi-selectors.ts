@@ -18,7 +18,10 @@ export function parseLabelSelector(selector: string): Matcher {
     if (!s) continue;
     let m: RegExpMatchArray | null;
     if ((m = s.match(/^([\w./-]+)\s+(in|notin)\s+\(([^)]*)\)$/))) {
-      const values = m[3].split(',').map((v) => v.trim()).filter(Boolean);
+      const values = m[3]
+        .split(',')
+        .map((v) => v.trim())
+        .filter(Boolean);
       reqs.push({ op: m[2] === 'in' ? 'in' : 'notin', key: m[1], values });
     } else if ((m = s.match(/^([\w./-]+)\s*(==|=|!=)\s*([\w./-]*)$/))) {
       reqs.push({ op: m[2] === '!=' ? 'neq' : 'eq', key: m[1], value: m[3] });
@@ -56,7 +59,16 @@ export function parseLabelSelector(selector: string): Matcher {
 const COMMON_FIELDS = ['metadata.name', 'metadata.namespace'];
 /** Field labels the real API server accepts per resource (others are a 400). */
 const FIELDS: Record<string, string[]> = {
-  pods: ['spec.nodeName', 'spec.restartPolicy', 'spec.schedulerName', 'spec.serviceAccountName', 'spec.hostNetwork', 'status.phase', 'status.podIP', 'status.nominatedNodeName'],
+  pods: [
+    'spec.nodeName',
+    'spec.restartPolicy',
+    'spec.schedulerName',
+    'spec.serviceAccountName',
+    'spec.hostNetwork',
+    'status.phase',
+    'status.podIP',
+    'status.nominatedNodeName',
+  ],
   services: ['spec.clusterIP', 'spec.type'],
   nodes: ['spec.unschedulable'],
   namespaces: ['status.phase'],

@@ -162,7 +162,16 @@ export class KubeApiServer {
     this.tooLargeForm = opts.tooLargeForm ?? 'cause';
     const handler = (req: http.IncomingMessage, res: http.ServerResponse) => this.#handle(req, res);
     this.#server = pki
-      ? https.createServer({ key: pki.serverKey, cert: pki.serverCert, ca: pki.ca, requestCert: !!opts.clientCertAuth, rejectUnauthorized: false }, handler)
+      ? https.createServer(
+          {
+            key: pki.serverKey,
+            cert: pki.serverCert,
+            ca: pki.ca,
+            requestCert: !!opts.clientCertAuth,
+            rejectUnauthorized: false,
+          },
+          handler,
+        )
       : http.createServer(handler);
     this.#server.on(pki ? 'secureConnection' : 'connection', (s: Socket) => {
       this.#sockets.add(s);
@@ -249,7 +258,8 @@ export class KubeApiServer {
   apply(obj: Record<string, unknown>): KubeObject {
     const rt = this.#typeOf(obj.kind);
     const copy = structuredClone(obj);
-    if (!isKubeObject(copy) || typeof copy.metadata.name !== 'string') throw new Error('apply: metadata.name is required');
+    if (!isKubeObject(copy) || typeof copy.metadata.name !== 'string')
+      throw new Error('apply: metadata.name is required');
     const meta = copy.metadata;
     if (rt.namespaced) meta.namespace = typeof meta.namespace === 'string' ? meta.namespace : 'default';
     else delete meta.namespace;
@@ -340,7 +350,11 @@ export class KubeApiServer {
       n++;
       const line = JSON.stringify({
         type: 'MODIFIED',
-        object: { kind: w.rt.kind, apiVersion: apiVersion(w.rt), metadata: { name: 'cut-mid-line', namespace: 'default', resourceVersion: String(this.#rv + 1) } },
+        object: {
+          kind: w.rt.kind,
+          apiVersion: apiVersion(w.rt),
+          metadata: { name: 'cut-mid-line', namespace: 'default', resourceVersion: String(this.#rv + 1) },
+        },
       });
       const socket = w.res.socket;
       this.#watches.delete(w);
@@ -364,7 +378,11 @@ export class KubeApiServer {
   }
 
   #bookmark(w: Watch): void {
-    this.#writeEvent(w, 'BOOKMARK', { kind: w.rt.kind, apiVersion: apiVersion(w.rt), metadata: { resourceVersion: String(this.#rv) } });
+    this.#writeEvent(w, 'BOOKMARK', {
+      kind: w.rt.kind,
+      apiVersion: apiVersion(w.rt),
+      metadata: { resourceVersion: String(this.#rv) },
+    });
   }
 
   // ---- storage and events ----
@@ -458,11 +476,25 @@ export class KubeApiServer {
     const route = parseRoute(url.pathname);
     const isWatch = query.watch === '1' || query.watch === 'true';
     const verb: RequestInfo['verb'] =
-      !route || route.kind === 'meta' ? 'other'
-      : method !== 'GET' ? 'write'
-      : route.kind === 'collection' ? (isWatch ? 'watch' : 'list')
-      : 'get';
-    const info: RequestInfo = { method, path: url.pathname, query, verb, status: 0, time: Date.now(), authorization: req.headers.authorization, userAgent: req.headers['user-agent'] };
+      !route || route.kind === 'meta'
+        ? 'other'
+        : method !== 'GET'
+          ? 'write'
+          : route.kind === 'collection'
+            ? isWatch
+              ? 'watch'
+              : 'list'
+            : 'get';
+    const info: RequestInfo = {
+      method,
+      path: url.pathname,
+      query,
+      verb,
+      status: 0,
+      time: Date.now(),
+      authorization: req.headers.authorization,
+      userAgent: req.headers['user-agent'],
+    };
     this.requestLog.push(info);
     this.onRequest?.(info);
     const send = (status: number, body: unknown, headers: http.OutgoingHttpHeaders = {}) => {
@@ -471,13 +503,26 @@ export class KubeApiServer {
       res.end(JSON.stringify(body));
     };
     const fail = (status: number, message: string, retryAfter?: number) =>
-      send(status, statusBody(status, message, retryAfter), retryAfter !== undefined ? { 'Retry-After': String(retryAfter) } : {});
+      send(
+        status,
+        statusBody(status, message, retryAfter),
+        retryAfter !== undefined ? { 'Retry-After': String(retryAfter) } : {},
+      );
 
     if (!this.#authorized(req)) return fail(401, 'Unauthorized');
     if (route && route.kind !== 'meta' && this.#denied.has(`${verb} ${route.rt.plural}`)) {
       info.status = 403;
       res.writeHead(403, { 'Content-Type': 'application/json', 'Cache-Control': 'no-cache, private' });
-      return void res.end(JSON.stringify(forbiddenBody(this.#opts.user ?? 'system:serviceaccount:kube-system:coredns', verb, route.rt, route.namespace)));
+      return void res.end(
+        JSON.stringify(
+          forbiddenBody(
+            this.#opts.user ?? 'system:serviceaccount:kube-system:coredns',
+            verb,
+            route.rt,
+            route.namespace,
+          ),
+        ),
+      );
     }
     const rule = this.#failRules.find((r) => r.remaining > 0 && (!r.match || r.match(info)));
     if (rule) {
@@ -487,7 +532,8 @@ export class KubeApiServer {
     }
     if (!route) return fail(404, 'the server could not find the requested resource');
     if (route.kind === 'meta') {
-      if (route.what === 'version') return send(200, { major: '1', minor: '30', gitVersion: 'v1.30.0-clusterdns-test', platform: 'linux/amd64' });
+      if (route.what === 'version')
+        return send(200, { major: '1', minor: '30', gitVersion: 'v1.30.0-clusterdns-test', platform: 'linux/amd64' });
       info.status = 200;
       res.writeHead(200, { 'Content-Type': 'text/plain' });
       return void res.end('ok');
@@ -497,7 +543,8 @@ export class KubeApiServer {
       (body) => {
         try {
           if (route.kind === 'collection') {
-            if (method === 'GET') return isWatch ? this.#watch(route, query, res, info, fail) : this.#list(route, query, send, fail);
+            if (method === 'GET')
+              return isWatch ? this.#watch(route, query, res, info, fail) : this.#list(route, query, send, fail);
             if (method === 'POST') return this.#post(route, body, send, fail);
           } else if (route.kind === 'object') {
             if (method === 'GET') return this.#getOne(route, send, fail);
@@ -505,7 +552,8 @@ export class KubeApiServer {
             if (method === 'PATCH') return this.#patch(route, body, req.headers['content-type'], send, fail);
             if (method === 'DELETE') return this.#deleteOne(route, send, fail);
           } else if (route.kind === 'scale') {
-            if (method === 'GET' || method === 'PUT' || method === 'PATCH') return this.#scale(route, method, body, req.headers['content-type'], send, fail);
+            if (method === 'GET' || method === 'PUT' || method === 'PATCH')
+              return this.#scale(route, method, body, req.headers['content-type'], send, fail);
           }
           fail(405, `method ${method} not allowed here`);
         } catch (err) {
@@ -522,7 +570,8 @@ export class KubeApiServer {
     if (this.token !== undefined && req.headers.authorization === `Bearer ${this.token}`) return true;
     if (this.#opts.clientCertAuth) {
       const sock = req.socket;
-      if (sock instanceof TLSSocket && sock.authorized && Object.keys(sock.getPeerCertificate()).length > 0) return true;
+      if (sock instanceof TLSSocket && sock.authorized && Object.keys(sock.getPeerCertificate()).length > 0)
+        return true;
     }
     return false;
   }
@@ -542,15 +591,20 @@ export class KubeApiServer {
     const match = query.resourceVersionMatch ?? '';
     const invalid = listOptionsInvalid(query, false, this.watchList);
     if (invalid) return send(422, invalid);
-    if (query.continue && rvParam !== '' && rvParam !== '0') return fail(400, 'specifying resource version is not allowed when using continue');
+    if (query.continue && rvParam !== '' && rvParam !== '0')
+      return fail(400, 'specifying resource version is not allowed when using continue');
     const wanted = rvParam === '' || rvParam === '0' ? undefined : Number(rvParam);
     if (wanted !== undefined && !Number.isInteger(wanted)) return fail(400, `invalid resourceVersion "${rvParam}"`);
-    const cached = this.#opts.watchCache !== false && !query.continue && (rvParam === '0' || (wanted !== undefined && !limit && match !== 'Exact'));
+    const cached =
+      this.#opts.watchCache !== false &&
+      !query.continue &&
+      (rvParam === '0' || (wanted !== undefined && !limit && match !== 'Exact'));
     if (wanted !== undefined && match === 'Exact' && wanted < this.#minValidRv) {
       return fail(410, 'The resourceVersion for the provided list is too old.');
     }
     const serve = () => {
-      if (wanted !== undefined && wanted > this.#rv) return send(504, tooLargeBody(wanted, this.#rv, this.tooLargeForm), { 'Retry-After': '1' });
+      if (wanted !== undefined && wanted > this.#rv)
+        return send(504, tooLargeBody(wanted, this.#rv, this.tooLargeForm), { 'Retry-After': '1' });
       this.#serveList(route, query, cached ? 0 : limit, send, fail);
     };
     // The cache waits for a version it does not have yet; storage (etcd) answers at once.
@@ -574,13 +628,19 @@ export class KubeApiServer {
       if (!tok) return fail(400, 'continue key is not valid');
       const found = this.#snapshots.get(tok.id);
       if (tok.rv < this.#minValidRv || !found) {
-        return fail(410, 'The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.');
+        return fail(
+          410,
+          'The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.',
+        );
       }
       snap = found;
       snapId = tok.id;
       offset = tok.offset;
     } else {
-      snap = { rv: this.#rv, items: this.#current(route, this.#matcher(route, query)).sort((a, b) => keyOf(a).localeCompare(keyOf(b))) };
+      snap = {
+        rv: this.#rv,
+        items: this.#current(route, this.#matcher(route, query)).sort((a, b) => keyOf(a).localeCompare(keyOf(b))),
+      };
       snapId = randomBytes(6).toString('hex');
     }
     const end = limit > 0 ? Math.min(offset + limit, snap.items.length) : snap.items.length;
@@ -598,7 +658,8 @@ export class KubeApiServer {
     } else {
       this.#snapshots.delete(snapId);
     }
-    const respond = () => send(200, { kind: `${route.rt.kind}List`, apiVersion: apiVersion(route.rt), metadata, items: page });
+    const respond = () =>
+      send(200, { kind: `${route.rt.kind}List`, apiVersion: apiVersion(route.rt), metadata, items: page });
     if (this.pageDelayMs > 0 && (query.continue || metadata.continue)) setTimeout(respond, this.pageDelayMs);
     else respond();
   }
@@ -616,7 +677,13 @@ export class KubeApiServer {
    * the store does not have yet, and with sendInitialEvents the current state as ADDED events
    * closed by a BOOKMARK annotated `k8s.io/initial-events-end: "true"`.
    */
-  #watch(route: CollectionRoute, query: Record<string, string>, res: http.ServerResponse, info: RequestInfo, fail: Fail): void {
+  #watch(
+    route: CollectionRoute,
+    query: Record<string, string>,
+    res: http.ServerResponse,
+    info: RequestInfo,
+    fail: Fail,
+  ): void {
     const invalid = listOptionsInvalid(query, true, this.watchList);
     if (invalid) {
       info.status = 422;
@@ -635,11 +702,19 @@ export class KubeApiServer {
         const body = tooLargeBody(fromRv, this.#rv, this.tooLargeForm);
         if (this.expiredWatch === 'status') {
           info.status = 504;
-          res.writeHead(504, { 'Content-Type': 'application/json', 'Cache-Control': 'no-cache, private', 'Retry-After': '1' });
+          res.writeHead(504, {
+            'Content-Type': 'application/json',
+            'Cache-Control': 'no-cache, private',
+            'Retry-After': '1',
+          });
           return void res.end(JSON.stringify(body));
         }
         info.status = 200;
-        res.writeHead(200, { 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked', 'Cache-Control': 'no-cache, private' });
+        res.writeHead(200, {
+          'Content-Type': 'application/json',
+          'Transfer-Encoding': 'chunked',
+          'Cache-Control': 'no-cache, private',
+        });
         res.end(`${JSON.stringify({ type: 'ERROR', object: body })}\n`);
       });
       return;
@@ -664,8 +739,19 @@ export class KubeApiServer {
       return void res.end(JSON.stringify(statusBody(410, `${GONE_MESSAGE}: ${fromRv} (${this.#minValidRv})`)));
     }
     info.status = 200;
-    res.writeHead(200, { 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked', 'Cache-Control': 'no-cache, private' });
-    const w: Watch = { rt: route.rt, namespace: route.namespace, matches, bookmarks: query.allowWatchBookmarks === 'true' || query.allowWatchBookmarks === '1', res, dead: this.#stalled };
+    res.writeHead(200, {
+      'Content-Type': 'application/json',
+      'Transfer-Encoding': 'chunked',
+      'Cache-Control': 'no-cache, private',
+    });
+    const w: Watch = {
+      rt: route.rt,
+      namespace: route.namespace,
+      matches,
+      bookmarks: query.allowWatchBookmarks === 'true' || query.allowWatchBookmarks === '1',
+      res,
+      dead: this.#stalled,
+    };
     res.socket?.setNoDelay(true);
     if (w.dead) {
       // Half-open: not even the headers get through.
@@ -681,7 +767,9 @@ export class KubeApiServer {
     }
     if (fromRv === undefined) {
       // "Get state and start at most recent" (or a WatchList): synthetic ADDED for everything that exists now.
-      const items = this.#current(route, matches).sort((a, b) => Number(a.metadata.resourceVersion) - Number(b.metadata.resourceVersion));
+      const items = this.#current(route, matches).sort(
+        (a, b) => Number(a.metadata.resourceVersion) - Number(b.metadata.resourceVersion),
+      );
       const cutAfter = initial ? this.cutInitialEventsAfter : undefined;
       // kube-apiserver flushes a watch only when no more events are queued: one write for the burst.
       res.cork();
@@ -735,7 +823,8 @@ export class KubeApiServer {
     }
     if (typeof obj.metadata.name !== 'string' || !obj.metadata.name) return fail(422, 'metadata.name: Required value');
     const key = keyFor(route.rt, route.namespace, obj.metadata.name);
-    if (this.#objects.get(route.rt.plural)?.has(key)) return fail(409, `${route.rt.plural} "${obj.metadata.name}" already exists`);
+    if (this.#objects.get(route.rt.plural)?.has(key))
+      return fail(409, `${route.rt.plural} "${obj.metadata.name}" already exists`);
     send(201, this.#create(route.rt, key, obj));
   }
 
@@ -746,19 +835,29 @@ export class KubeApiServer {
     const key = keyFor(route.rt, route.namespace, route.name);
     const existing = this.#objects.get(route.rt.plural)?.get(key);
     if (!existing) return fail(404, `${route.rt.plural} "${route.name}" not found`);
-    if (conflicts(obj, existing)) return fail(409, `Operation cannot be fulfilled on ${route.rt.plural} "${route.name}": the object has been modified; please apply your changes to the latest version and try again`);
+    if (conflicts(obj, existing))
+      return fail(
+        409,
+        `Operation cannot be fulfilled on ${route.rt.plural} "${route.name}": the object has been modified; please apply your changes to the latest version and try again`,
+      );
     send(200, this.#update(route.rt, key, obj, existing));
   }
 
   #patch(route: ObjectRoute, body: unknown, contentType: string | undefined, send: Send, fail: Fail): void {
-    if (!isMergePatch(contentType)) return fail(415, `the body of the request was in an unknown format: ${contentType ?? ''}`);
+    if (!isMergePatch(contentType))
+      return fail(415, `the body of the request was in an unknown format: ${contentType ?? ''}`);
     const key = keyFor(route.rt, route.namespace, route.name);
     const existing = this.#objects.get(route.rt.plural)?.get(key);
     if (!existing) return fail(404, `${route.rt.plural} "${route.name}" not found`);
     if (!isRecord(body)) return fail(400, 'patch body must be a JSON object');
     const patched = mergePatch(structuredClone(existing), body);
-    if (!isKubeObject(patched) || patched.metadata.name !== route.name) return fail(400, 'patch may not change metadata.name');
-    if (conflicts(patched, existing)) return fail(409, `Operation cannot be fulfilled on ${route.rt.plural} "${route.name}": the object has been modified`);
+    if (!isKubeObject(patched) || patched.metadata.name !== route.name)
+      return fail(400, 'patch may not change metadata.name');
+    if (conflicts(patched, existing))
+      return fail(
+        409,
+        `Operation cannot be fulfilled on ${route.rt.plural} "${route.name}": the object has been modified`,
+      );
     send(200, this.#update(route.rt, key, patched, existing));
   }
 
@@ -770,20 +869,36 @@ export class KubeApiServer {
   }
 
   /** The autoscaling/v1 Scale view of a Deployment's spec.replicas. */
-  #scale(route: ObjectRoute, method: string, body: unknown, contentType: string | undefined, send: Send, fail: Fail): void {
+  #scale(
+    route: ObjectRoute,
+    method: string,
+    body: unknown,
+    contentType: string | undefined,
+    send: Send,
+    fail: Fail,
+  ): void {
     if (route.rt.plural !== 'deployments') return fail(404, 'the server could not find the requested resource');
     const key = keyFor(route.rt, route.namespace, route.name);
     const dep = this.#objects.get(route.rt.plural)?.get(key);
     if (!dep) return fail(404, `deployments.apps "${route.name}" not found`);
     if (method !== 'GET') {
-      if (method === 'PATCH' && !isMergePatch(contentType)) return fail(415, `unsupported patch type ${contentType ?? ''}`);
+      if (method === 'PATCH' && !isMergePatch(contentType))
+        return fail(415, `unsupported patch type ${contentType ?? ''}`);
       if (!isRecord(body)) return fail(400, 'Scale body must be a JSON object');
       const desired = method === 'PATCH' ? mergePatch(toScale(dep), body) : body;
-      if (!isRecord(desired) || !isRecord(desired.spec) || !Number.isInteger(desired.spec.replicas) || Number(desired.spec.replicas) < 0) {
+      if (
+        !isRecord(desired) ||
+        !isRecord(desired.spec) ||
+        !Number.isInteger(desired.spec.replicas) ||
+        Number(desired.spec.replicas) < 0
+      ) {
         return fail(422, 'Scale.spec.replicas: must be a non-negative integer');
       }
       if (method === 'PUT' && isRecord(desired.metadata) && conflicts({ metadata: desired.metadata }, dep)) {
-        return fail(409, `Operation cannot be fulfilled on deployments.apps "${route.name}": the object has been modified`);
+        return fail(
+          409,
+          `Operation cannot be fulfilled on deployments.apps "${route.name}": the object has been modified`,
+        );
       }
       const next = structuredClone(dep);
       next.spec = { ...(isRecord(next.spec) ? next.spec : {}), replicas: desired.spec.replicas };
@@ -838,7 +953,8 @@ type Fail = (status: number, message: string, retryAfter?: number) => void;
 
 function parseRoute(pathname: string): Route | undefined {
   if (pathname === '/version') return { kind: 'meta', what: 'version' };
-  if (pathname === '/healthz' || pathname === '/readyz' || pathname === '/livez') return { kind: 'meta', what: 'health' };
+  if (pathname === '/healthz' || pathname === '/readyz' || pathname === '/livez')
+    return { kind: 'meta', what: 'health' };
   const parts = pathname.split('/').filter(Boolean).map(decodeURIComponent);
   let group: string;
   let version: string;
@@ -846,7 +962,8 @@ function parseRoute(pathname: string): Route | undefined {
   if (parts[0] === 'api' && parts.length >= 2) [group, version, rest] = ['', parts[1], parts.slice(2)];
   else if (parts[0] === 'apis' && parts.length >= 3) [group, version, rest] = [parts[1], parts[2], parts.slice(3)];
   else return undefined;
-  const find = (plural: string | undefined) => RESOURCE_TYPES.find((t) => t.group === group && t.version === version && t.plural === plural);
+  const find = (plural: string | undefined) =>
+    RESOURCE_TYPES.find((t) => t.group === group && t.version === version && t.plural === plural);
   if (rest[0] === 'namespaces' && rest.length >= 3) {
     const rt = find(rest[2]);
     if (!rt || !rt.namespaced) return undefined;
@@ -927,7 +1044,9 @@ function toScale(dep: KubeObject): Record<string, unknown> {
     spec: { replicas },
     status: {
       replicas: typeof status.replicas === 'number' ? status.replicas : replicas,
-      selector: Object.entries(matchLabels).map(([k, v]) => `${k}=${String(v)}`).join(','),
+      selector: Object.entries(matchLabels)
+        .map(([k, v]) => `${k}=${String(v)}`)
+        .join(','),
     },
   };
 }
@@ -966,15 +1085,29 @@ export function statusBody(code: number, message: string, retryAfter?: number): 
  * A 504 for a resourceVersion the server does not have yet, in the body each server generation
  * sends (apimachinery's NewTooLargeResourceVersionError and its predecessors).
  */
-export function tooLargeBody(requested: number, current: number, form: 'cause' | 'legacy-cause' | 'message'): Record<string, unknown> {
+export function tooLargeBody(
+  requested: number,
+  current: number,
+  form: 'cause' | 'legacy-cause' | 'message',
+): Record<string, unknown> {
   const body = statusBody(504, `Too large resource version: ${requested}, current: ${current}`, 1);
-  if (form === 'cause') body.details = { causes: [{ reason: 'ResourceVersionTooLarge', message: 'Too large resource version' }], retryAfterSeconds: 1 };
-  else if (form === 'legacy-cause') body.details = { causes: [{ message: 'Too large resource version' }], retryAfterSeconds: 1 };
+  if (form === 'cause')
+    body.details = {
+      causes: [{ reason: 'ResourceVersionTooLarge', message: 'Too large resource version' }],
+      retryAfterSeconds: 1,
+    };
+  else if (form === 'legacy-cause')
+    body.details = { causes: [{ message: 'Too large resource version' }], retryAfterSeconds: 1 };
   return body;
 }
 
 /** Kubernetes' 403 for a verb RBAC does not grant (the authorizer's "forbidden" Status). */
-export function forbiddenBody(user: string, verb: string, rt: ResourceType, namespace: string | undefined): Record<string, unknown> {
+export function forbiddenBody(
+  user: string,
+  verb: string,
+  rt: ResourceType,
+  namespace: string | undefined,
+): Record<string, unknown> {
   const qualified = rt.group ? `${rt.plural}.${rt.group}` : rt.plural;
   const scope = namespace === undefined ? 'at the cluster scope' : `in the namespace "${namespace}"`;
   return {
@@ -993,26 +1126,57 @@ export function forbiddenBody(user: string, verb: string, rt: ResourceType, name
  * apimachinery's ValidateListOptions for the parameters this server knows, as the 422 Invalid
  * Status it answers with; undefined when the options are valid.
  */
-function listOptionsInvalid(query: Record<string, string>, watch: boolean, watchListEnabled: boolean): Record<string, unknown> | undefined {
+function listOptionsInvalid(
+  query: Record<string, string>,
+  watch: boolean,
+  watchListEnabled: boolean,
+): Record<string, unknown> | undefined {
   const errors: Array<{ field: string; message: string }> = [];
   const rv = query.resourceVersion ?? '';
   const match = query.resourceVersionMatch ?? '';
   const sendInitial = query.sendInitialEvents !== undefined;
   const bookmarks = query.allowWatchBookmarks === 'true' || query.allowWatchBookmarks === '1';
   if (match !== '' && !watch) {
-    if (rv === '') errors.push({ field: 'resourceVersionMatch', message: 'resourceVersionMatch is forbidden unless resourceVersion is provided' });
-    if (query.continue) errors.push({ field: 'resourceVersionMatch', message: 'resourceVersionMatch is forbidden when continue is provided' });
-    if (match !== 'NotOlderThan' && match !== 'Exact') errors.push({ field: 'resourceVersionMatch', message: `Unsupported value: "${match}"` });
-    if (match === 'Exact' && rv === '0') errors.push({ field: 'resourceVersionMatch', message: 'resourceVersionMatch "exact" is forbidden for resourceVersion "0"' });
+    if (rv === '')
+      errors.push({
+        field: 'resourceVersionMatch',
+        message: 'resourceVersionMatch is forbidden unless resourceVersion is provided',
+      });
+    if (query.continue)
+      errors.push({
+        field: 'resourceVersionMatch',
+        message: 'resourceVersionMatch is forbidden when continue is provided',
+      });
+    if (match !== 'NotOlderThan' && match !== 'Exact')
+      errors.push({ field: 'resourceVersionMatch', message: `Unsupported value: "${match}"` });
+    if (match === 'Exact' && rv === '0')
+      errors.push({
+        field: 'resourceVersionMatch',
+        message: 'resourceVersionMatch "exact" is forbidden for resourceVersion "0"',
+      });
   }
   if (sendInitial && !watchListEnabled) {
-    errors.push({ field: 'sendInitialEvents', message: 'sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled' });
+    errors.push({
+      field: 'sendInitialEvents',
+      message: 'sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled',
+    });
   } else if (sendInitial) {
     if (!watch) errors.push({ field: 'sendInitialEvents', message: 'sendInitialEvents is forbidden for list' });
-    if (match !== 'NotOlderThan') errors.push({ field: 'resourceVersionMatch', message: 'sendInitialEvents requires setting resourceVersionMatch to NotOlderThan' });
-    if (!bookmarks) errors.push({ field: 'allowWatchBookmarks', message: 'sendInitialEvents requires setting allowWatchBookmarks to true' });
+    if (match !== 'NotOlderThan')
+      errors.push({
+        field: 'resourceVersionMatch',
+        message: 'sendInitialEvents requires setting resourceVersionMatch to NotOlderThan',
+      });
+    if (!bookmarks)
+      errors.push({
+        field: 'allowWatchBookmarks',
+        message: 'sendInitialEvents requires setting allowWatchBookmarks to true',
+      });
   } else if (watch && match !== '') {
-    errors.push({ field: 'resourceVersionMatch', message: 'resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided' });
+    errors.push({
+      field: 'resourceVersionMatch',
+      message: 'resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided',
+    });
   }
   if (errors.length === 0) return undefined;
   const text = errors.map((e) => `${e.field}: Forbidden: ${e.message}`);
@@ -1026,7 +1190,11 @@ function listOptionsInvalid(query: Record<string, string>, watch: boolean, watch
     details: {
       group: 'meta.k8s.io',
       kind: 'ListOptions',
-      causes: errors.map((e) => ({ reason: 'FieldValueForbidden', message: `Forbidden: ${e.message}`, field: e.field })),
+      causes: errors.map((e) => ({
+        reason: 'FieldValueForbidden',
+        message: `Forbidden: ${e.message}`,
+        field: e.field,
+      })),
     },
     code: 422,
   };

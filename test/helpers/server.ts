@@ -38,14 +38,19 @@ export interface StartOptions {
 export async function startServer(o: StartOptions): Promise<RunningServer> {
   const port = o.port ?? (await freePort());
   const dir = mkdtempSync(join(tmpdir(), 'clusterdns-e2e-'));
-  for (const [name, content] of Object.entries(o.files ?? {})) writeFileSync(join(dir, name), content.replaceAll('PORT', String(port)));
+  for (const [name, content] of Object.entries(o.files ?? {}))
+    writeFileSync(join(dir, name), content.replaceAll('PORT', String(port)));
   const corefile = join(dir, 'Corefile');
   writeFileSync(corefile, o.corefile.replaceAll('PORT', String(port)));
-  const proc = spawn(process.execPath, [BIN, '-conf', corefile, '-workers', String(o.workers ?? 1), ...(o.args ?? [])], {
-    cwd: dir,
-    env: { ...process.env, CLUSTERDNS_EXIT_WITH_PARENT: '1', ...o.env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const proc = spawn(
+    process.execPath,
+    [BIN, '-conf', corefile, '-workers', String(o.workers ?? 1), ...(o.args ?? [])],
+    {
+      cwd: dir,
+      env: { ...process.env, CLUSTERDNS_EXIT_WITH_PARENT: '1', ...o.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let out = '';
   const waiters: Array<() => void> = [];
   const onData = (d: Buffer) => {
@@ -70,7 +75,10 @@ export async function startServer(o: StartOptions): Promise<RunningServer> {
     output: () => out,
     waitFor(text, timeoutMs = 10000) {
       return new Promise((res, rej) => {
-        const deadline = setTimeout(() => rej(new Error(`timed out waiting for ${String(text)}; output:\n${out}`)), timeoutMs);
+        const deadline = setTimeout(
+          () => rej(new Error(`timed out waiting for ${String(text)}; output:\n${out}`)),
+          timeoutMs,
+        );
         const check = () => {
           if (typeof text === 'string' ? out.includes(text) : text.test(out)) {
             clearTimeout(deadline);

@@ -13,7 +13,9 @@ export async function scrape(port: number): Promise<string> {
 /** The sum of every sample of `name` in an exposition text. */
 export function total(text: string, name: string): number {
   let sum = 0;
-  for (const line of text.split('\n')) if (line.startsWith(name + '{') || line.startsWith(name + ' ')) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+  for (const line of text.split('\n'))
+    if (line.startsWith(name + '{') || line.startsWith(name + ' '))
+      sum += Number(line.slice(line.lastIndexOf(' ') + 1));
   return sum;
 }
 

@@ -5,7 +5,12 @@ import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { endpointConnection, inClusterConnection, KubeConfigError, kubeconfigConnection } from '../../src/kube/connection.js';
+import {
+  endpointConnection,
+  inClusterConnection,
+  KubeConfigError,
+  kubeconfigConnection,
+} from '../../src/kube/connection.js';
 import { KubeApiError, KubeClient } from '../../src/kube/http.js';
 import { isList } from '../../src/kube/types.js';
 import { KubeApiServer } from '../helpers/kubeapi.js';
@@ -82,9 +87,16 @@ describe('connections over HTTPS', () => {
   });
 
   it('in-cluster: explains what is missing outside a Pod', async () => {
-    await assert.rejects(inClusterConnection({ env: {} }), (e) => e instanceof KubeConfigError && /KUBERNETES_SERVICE_HOST/.test(e.message));
     await assert.rejects(
-      inClusterConnection({ env: { KUBERNETES_SERVICE_HOST: '127.0.0.1', KUBERNETES_SERVICE_PORT: '1' }, caFile: server.pki?.caFile, tokenFile: join(dir, 'absent') }),
+      inClusterConnection({ env: {} }),
+      (e) => e instanceof KubeConfigError && /KUBERNETES_SERVICE_HOST/.test(e.message),
+    );
+    await assert.rejects(
+      inClusterConnection({
+        env: { KUBERNETES_SERVICE_HOST: '127.0.0.1', KUBERNETES_SERVICE_PORT: '1' },
+        caFile: server.pki?.caFile,
+        tokenFile: join(dir, 'absent'),
+      }),
       (e) => e instanceof KubeConfigError && e.message.includes(join(dir, 'absent')),
     );
   });
@@ -92,7 +104,11 @@ describe('connections over HTTPS', () => {
   it('endpoint + tls CERT KEY CACERT authenticates with the client certificate', async () => {
     const pki = server.pki;
     assert.ok(pki);
-    const conn = await endpointConnection(server.url, { cert: pki.clientCertFile, key: pki.clientKeyFile, ca: pki.caFile });
+    const conn = await endpointConnection(server.url, {
+      cert: pki.clientCertFile,
+      key: pki.clientKeyFile,
+      ca: pki.caFile,
+    });
     const t = await serviceReflector(server, {}, conn);
     try {
       await t.reflector.waitForSync();
@@ -227,7 +243,9 @@ users:
     const client = new KubeClient(await kubeconfigConnection(file));
     try {
       const list = await client.getJSON('/api/v1/namespaces/default/services');
-      assert.ok(list && typeof list === 'object' && 'items' in list && Array.isArray(list.items) && list.items.length >= 1);
+      assert.ok(
+        list && typeof list === 'object' && 'items' in list && Array.isArray(list.items) && list.items.length >= 1,
+      );
       assert.equal(server.requestLog.at(-1)?.authorization, 'Bearer token-1');
     } finally {
       client.close();
@@ -239,8 +257,14 @@ users:
       ['clusters: [}', /invalid YAML/],
       ['apiVersion: v1\nclusters: []\ncontexts: []\n', /current-context/],
       ['current-context: x\ncontexts:\n- name: y\n  context: {cluster: c}\n', /context "x" not found in contexts/],
-      ['current-context: x\ncontexts:\n- name: x\n  context: {cluster: c}\nclusters:\n- name: c\n  cluster: {}\n', /clusters\[c\]\.cluster\.server: missing/],
-      ['current-context: x\ncontexts:\n- name: x\n  context: {cluster: c}\nclusters:\n- name: c\n  cluster: {server: "ftp://x"}\n', /must start with https:\/\/ or http:\/\//],
+      [
+        'current-context: x\ncontexts:\n- name: x\n  context: {cluster: c}\nclusters:\n- name: c\n  cluster: {}\n',
+        /clusters\[c\]\.cluster\.server: missing/,
+      ],
+      [
+        'current-context: x\ncontexts:\n- name: x\n  context: {cluster: c}\nclusters:\n- name: c\n  cluster: {server: "ftp://x"}\n',
+        /must start with https:\/\/ or http:\/\//,
+      ],
       [
         'current-context: x\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\nclusters:\n- name: c\n  cluster: {server: "https://x", certificate-authority: nope.crt}\nusers:\n- name: u\n  user: {}\n',
         /certificate-authority: cannot read .*nope\.crt/,
@@ -249,7 +273,11 @@ users:
     for (const [i, [text, re]] of cases.entries()) {
       const file = join(dir, `bad-${i}.yaml`);
       await writeFile(file, text);
-      await assert.rejects(kubeconfigConnection(file), (e) => e instanceof KubeConfigError && e.message.includes(file) && re.test(e.message), `case ${i}`);
+      await assert.rejects(
+        kubeconfigConnection(file),
+        (e) => e instanceof KubeConfigError && e.message.includes(file) && re.test(e.message),
+        `case ${i}`,
+      );
     }
   });
 });
@@ -281,11 +309,17 @@ console.log(JSON.stringify({ apiVersion: 'client.authentication.k8s.io/v1', kind
     await rm(dir, { recursive: true, force: true });
   });
 
-  async function kubeconfig(name: string, expiry: string, env: Record<string, string>): Promise<{ file: string; log: string }> {
+  async function kubeconfig(
+    name: string,
+    expiry: string,
+    env: Record<string, string>,
+  ): Promise<{ file: string; log: string }> {
     const file = join(dir, `${name}.yaml`);
     const log = join(dir, `${name}.log`);
     await writeFile(log, '');
-    const envYaml = Object.entries(env).map(([k, v]) => `      - {name: ${k}, value: "${v}"}`).join('\n');
+    const envYaml = Object.entries(env)
+      .map(([k, v]) => `      - {name: ${k}, value: "${v}"}`)
+      .join('\n');
     await writeFile(
       file,
       `apiVersion: v1
@@ -356,6 +390,12 @@ ${envYaml}
   it('a failing plugin is a KubeConfigError carrying its stderr', async () => {
     const { file } = await kubeconfig('failing', 'none', { FAIL_PLUGIN: '1' });
     const conn = await kubeconfigConnection(file);
-    await assert.rejects(conn.token(), (e) => e instanceof KubeConfigError && e.message.includes('login required') && e.message.includes('users[plugin].user.exec'));
+    await assert.rejects(
+      conn.token(),
+      (e) =>
+        e instanceof KubeConfigError &&
+        e.message.includes('login required') &&
+        e.message.includes('users[plugin].user.exec'),
+    );
   });
 });

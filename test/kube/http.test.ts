@@ -25,7 +25,12 @@ describe('KubeClient over a hand-driven socket', () => {
         await delay(20);
         res.write(line.subarray(10, cut));
         await delay(20);
-        res.write(Buffer.concat([line.subarray(cut), Buffer.from('\n\n{"type":"BOOKMARK","object":{"metadata":{}}}\n{"type":"ADD')]));
+        res.write(
+          Buffer.concat([
+            line.subarray(cut),
+            Buffer.from('\n\n{"type":"BOOKMARK","object":{"metadata":{}}}\n{"type":"ADD'),
+          ]),
+        );
         await delay(20);
         res.end('ED","object":{"metadata":{"name":"last"}}}\n');
       })();
@@ -47,7 +52,11 @@ describe('KubeClient over a hand-driven socket', () => {
 
   it('keeps the path prefix of a proxied API server URL and drops empty query values', async () => {
     const client = new KubeClient(await endpointConnection(`${base}/k8s/clusters/c-1/`));
-    await client.streamLines('/api/v1/pods', { watch: 1, labelSelector: '', limit: 5 }, { idleTimeoutMs: 1000, onLine: () => {} });
+    await client.streamLines(
+      '/api/v1/pods',
+      { watch: 1, labelSelector: '', limit: 5 },
+      { idleTimeoutMs: 1000, onLine: () => {} },
+    );
     client.close();
     assert.equal(urls.at(-1), '/k8s/clusters/c-1/api/v1/pods?watch=1&limit=5');
   });
@@ -61,7 +70,12 @@ describe('KubeClient.getJSON over a hand-driven socket', () => {
       void (async () => {
         res.writeHead(200, { 'Content-Type': 'application/json' });
         // A body in many writes, one split inside a two-byte and one inside a four-byte character.
-        const body = Buffer.from(JSON.stringify({ kind: 'List', items: [{ name: 'grüße' }, { name: 'x'.repeat(70_000) }, { name: '🦀 crab' }] }));
+        const body = Buffer.from(
+          JSON.stringify({
+            kind: 'List',
+            items: [{ name: 'grüße' }, { name: 'x'.repeat(70_000) }, { name: '🦀 crab' }],
+          }),
+        );
         const cuts = [5, body.indexOf(Buffer.from('ü')) + 1, 40_000, body.indexOf(Buffer.from('🦀')) + 2, body.length];
         let at = 0;
         for (const cut of cuts) {
@@ -81,7 +95,10 @@ describe('KubeClient.getJSON over a hand-driven socket', () => {
     const client = new KubeClient(await endpointConnection(base));
     const body = (await client.getJSON('/api/v1/services')) as { items: Array<{ name: string }> };
     client.close();
-    assert.deepEqual(body.items.map((i) => i.name.length), [5, 70_000, 7]);
+    assert.deepEqual(
+      body.items.map((i) => i.name.length),
+      [5, 70_000, 7],
+    );
     assert.equal(body.items[0]!.name, 'grüße');
     assert.equal(body.items[2]!.name, '🦀 crab');
   });

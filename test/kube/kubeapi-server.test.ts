@@ -25,20 +25,28 @@ describe('test API server', () => {
     assert.rejects(p, (e) => e instanceof KubeApiError && e.status === status && (!reason || e.reason === reason));
 
   /** Collect a watch's events until the server ends it (or `until` says stop). */
-  async function watchEvents(path: string, query: Record<string, string | number>, until?: (evs: WatchEvent[]) => boolean): Promise<WatchEvent[]> {
+  async function watchEvents(
+    path: string,
+    query: Record<string, string | number>,
+    until?: (evs: WatchEvent[]) => boolean,
+  ): Promise<WatchEvent[]> {
     const events: WatchEvent[] = [];
     const ac = new AbortController();
     try {
-      await client.streamLines(path, { watch: 1, ...query }, {
-        signal: ac.signal,
-        idleTimeoutMs: 2000,
-        onLine: (line) => {
-          const ev: unknown = JSON.parse(line);
-          assert.ok(isWatchEvent(ev), line);
-          events.push(ev);
-          if (until?.(events)) ac.abort(new Error('enough'));
+      await client.streamLines(
+        path,
+        { watch: 1, ...query },
+        {
+          signal: ac.signal,
+          idleTimeoutMs: 2000,
+          onLine: (line) => {
+            const ev: unknown = JSON.parse(line);
+            assert.ok(isWatchEvent(ev), line);
+            events.push(ev);
+            if (until?.(events)) ac.abort(new Error('enough'));
+          },
         },
-      });
+      );
     } catch (err) {
       if (!(err instanceof Error && err.message === 'enough')) throw err;
     }
@@ -46,23 +54,40 @@ describe('test API server', () => {
   }
 
   it('creates, reads, updates with optimistic concurrency, patches and deletes', async () => {
-    const created = await client.request('POST', '/api/v1/namespaces/apps/services', service('api', '10.0.1.1', 'apps'));
+    const created = await client.request(
+      'POST',
+      '/api/v1/namespaces/apps/services',
+      service('api', '10.0.1.1', 'apps'),
+    );
     const meta = objectMeta(created);
     assert.ok(meta?.uid && meta.resourceVersion);
-    await rejectsWith(client.request('POST', '/api/v1/namespaces/apps/services', service('api', '10.0.1.1', 'apps')), 409, 'Conflict');
-    await rejectsWith(client.request('POST', '/api/v1/namespaces/other/services', service('x', '10.0.1.2', 'apps')), 400, 'BadRequest');
+    await rejectsWith(
+      client.request('POST', '/api/v1/namespaces/apps/services', service('api', '10.0.1.1', 'apps')),
+      409,
+      'Conflict',
+    );
+    await rejectsWith(
+      client.request('POST', '/api/v1/namespaces/other/services', service('x', '10.0.1.2', 'apps')),
+      400,
+      'BadRequest',
+    );
 
     const got = await client.getJSON('/api/v1/namespaces/apps/services/api');
     assert.equal(objectMeta(got)?.resourceVersion, meta.resourceVersion);
 
-    const stale = { ...service('api', '10.0.1.9', 'apps'), metadata: { name: 'api', namespace: 'apps', resourceVersion: '1' } };
+    const stale = {
+      ...service('api', '10.0.1.9', 'apps'),
+      metadata: { name: 'api', namespace: 'apps', resourceVersion: '1' },
+    };
     await rejectsWith(client.request('PUT', '/api/v1/namespaces/apps/services/api', stale), 409, 'Conflict');
     const fresh = { ...stale, metadata: { ...stale.metadata, resourceVersion: meta.resourceVersion } };
     const updated = await client.request('PUT', '/api/v1/namespaces/apps/services/api', fresh);
     assert.ok(Number(objectMeta(updated)?.resourceVersion) > Number(meta.resourceVersion));
     assert.equal(objectMeta(updated)?.uid, meta.uid);
 
-    const patched = await client.request('PATCH', '/api/v1/namespaces/apps/services/api', { metadata: { labels: { tier: 'gold' } } });
+    const patched = await client.request('PATCH', '/api/v1/namespaces/apps/services/api', {
+      metadata: { labels: { tier: 'gold' } },
+    });
     assert.deepEqual(objectMeta(patched)?.labels, { tier: 'gold' });
     assert.ok(isRecord(patched) && isRecord(patched.spec) && patched.spec.clusterIP === '10.0.1.9');
 
@@ -87,7 +112,12 @@ describe('test API server', () => {
     assert.ok(isRecord(scale) && scale.kind === 'Scale' && isRecord(scale.spec) && isRecord(scale.status));
     assert.equal(scale.spec.replicas, 2);
     assert.equal(scale.status.selector, 'k8s-app=kube-dns');
-    await client.request('PUT', path, { kind: 'Scale', apiVersion: 'autoscaling/v1', metadata: { name: 'coredns', namespace: 'kube-system' }, spec: { replicas: 5 } });
+    await client.request('PUT', path, {
+      kind: 'Scale',
+      apiVersion: 'autoscaling/v1',
+      metadata: { name: 'coredns', namespace: 'kube-system' },
+      spec: { replicas: 5 },
+    });
     const dep = server.get('Deployment', 'kube-system', 'coredns');
     assert.ok(dep && isRecord(dep.spec) && dep.spec.replicas === 5);
     await client.request('PATCH', path, { spec: { replicas: 3 } });
@@ -104,13 +134,17 @@ describe('test API server', () => {
     assert.deepEqual(names(await client.getJSON(path, { labelSelector: 'app=dns,env!=qa' })), ['a']);
     assert.deepEqual(names(await client.getJSON(path, { labelSelector: 'env in (qa, staging)' })), ['b']);
     assert.deepEqual(names(await client.getJSON(path, { labelSelector: '!env' })), ['c']);
-    assert.deepEqual(names(await client.getJSON('/api/v1/services', { fieldSelector: 'metadata.namespace=sel,metadata.name!=a' })), ['b', 'c']);
+    assert.deepEqual(
+      names(await client.getJSON('/api/v1/services', { fieldSelector: 'metadata.namespace=sel,metadata.name!=a' })),
+      ['b', 'c'],
+    );
     await rejectsWith(client.getJSON(path, { labelSelector: 'app in dns' }), 400);
     await rejectsWith(client.getJSON(path, { fieldSelector: 'spec.nonsense=1' }), 400);
   });
 
   it('pages with limit/continue; a compaction expires the continue token with 410', async () => {
-    for (let i = 0; i < 5; i++) server.apply({ kind: 'ConfigMap', metadata: { name: `cm-${i}`, namespace: 'paging' }, data: {} });
+    for (let i = 0; i < 5; i++)
+      server.apply({ kind: 'ConfigMap', metadata: { name: `cm-${i}`, namespace: 'paging' }, data: {} });
     const path = '/api/v1/namespaces/paging/configmaps';
     const p1 = await client.getJSON(path, { limit: 2 });
     assert.ok(isList(p1));
@@ -134,16 +168,26 @@ describe('test API server', () => {
     server.remove('Service', 'watch', 'w1');
     const path = '/api/v1/namespaces/watch/services';
     const initial = await watchEvents(path, { timeoutSeconds: 1 }, (e) => e.length === 1);
-    assert.deepEqual(initial.map((e) => [e.type, objectMeta(e.object)?.name]), [['ADDED', 'w2']]);
+    assert.deepEqual(
+      initial.map((e) => [e.type, objectMeta(e.object)?.name]),
+      [['ADDED', 'w2']],
+    );
     const started = Date.now();
     const replay = await watchEvents(path, { resourceVersion: rv, timeoutSeconds: 1 });
     assert.ok(Date.now() - started >= 900, 'stream ended by timeoutSeconds');
-    assert.deepEqual(replay.map((e) => [e.type, objectMeta(e.object)?.name]), [['ADDED', 'w2'], ['DELETED', 'w1']]);
+    assert.deepEqual(
+      replay.map((e) => [e.type, objectMeta(e.object)?.name]),
+      [
+        ['ADDED', 'w2'],
+        ['DELETED', 'w1'],
+      ],
+    );
   });
 
   it('watch: an expired resourceVersion is 410, in-stream or as HTTP status', async () => {
     const old = server.resourceVersion;
-    for (let i = 0; i < 60; i++) server.apply({ kind: 'ConfigMap', metadata: { name: 'churn', namespace: 'default' }, data: { i: String(i) } });
+    for (let i = 0; i < 60; i++)
+      server.apply({ kind: 'ConfigMap', metadata: { name: 'churn', namespace: 'default' }, data: { i: String(i) } });
     const events = await watchEvents('/api/v1/configmaps', { resourceVersion: old });
     assert.equal(events.length, 1);
     assert.equal(events[0].type, 'ERROR');
@@ -151,7 +195,10 @@ describe('test API server', () => {
     server.expiredWatch = 'status';
     await rejectsWith(watchEvents('/api/v1/configmaps', { resourceVersion: old }), 410, 'Expired');
     server.expiredWatch = 'event';
-    const fresh = await watchEvents('/api/v1/configmaps', { resourceVersion: server.resourceVersion - 10, timeoutSeconds: 1 });
+    const fresh = await watchEvents('/api/v1/configmaps', {
+      resourceVersion: server.resourceVersion - 10,
+      timeoutSeconds: 1,
+    });
     assert.equal(fresh.length, 10, 'inside the window, events replay');
   });
 

@@ -14,7 +14,10 @@ test('src/kube imports only itself, node: built-ins, its npm dependencies and th
     const text = readFileSync(join(dir, f), 'utf8');
     for (const m of text.matchAll(/(?:from|import)\s*\(?\s*'([^']+)'/g)) {
       const spec = m[1]!;
-      assert.ok(spec.startsWith('./') || spec.startsWith('node:') || spec === 'yaml' || spec === '../text/redact.js', `${f} imports ${spec}`);
+      assert.ok(
+        spec.startsWith('./') || spec.startsWith('node:') || spec === 'yaml' || spec === '../text/redact.js',
+        `${f} imports ${spec}`,
+      );
     }
   }
 });

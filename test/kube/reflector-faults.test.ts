@@ -27,7 +27,10 @@ describe('Reflector faults', () => {
       assert.ok(t.rec.errors.every((e) => e instanceof KubeApiError && e.status === 503));
       // Delays are ≥ half of 40, 80, 160, 320 ms.
       assert.ok(elapsed >= 300, `synced after ${elapsed} ms: backoff not applied`);
-      const gaps = server.requestLog.filter((r) => r.verb === 'list').slice(-5).map((r, i, a) => (i ? r.time - a[i - 1].time : 0));
+      const gaps = server.requestLog
+        .filter((r) => r.verb === 'list')
+        .slice(-5)
+        .map((r, i, a) => (i ? r.time - a[i - 1].time : 0));
       assert.ok(gaps[4] > gaps[1], `gaps should grow: ${gaps.join(',')}`);
       assert.equal(t.reflector.store.size, 2);
     } finally {
@@ -64,7 +67,10 @@ describe('Reflector faults', () => {
     try {
       await t.reflector.waitForSync();
       const lists = server.requestLog.filter((r) => r.verb === 'list').slice(-2);
-      assert.deepEqual(lists.map((r) => r.status), [429, 200]);
+      assert.deepEqual(
+        lists.map((r) => r.status),
+        [429, 200],
+      );
       const gap = lists[1].time - lists[0].time;
       assert.ok(gap >= 950, `retried after ${gap} ms, Retry-After was 1 s`);
       const err = t.rec.errors[0];
@@ -87,10 +93,17 @@ describe('Reflector faults', () => {
       assert.equal(t.reflector.store.size, 2, 'stale store kept during the outage');
       assert.ok(t.reflector.store.has('default/db'));
       assert.ok(t.rec.errors.length >= 3, 'connection errors reported');
-      assert.ok(t.rec.errors.some((e) => 'code' in e && e.code === 'ECONNREFUSED'), t.rec.errors.map((e) => e.message).join('; '));
+      assert.ok(
+        t.rec.errors.some((e) => 'code' in e && e.code === 'ECONNREFUSED'),
+        t.rec.errors.map((e) => e.message).join('; '),
+      );
       assert.ok(t.rec.errors.length <= 15, `${t.rec.errors.length} attempts in 1.5 s`);
       await server.start();
-      await waitFor(() => t.reflector.store.has('default/during-outage') && !t.reflector.store.has('default/db'), 'caught up', 1000);
+      await waitFor(
+        () => t.reflector.store.has('default/during-outage') && !t.reflector.store.has('default/db'),
+        'caught up',
+        1000,
+      );
       assert.equal(server.listRequests, lists, 'the watch resumed from its resourceVersion');
       assert.equal(t.reflector.connected, true);
     } finally {
@@ -161,12 +174,18 @@ describe('Reflector faults', () => {
     try {
       await t.reflector.waitForSync();
       assert.equal(t.reflector.store.has('default/broken'), false);
-      assert.ok(t.rec.warnings.some((w) => w.includes('default/broken')), t.rec.warnings.join('\n'));
+      assert.ok(
+        t.rec.warnings.some((w) => w.includes('default/broken')),
+        t.rec.warnings.join('\n'),
+      );
 
       server.apply({ kind: 'Service', metadata: { name: 'broken2', namespace: 'kube-system' }, spec: null });
       server.apply(service('fine', '10.0.0.10'));
       await waitFor(() => t.reflector.store.has('default/fine'), 'good object after a bad one', 1000);
-      assert.ok(t.rec.warnings.some((w) => w.includes('Service kube-system/broken2')), t.rec.warnings.join('\n'));
+      assert.ok(
+        t.rec.warnings.some((w) => w.includes('Service kube-system/broken2')),
+        t.rec.warnings.join('\n'),
+      );
 
       // An update that breaks a known object removes its stale entry.
       server.apply({ kind: 'Service', metadata: { name: 'fine', namespace: 'default' }, spec: { clusterIP: ['x'] } });

@@ -8,7 +8,15 @@ import { KubeClient } from '../../src/kube/http.js';
 import { endpointConnection } from '../../src/kube/connection.js';
 import { projectService } from '../helpers/kubeapi-fixtures.js';
 import { KubeApiServer, forbiddenBody, RESOURCE_TYPES } from '../helpers/kubeapi.js';
-import { delay, nthIp, recordingReflector, service, serviceReflector, waitFor, type ServiceRecord } from '../helpers/kubeapi-fixtures.js';
+import {
+  delay,
+  nthIp,
+  recordingReflector,
+  service,
+  serviceReflector,
+  waitFor,
+  type ServiceRecord,
+} from '../helpers/kubeapi-fixtures.js';
 
 /** Changes made while the API is away (connections cut), so the client learns of them only by relisting. */
 async function whileAway(server: KubeApiServer, change: () => void): Promise<void> {
@@ -48,7 +56,15 @@ describe('Reflector lists from the watch cache (API Concepts › Resource versio
   it('a whole-list answer over the body limit falls back to pages from etcd, and stays there', async () => {
     const client = new KubeClient(await endpointConnection(server.url), { maxBodyBytes: 64 * 1024 });
     const warnings: string[] = [];
-    const r = new Reflector({ client, path: '/api/v1/services', project: projectService, pageSize: 200, watchList: false, warn: (m) => warnings.push(m), onError: () => {} }).start();
+    const r = new Reflector({
+      client,
+      path: '/api/v1/services',
+      project: projectService,
+      pageSize: 200,
+      watchList: false,
+      warn: (m) => warnings.push(m),
+      onError: () => {},
+    }).start();
     const before = server.requestLog.length;
     try {
       await r.waitForSync(AbortSignal.timeout(10_000));
@@ -58,7 +74,10 @@ describe('Reflector lists from the watch cache (API Concepts › Resource versio
       assert.equal(lists[1].query.resourceVersion, undefined);
       assert.equal(lists[1].query.limit, '200');
       assert.equal(lists.length, 1 + 7, 'the failed whole list, then 7 pages');
-      assert.ok(warnings.some((w) => /exceeds 65536 bytes; listing in pages/.test(w)), warnings.join('\n'));
+      assert.ok(
+        warnings.some((w) => /exceeds 65536 bytes; listing in pages/.test(w)),
+        warnings.join('\n'),
+      );
     } finally {
       await r.stop();
       client.close();
@@ -96,7 +115,12 @@ describe('Reflector after an etcd restore: "Too large resource version" relists 
   for (const form of ['cause', 'legacy-cause', 'message'] as const) {
     for (const where of ['event', 'status'] as const) {
       it(`watch answered with the ${form} form ${where === 'event' ? 'as an in-stream ERROR event' : 'as HTTP 504'}`, async () => {
-        const server = await KubeApiServer.create({ bookmarkIntervalMs: 0, tooLargeWaitMs: 100, tooLargeForm: form, expiredWatch: where });
+        const server = await KubeApiServer.create({
+          bookmarkIntervalMs: 0,
+          tooLargeWaitMs: 100,
+          tooLargeForm: form,
+          expiredWatch: where,
+        });
         server.apply(service('web', '10.0.0.1'));
         server.apply(service('db', '10.0.0.2'));
         const t = await serviceReflector(server, { backoff: { initialMs: 20, maxMs: 5000 } });
@@ -118,8 +142,14 @@ describe('Reflector after an etcd restore: "Too large resource version" relists 
           assert.equal(relist.length, 1, JSON.stringify(after.map((r) => [r.verb, r.query, r.status])));
           assert.equal(relist[0].query.resourceVersion, undefined, 'a quorum list names no version');
           // retryAfterSeconds: 1 in the Status is honoured.
-          assert.ok(relist[0].time - refused!.time >= 1050, `relisted ${relist[0].time - refused!.time} ms after the 504`);
-          assert.ok(t.rec.warnings.some((w) => w.includes('Too large resource version')), t.rec.warnings.join('\n'));
+          assert.ok(
+            relist[0].time - refused!.time >= 1050,
+            `relisted ${relist[0].time - refused!.time} ms after the 504`,
+          );
+          assert.ok(
+            t.rec.warnings.some((w) => w.includes('Too large resource version')),
+            t.rec.warnings.join('\n'),
+          );
           // And it watches on from the restored store's version.
           server.apply(service('later', '10.0.0.3'));
           await waitFor(() => t.reflector.store.has('default/later'), 'event after the relist');
@@ -145,10 +175,29 @@ describe('Reflector after an etcd restore: "Too large resource version" relists 
       server.rewindResourceVersion(Number(held) - 2);
       const before = server.requestLog.length;
       // A 410 ends the watch; the relist asks NotOlderThan `held`, which the store no longer has.
-      server.writeRawToWatches(JSON.stringify({ type: 'ERROR', object: { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: 'too old resource version: 1 (2)', reason: 'Expired', code: 410 } }));
+      server.writeRawToWatches(
+        JSON.stringify({
+          type: 'ERROR',
+          object: {
+            kind: 'Status',
+            apiVersion: 'v1',
+            metadata: {},
+            status: 'Failure',
+            message: 'too old resource version: 1 (2)',
+            reason: 'Expired',
+            code: 410,
+          },
+        }),
+      );
       await waitFor(() => t.reflector.resourceVersion === String(server.resourceVersion), 'quorum relist', 10_000);
       const lists = server.requestLog.slice(before).filter((r) => r.verb === 'list');
-      assert.deepEqual(lists.map((r) => [r.query.resourceVersion, r.status]), [[held, 504], [undefined, 200]]);
+      assert.deepEqual(
+        lists.map((r) => [r.query.resourceVersion, r.status]),
+        [
+          [held, 504],
+          [undefined, 200],
+        ],
+      );
       assert.equal(t.reflector.counters.relists, 2, 'two attempts: from the cache, then from etcd');
       assert.equal(t.reflector.store.size, 2);
     } finally {
@@ -195,7 +244,7 @@ describe('Reflector with the streaming WatchList', () => {
     }
   });
 
-  it('a server without WatchList answers 422 with Kubernetes\' Status; the reflector LISTs from then on', async () => {
+  it("a server without WatchList answers 422 with Kubernetes' Status; the reflector LISTs from then on", async () => {
     const server = await KubeApiServer.create({ bookmarkIntervalMs: 0 });
     server.apply(service('web', '10.0.0.1'));
     const t = await serviceReflector(server, { watchList: true });
@@ -205,7 +254,14 @@ describe('Reflector with the streaming WatchList', () => {
       assert.equal(first.verb, 'watch');
       assert.equal(first.status, 422);
       assert.equal(server.listRequests, 1);
-      assert.ok(t.rec.warnings.some((w) => /refused a streaming list.*sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled/.test(w)), t.rec.warnings.join('\n'));
+      assert.ok(
+        t.rec.warnings.some((w) =>
+          /refused a streaming list.*sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled/.test(
+            w,
+          ),
+        ),
+        t.rec.warnings.join('\n'),
+      );
       assert.equal(t.rec.errors.length, 0, 'a refusal is not an error');
       server.compact();
       server.closeAllWatches();
@@ -218,19 +274,29 @@ describe('Reflector with the streaming WatchList', () => {
     // The body, as kube-apiserver sends it.
     const raw = await KubeApiServer.create();
     try {
-      const res = await fetch(`${raw.url}/api/v1/services?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true`);
+      const res = await fetch(
+        `${raw.url}/api/v1/services?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true`,
+      );
       assert.equal(res.status, 422);
       assert.deepEqual(await res.json(), {
         kind: 'Status',
         apiVersion: 'v1',
         metadata: {},
         status: 'Failure',
-        message: 'ListOptions.meta.k8s.io "" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled',
+        message:
+          'ListOptions.meta.k8s.io "" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled',
         reason: 'Invalid',
         details: {
           group: 'meta.k8s.io',
           kind: 'ListOptions',
-          causes: [{ reason: 'FieldValueForbidden', message: 'Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled', field: 'sendInitialEvents' }],
+          causes: [
+            {
+              reason: 'FieldValueForbidden',
+              message:
+                'Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled',
+              field: 'sendInitialEvents',
+            },
+          ],
         },
         code: 422,
       });
@@ -280,7 +346,8 @@ describe('Reflector relists atomically', () => {
       // The third page of every relist fails.
       let pages = 0;
       server.onRequest = (r) => {
-        if (r.verb === 'list' && r.query.continue && ++pages % 2 === 0) server.failNext(1, 500, undefined, (x) => x === r);
+        if (r.verb === 'list' && r.query.continue && ++pages % 2 === 0)
+          server.failNext(1, 500, undefined, (x) => x === r);
       };
       const lists = server.listRequests;
       await whileAway(server, () => {
@@ -299,7 +366,10 @@ describe('Reflector relists atomically', () => {
         sizes.add(t.reflector.store.size);
         await delay(5);
       }
-      assert.ok(pages >= 4 && server.listRequests - lists >= 6, `two relists were tried: ${server.listRequests - lists} pages`);
+      assert.ok(
+        pages >= 4 && server.listRequests - lists >= 6,
+        `two relists were tried: ${server.listRequests - lists} pages`,
+      );
       assert.deepEqual([...seen], ['10.1'], 'only the old state was ever visible');
       assert.deepEqual([...sizes], [30]);
       assert.equal(t.rec.deletes.length, 0);
@@ -320,7 +390,10 @@ describe('Reflector announces its lists to its owner (the heap policy lives ther
     const server = await KubeApiServer.create({ bookmarkIntervalMs: 0 });
     server.apply(service('web', '10.0.0.1'));
     const calls: string[] = [];
-    const t = await serviceReflector(server, { onListBegin: () => calls.push('begin'), onListEnd: (done) => calls.push(done ? 'end' : 'failed') });
+    const t = await serviceReflector(server, {
+      onListBegin: () => calls.push('begin'),
+      onListEnd: (done) => calls.push(done ? 'end' : 'failed'),
+    });
     try {
       await t.reflector.waitForSync();
       assert.deepEqual(calls, ['begin', 'end']);
@@ -355,7 +428,10 @@ describe('Reflector under RBAC denials', () => {
       );
       server.allow('list', 'endpointslices');
       server.deny('watch', 'endpointslices');
-      await waitFor(() => t.rec.errors.some((e) => e instanceof ForbiddenError && e.verb === 'watch'), 'a 403 on watch');
+      await waitFor(
+        () => t.rec.errors.some((e) => e instanceof ForbiddenError && e.verb === 'watch'),
+        'a 403 on watch',
+      );
       assert.match(t.rec.errors.at(-1)!.message, /forbidden: cannot watch endpointslices\.discovery\.k8s\.io/);
       assert.equal(t.reflector.hasSynced, true);
     } finally {
@@ -372,7 +448,10 @@ describe('Reflector under RBAC denials', () => {
         await res.text(),
         '{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"services is forbidden: User \\"system:serviceaccount:kube-system:coredns\\" cannot list resource \\"services\\" in API group \\"\\" in the namespace \\"kube-system\\"","reason":"Forbidden","details":{"kind":"services"},"code":403}',
       );
-      assert.deepEqual(forbiddenBody('u', 'watch', RESOURCE_TYPES[0], undefined).message, 'services is forbidden: User "u" cannot watch resource "services" in API group "" at the cluster scope');
+      assert.deepEqual(
+        forbiddenBody('u', 'watch', RESOURCE_TYPES[0], undefined).message,
+        'services is forbidden: User "u" cannot watch resource "services" in API group "" at the cluster scope',
+      );
     } finally {
       await raw.close();
     }

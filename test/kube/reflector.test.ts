@@ -24,12 +24,19 @@ describe('Reflector list', () => {
       assert.equal(t.reflector.store.get('ns-3/svc-10')?.clusterIP, nthIp(10));
       const lists = server.requestLog.filter((r) => r.verb === 'list');
       assert.equal(lists.length, 3);
-      assert.deepEqual(lists.map((r) => r.query.limit), ['500', '500', '500']);
+      assert.deepEqual(
+        lists.map((r) => r.query.limit),
+        ['500', '500', '500'],
+      );
       assert.equal(lists[0].query.continue, undefined);
       // The first page asks for any version (API Concepts › Resource versions): the cache would serve it.
       assert.equal(lists[0].query.resourceVersion, '0');
       assert.equal(lists[0].query.resourceVersionMatch, 'NotOlderThan');
-      assert.equal(lists[1].query.resourceVersion, undefined, 'a continue page names no version (the server answers 400)');
+      assert.equal(
+        lists[1].query.resourceVersion,
+        undefined,
+        'a continue page names no version (the server answers 400)',
+      );
       assert.ok(lists[1].query.continue && lists[2].query.continue);
       assert.equal(t.reflector.resourceVersion, String(server.resourceVersion));
     } finally {
@@ -52,7 +59,10 @@ describe('Reflector list', () => {
       await t.reflector.waitForSync();
       assert.equal(t.reflector.store.size, 1200);
       assert.equal(t.reflector.store.has('ns-0/svc-0'), false);
-      const statuses = server.requestLog.slice(-(server.listRequests - before)).filter((r) => r.verb === 'list').map((r) => r.status);
+      const statuses = server.requestLog
+        .slice(-(server.listRequests - before))
+        .filter((r) => r.verb === 'list')
+        .map((r) => r.status);
       assert.deepEqual(statuses, [200, 410, 200, 200, 200]);
     } finally {
       server.onRequest = undefined;
@@ -171,7 +181,9 @@ describe('Reflector watch', () => {
         await waitFor(() => server.listRequests === lists + 1 && t.reflector.store.has('default/born'), 'relist', 2000);
         assert.equal(t.reflector.store.has('default/gone'), false);
         assert.deepEqual(t.rec.deletes.at(-1), ['default/gone', { clusterIP: '10.1.0.2' }]);
-        assert.deepEqual(t.rec.updates.slice(updates), [['default/changes', { clusterIP: '10.1.0.3' }, { clusterIP: '10.1.0.33' }]]);
+        assert.deepEqual(t.rec.updates.slice(updates), [
+          ['default/changes', { clusterIP: '10.1.0.3' }, { clusterIP: '10.1.0.33' }],
+        ]);
         assert.deepEqual(t.rec.adds.slice(adds), [['default/born', { clusterIP: '10.1.0.4' }]]);
         assert.equal(t.reflector.store.get('default/keep')?.clusterIP, '10.1.0.1');
         assert.equal(t.reflector.counters.relists, 1);
@@ -209,7 +221,10 @@ describe('Reflector watch', () => {
   it('passes label and field selectors to both list and watch', async () => {
     server.apply(service('blue', '10.2.0.1', 'default', { tier: 'blue' }));
     server.apply(service('red', '10.2.0.2', 'default', { tier: 'red' }));
-    const t = await serviceReflector(server, { labelSelector: 'tier=blue', fieldSelector: 'metadata.namespace=default' });
+    const t = await serviceReflector(server, {
+      labelSelector: 'tier=blue',
+      fieldSelector: 'metadata.namespace=default',
+    });
     try {
       await t.reflector.waitForSync();
       assert.deepEqual([...t.reflector.store.keys()], ['default/blue']);

@@ -3,7 +3,14 @@
 // a record that crossed a process boundary is made as compact as a projected one.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { compactRecord, joinKey, projectEndpointSlice, projectPod, projectService, type ProjectionOptions } from '../../src/plugins/kubernetes/objects.js';
+import {
+  compactRecord,
+  joinKey,
+  projectEndpointSlice,
+  projectPod,
+  projectService,
+  type ProjectionOptions,
+} from '../../src/plugins/kubernetes/objects.js';
 import { objectKey } from '../../src/kube/types.js';
 import { pod, service, slice } from './fixtures.js';
 
@@ -21,7 +28,15 @@ describe('compact records', () => {
     assert.ok(Object.isFrozen(a.ports) && Object.isFrozen(a.ports[0]));
     assert.deepEqual(a.ports, [{ name: 'http', protocol: 'tcp', port: 80 }]);
     // Shared lists change nothing a reader can see, JSON included.
-    assert.deepEqual(JSON.parse(JSON.stringify(a)), { name: 'a', namespace: 'shop', kind: 'ClusterIP', clusterIPs: ['10.96.0.1'], externalName: '', ports: [{ name: 'http', protocol: 'tcp', port: 80 }], selector: true });
+    assert.deepEqual(JSON.parse(JSON.stringify(a)), {
+      name: 'a',
+      namespace: 'shop',
+      kind: 'ClusterIP',
+      clusterIPs: ['10.96.0.1'],
+      externalName: '',
+      ports: [{ name: 'http', protocol: 'tcp', port: 80 }],
+      selector: true,
+    });
   });
 
   test('no ports, no endpoints and headless IPs are empty lists all the same', () => {
@@ -30,7 +45,7 @@ describe('compact records', () => {
     assert.deepEqual([h.clusterIPs, h.ports, e.ports, e.endpoints], [[], [], [], []]);
   });
 
-  test('a record decoded from JSON (a worker\'s copy) gets the shared lists again', () => {
+  test("a record decoded from JSON (a worker's copy) gets the shared lists again", () => {
     const a = projectService(service('shop', 'a', ['10.96.0.1'], [['dns', 'UDP', 53]]), o)!;
     const copy = compactRecord('Service', JSON.parse(JSON.stringify(a)));
     assert.equal(copy.ports, a.ports);

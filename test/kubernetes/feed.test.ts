@@ -10,7 +10,15 @@ import type { ClusterSink, KubeSource } from '../../src/plugins/kubernetes/event
 import type { SourceSpec } from '../../src/plugins/kubernetes/relay.js';
 
 function spec(file: string, labels = ''): SourceSpec {
-  return { source: { kind: 'kubeconfig', file, context: undefined }, labels, namespaceLabels: '', noEndpoints: false, watchPods: false, endpointPodNames: false, manifestPollMs: 1000 };
+  return {
+    source: { kind: 'kubeconfig', file, context: undefined },
+    labels,
+    namespaceLabels: '',
+    noEndpoints: false,
+    watchPods: false,
+    endpointPodNames: false,
+    manifestPollMs: 1000,
+  };
 }
 
 class CountingSource implements KubeSource {

@@ -16,18 +16,36 @@ function ports(list: PortSpec[]): Obj[] {
 }
 
 /** A ClusterIP Service (several IPs: dual-stack), or headless with `'None'`. */
-export function service(ns: string, name: string, clusterIPs: string[] | 'None', portList: PortSpec[] = [], extra: Obj = {}): Obj {
+export function service(
+  ns: string,
+  name: string,
+  clusterIPs: string[] | 'None',
+  portList: PortSpec[] = [],
+  extra: Obj = {},
+): Obj {
   const ips = clusterIPs === 'None' ? ['None'] : clusterIPs;
   return {
     kind: 'Service',
     apiVersion: 'v1',
     metadata: { name, namespace: ns },
-    spec: { type: 'ClusterIP', clusterIP: ips[0], clusterIPs: ips, ports: ports(portList), selector: { app: name }, ...extra },
+    spec: {
+      type: 'ClusterIP',
+      clusterIP: ips[0],
+      clusterIPs: ips,
+      ports: ports(portList),
+      selector: { app: name },
+      ...extra,
+    },
   };
 }
 
 export function externalService(ns: string, name: string, target: string): Obj {
-  return { kind: 'Service', apiVersion: 'v1', metadata: { name, namespace: ns }, spec: { type: 'ExternalName', externalName: target } };
+  return {
+    kind: 'Service',
+    apiVersion: 'v1',
+    metadata: { name, namespace: ns },
+    spec: { type: 'ExternalName', externalName: target },
+  };
 }
 
 export interface EndpointSpec {
@@ -37,7 +55,14 @@ export interface EndpointSpec {
   pod?: string;
 }
 
-export function slice(ns: string, name: string, svc: string, addressType: 'IPv4' | 'IPv6', endpoints: EndpointSpec[], portList: PortSpec[] = []): Obj {
+export function slice(
+  ns: string,
+  name: string,
+  svc: string,
+  addressType: 'IPv4' | 'IPv6',
+  endpoints: EndpointSpec[],
+  portList: PortSpec[] = [],
+): Obj {
   return {
     kind: 'EndpointSlice',
     apiVersion: 'discovery.k8s.io/v1',
@@ -54,7 +79,13 @@ export function slice(ns: string, name: string, svc: string, addressType: 'IPv4'
 }
 
 export function pod(ns: string, name: string, ip: string, phase = 'Running'): Obj {
-  return { kind: 'Pod', apiVersion: 'v1', metadata: { name, namespace: ns }, spec: {}, status: { phase, podIP: ip, podIPs: [{ ip }] } };
+  return {
+    kind: 'Pod',
+    apiVersion: 'v1',
+    metadata: { name, namespace: ns },
+    spec: {},
+    status: { phase, podIP: ip, podIPs: [{ ip }] },
+  };
 }
 
 /** `name ttl TYPE data` with the SOA serial shown as S (it is the time of the last change). */

@@ -10,28 +10,40 @@ const Z = 'cluster.local.';
 
 describe('kubernetes handler', () => {
   test('a repeated query is served from the prepared answer; a change to the Service replaces it', async () => {
-    const r = rig('kubernetes cluster.local', [namespace('ns'), service('ns', 'web', ['10.0.0.1'], [['http', 'TCP', 80]])]);
+    const r = rig('kubernetes cluster.local', [
+      namespace('ns'),
+      service('ns', 'web', ['10.0.0.1'], [['http', 'TCP', 80]]),
+    ]);
     const first = await r.ask(`web.ns.svc.${Z}`, QType.A);
     assert.deepEqual(sectionText(first.answers), [`web.ns.svc.${Z} 5 A 10.0.0.1`]);
     assert.equal(r.handler.prepared.size, 1);
     await r.ask(`WEB.ns.svc.${Z}`, QType.A);
     assert.equal(r.handler.prepared.size, 1, 'the same prepared answer serves every spelling');
     r.apply([service('ns', 'web', ['10.0.0.2'], [['http', 'TCP', 80]])]);
-    assert.equal(r.handler.prepared.size, 0, 'the change dropped the Service\'s answers');
+    assert.equal(r.handler.prepared.size, 0, "the change dropped the Service's answers");
     assert.deepEqual(sectionText((await r.ask(`web.ns.svc.${Z}`, QType.A)).answers), [`web.ns.svc.${Z} 5 A 10.0.0.2`]);
     r.index.apply({ op: 'delete', kind: 'Service', key: 'ns/web' });
     assert.equal((await r.ask(`web.ns.svc.${Z}`, QType.A)).rcode, Rcode.NXDOMAIN);
   });
 
   test('a prepared SRV answer takes the zone as each query spells it, and only that query', async () => {
-    const r = rig('kubernetes cluster.local', [namespace('ns'), service('ns', 'web', ['10.0.0.1'], [['http', 'TCP', 80]])]);
+    const r = rig('kubernetes cluster.local', [
+      namespace('ns'),
+      service('ns', 'web', ['10.0.0.1'], [['http', 'TCP', 80]]),
+    ]);
     const lower = await r.ask(`_http._tcp.web.ns.svc.${Z}`, QType.SRV);
     assert.deepEqual(sectionText(lower.answers), [`_http._tcp.web.ns.svc.${Z} 5 SRV 0 100 80 web.ns.svc.${Z}`]);
     const mixed = await r.ask('_http._tcp.web.ns.svc.CLUSTER.Local.', QType.SRV);
-    assert.deepEqual(sectionText(mixed.answers), ['_http._tcp.web.ns.svc.CLUSTER.Local. 5 SRV 0 100 80 web.ns.svc.CLUSTER.Local.']);
+    assert.deepEqual(sectionText(mixed.answers), [
+      '_http._tcp.web.ns.svc.CLUSTER.Local. 5 SRV 0 100 80 web.ns.svc.CLUSTER.Local.',
+    ]);
     assert.deepEqual(sectionText(mixed.additionals), ['web.ns.svc.CLUSTER.Local. 5 A 10.0.0.1']);
     const again = await r.ask(`_http._tcp.web.ns.svc.${Z}`, QType.SRV);
-    assert.deepEqual(sectionText(again.answers), sectionText(lower.answers), 'the prepared bytes themselves were not changed');
+    assert.deepEqual(
+      sectionText(again.answers),
+      sectionText(lower.answers),
+      'the prepared bytes themselves were not changed',
+    );
   });
 
   test('the SOA serial of a prepared negative answer follows later changes', async () => {
@@ -47,7 +59,11 @@ describe('kubernetes handler', () => {
 
   test('a headless answer too big for the client is truncated record by record with TC, whole over TCP', async () => {
     const eps = Array.from({ length: 60 }, (_, i) => ({ ip: `10.1.0.${i + 1}` }));
-    const r = rig('kubernetes cluster.local', [namespace('ns'), service('ns', 'big', 'None', [['http', 'TCP', 80]]), slice('ns', 'big-1', 'big', 'IPv4', eps, [['http', 'TCP', 80]])]);
+    const r = rig('kubernetes cluster.local', [
+      namespace('ns'),
+      service('ns', 'big', 'None', [['http', 'TCP', 80]]),
+      slice('ns', 'big-1', 'big', 'IPv4', eps, [['http', 'TCP', 80]]),
+    ]);
     const udp = await r.ask(`big.ns.svc.${Z}`, QType.A);
     assert.equal(udp.tc, true);
     assert.ok(udp.answers.length > 10 && udp.answers.length < 60, `${udp.answers.length} records fit in 512 octets`);
@@ -62,7 +78,17 @@ describe('kubernetes handler', () => {
     const objs = [
       namespace('ns'),
       service('ns', 'h', 'None', [['http', 'TCP', 80]]),
-      slice('ns', 'h-1', 'h', 'IPv4', [{ ip: '10.1.0.1', pod: 'test-name' }, { ip: '10.1.0.2', pod: 'p'.repeat(64) }], [['http', 'TCP', 80]]),
+      slice(
+        'ns',
+        'h-1',
+        'h',
+        'IPv4',
+        [
+          { ip: '10.1.0.1', pod: 'test-name' },
+          { ip: '10.1.0.2', pod: 'p'.repeat(64) },
+        ],
+        [['http', 'TCP', 80]],
+      ),
     ];
     const named = rig('kubernetes cluster.local {\n endpoint_pod_names\n}', []);
     for (const ev of eventsFor(objs, { endpointPodNames: true, warn: () => {} })) named.index.apply(ev);
@@ -73,15 +99,20 @@ describe('kubernetes handler', () => {
       'a pod name over 63 characters falls back to the dashed IP',
     );
     const none = rig('kubernetes cluster.local in-addr.arpa {\n noendpoints\n}', []);
-    for (const ev of eventsFor(objs).filter((e) => e.op !== 'upsert' || e.kind !== 'EndpointSlice')) none.index.apply(ev);
+    for (const ev of eventsFor(objs).filter((e) => e.op !== 'upsert' || e.kind !== 'EndpointSlice'))
+      none.index.apply(ev);
     assert.equal((await none.ask(`h.ns.svc.${Z}`, QType.A)).rcode, Rcode.NXDOMAIN);
     assert.equal((await none.ask('1.0.1.10.in-addr.arpa.', QType.PTR)).rcode, Rcode.NXDOMAIN);
   });
 
-  test("NS at the apex names our own Service when one of our addresses is its endpoint (in-cluster kube-dns)", async () => {
+  test('NS at the apex names our own Service when one of our addresses is its endpoint (in-cluster kube-dns)', async () => {
     const r = rig(
       'kubernetes cluster.local',
-      [namespace('kube-system'), service('kube-system', 'kube-dns', ['10.96.0.10'], [['dns', 'UDP', 53]]), slice('kube-system', 'kube-dns-1', 'kube-dns', 'IPv4', [{ ip: '10.244.0.7' }], [['dns', 'UDP', 53]])],
+      [
+        namespace('kube-system'),
+        service('kube-system', 'kube-dns', ['10.96.0.10'], [['dns', 'UDP', 53]]),
+        slice('kube-system', 'kube-dns-1', 'kube-dns', 'IPv4', [{ ip: '10.244.0.7' }], [['dns', 'UDP', 53]]),
+      ],
       ['10.244.0.7'],
     );
     const ns = await r.ask(Z, QType.NS);
@@ -93,33 +124,64 @@ describe('kubernetes handler', () => {
     const r = rig('kubernetes cluster.local 10.96.0.0/24 172.17.0.0/24 {\n namespaces test-1\n}', [
       namespace('test-1'),
       namespace('test-2'),
-      service('test-1', 'svc-1-a', ['10.96.0.100'], [['http', 'TCP', 80], ['https', 'TCP', 443]]),
-      slice('test-1', 'svc-1-a-1', 'svc-1-a', 'IPv4', [{ ip: '172.17.0.253', hostname: 'svc-1-a' }], [['http', 'TCP', 80]]),
+      service(
+        'test-1',
+        'svc-1-a',
+        ['10.96.0.100'],
+        [
+          ['http', 'TCP', 80],
+          ['https', 'TCP', 443],
+        ],
+      ),
+      slice(
+        'test-1',
+        'svc-1-a-1',
+        'svc-1-a',
+        'IPv4',
+        [{ ip: '172.17.0.253', hostname: 'svc-1-a' }],
+        [['http', 'TCP', 80]],
+      ),
       service('test-2', 'svc-c', ['10.96.0.120']),
     ]);
-    assert.deepEqual(sectionText((await r.ask('100.0.96.10.in-addr.arpa.', QType.PTR)).answers), [`100.0.96.10.in-addr.arpa. 5 PTR svc-1-a.test-1.svc.${Z}`]);
-    assert.deepEqual(sectionText((await r.ask('253.0.17.172.in-addr.arpa.', QType.PTR)).answers), [`253.0.17.172.in-addr.arpa. 5 PTR svc-1-a.svc-1-a.test-1.svc.${Z}`]);
+    assert.deepEqual(sectionText((await r.ask('100.0.96.10.in-addr.arpa.', QType.PTR)).answers), [
+      `100.0.96.10.in-addr.arpa. 5 PTR svc-1-a.test-1.svc.${Z}`,
+    ]);
+    assert.deepEqual(sectionText((await r.ask('253.0.17.172.in-addr.arpa.', QType.PTR)).answers), [
+      `253.0.17.172.in-addr.arpa. 5 PTR svc-1-a.svc-1-a.test-1.svc.${Z}`,
+    ]);
     const hidden = await r.ask('120.0.96.10.in-addr.arpa.', QType.PTR);
     assert.equal(hidden.rcode, Rcode.NXDOMAIN, 'namespaces filters PTR too');
     assert.deepEqual(sectionText(hidden.authorities), [soaText('0.96.10.in-addr.arpa.')]);
     const i1 = await r.ask(`svc-1-a.test-1.svc.${Z}`, QType.SRV);
-    assert.deepEqual(sectionText(i1.answers), [`svc-1-a.test-1.svc.${Z} 5 SRV 0 50 443 svc-1-a.test-1.svc.${Z}`, `svc-1-a.test-1.svc.${Z} 5 SRV 0 50 80 svc-1-a.test-1.svc.${Z}`]);
+    assert.deepEqual(sectionText(i1.answers), [
+      `svc-1-a.test-1.svc.${Z} 5 SRV 0 50 443 svc-1-a.test-1.svc.${Z}`,
+      `svc-1-a.test-1.svc.${Z} 5 SRV 0 50 80 svc-1-a.test-1.svc.${Z}`,
+    ]);
     assert.deepEqual(sectionText(i1.additionals), [`svc-1-a.test-1.svc.${Z} 5 A 10.96.0.100`]);
   });
 
   test('an ExternalName whose target lookup fails keeps its CNAME, as CoreDNS; ttl applies everywhere', async () => {
-    const r = rig('kubernetes cluster.local {\n ttl 30\n}', [namespace('ns'), externalService('ns', 'ext', 'unreachable.example')]);
+    const r = rig('kubernetes cluster.local {\n ttl 30\n}', [
+      namespace('ns'),
+      externalService('ns', 'ext', 'unreachable.example'),
+    ]);
     const a = await r.ask(`ext.ns.svc.${Z}`, QType.A);
     assert.equal(a.rcode, Rcode.NOERROR);
     assert.deepEqual(sectionText(a.answers), [`ext.ns.svc.${Z} 30 CNAME unreachable.example.`]);
     assert.deepEqual(a.authorities, []);
-    assert.deepEqual(sectionText((await r.ask(`ext.ns.svc.${Z}`, QType.CNAME)).answers), [`ext.ns.svc.${Z} 30 CNAME unreachable.example.`]);
+    assert.deepEqual(sectionText((await r.ask(`ext.ns.svc.${Z}`, QType.CNAME)).answers), [
+      `ext.ns.svc.${Z} 30 CNAME unreachable.example.`,
+    ]);
   });
 
   test('a name resolves only while its namespace exists (the Namespace watch decides)', async () => {
     const r = rig('kubernetes cluster.local', [service('gone', 'web', ['10.0.0.1'])]);
     assert.equal((await r.ask(`web.gone.svc.${Z}`, QType.A)).rcode, Rcode.NXDOMAIN);
     r.apply([namespace('gone')]);
-    assert.equal((await r.ask(`web.gone.svc.${Z}`, QType.A)).rcode, Rcode.NOERROR, 'the namespace appearing makes its names resolve');
+    assert.equal(
+      (await r.ask(`web.gone.svc.${Z}`, QType.A)).rcode,
+      Rcode.NOERROR,
+      'the namespace appearing makes its names resolve',
+    );
   });
 });

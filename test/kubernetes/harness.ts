@@ -13,7 +13,14 @@ import type { SetupContext } from '../../src/plugins/plugin.js';
 import { ClusterIndex } from '../../src/plugins/kubernetes/clusterindex.js';
 import type { ClusterEvent } from '../../src/plugins/kubernetes/events.js';
 import { KubernetesHandler } from '../../src/plugins/kubernetes/handler.js';
-import { projectEndpointSlice, projectNamespace, projectPod, projectService, recordKey, type ProjectionOptions } from '../../src/plugins/kubernetes/objects.js';
+import {
+  projectEndpointSlice,
+  projectNamespace,
+  projectPod,
+  projectService,
+  recordKey,
+  type ProjectionOptions,
+} from '../../src/plugins/kubernetes/objects.js';
 import type { KubernetesOptions } from '../../src/plugins/kubernetes/options.js';
 import { parseOptions } from '../../src/plugins/kubernetes/setup.js';
 import type { Obj } from './fixtures.js';
@@ -41,7 +48,10 @@ export function optionsFrom(directive: string, ctx = fakeContext()): KubernetesO
 }
 
 /** The events a source would send for these API objects. */
-export function eventsFor(objects: Obj[], projection: ProjectionOptions = { endpointPodNames: false, warn: () => {} }): ClusterEvent[] {
+export function eventsFor(
+  objects: Obj[],
+  projection: ProjectionOptions = { endpointPodNames: false, warn: () => {} },
+): ClusterEvent[] {
   const out: ClusterEvent[] = [];
   for (const o of objects) {
     const meta = o.metadata as { name: string; namespace?: string };
@@ -53,7 +63,8 @@ export function eventsFor(objects: Obj[], projection: ProjectionOptions = { endp
       }
       case 'EndpointSlice': {
         const value = projectEndpointSlice(o, projection);
-        if (value) out.push({ op: 'upsert', kind: 'EndpointSlice', key: recordKey(value.namespace, value.name), value });
+        if (value)
+          out.push({ op: 'upsert', kind: 'EndpointSlice', key: recordKey(value.namespace, value.name), value });
         break;
       }
       case 'Namespace': {
@@ -71,7 +82,14 @@ export function eventsFor(objects: Obj[], projection: ProjectionOptions = { endp
   return out;
 }
 
-const CLIENT: ClientInfo = { proto: 'udp', remoteAddress: '127.0.0.1', remotePort: 5353, family: 1, localAddress: '127.0.0.1', localPort: 53 };
+const CLIENT: ClientInfo = {
+  proto: 'udp',
+  remoteAddress: '127.0.0.1',
+  remotePort: 5353,
+  family: 1,
+  localAddress: '127.0.0.1',
+  localPort: 53,
+};
 
 export function makeRequest(name: string, type: number, o: { edns?: number; tcp?: boolean } = {}): Request {
   const m = emptyMessage(0x1234);
@@ -97,7 +115,12 @@ export interface Rig {
 export function rig(directive: string, objects: Obj[] = [], localIPs: string[] = ['127.0.0.1']): Rig {
   const o = optionsFrom(directive);
   const index = new ClusterIndex();
-  const handler = new KubernetesHandler(o, index, () => Response.rcode(Rcode.SERVFAIL, ''), () => localIPs);
+  const handler = new KubernetesHandler(
+    o,
+    index,
+    () => Response.rcode(Rcode.SERVFAIL, ''),
+    () => localIPs,
+  );
   handler.open();
   const next = () => Response.rcode(Rcode.SERVFAIL, 'next');
   const r: Rig = {

@@ -25,7 +25,12 @@ function source(path: string): { src: ManifestSource; events: ClusterEvent[]; wa
   return { src, events: [], warnings };
 }
 
-const brief = (e: ClusterEvent) => (e.op === 'upsert' || e.op === 'delete' ? `${e.op} ${e.kind} ${e.key}` : e.op === 'connection' ? `connection ${e.up}` : e.op);
+const brief = (e: ClusterEvent) =>
+  e.op === 'upsert' || e.op === 'delete'
+    ? `${e.op} ${e.kind} ${e.key}`
+    : e.op === 'connection'
+      ? `connection ${e.up}`
+      : e.op;
 
 describe('kubernetes manifests source', () => {
   test('sends what a watch would: upserts, then only the differences, deletes included', async () => {
@@ -36,11 +41,26 @@ describe('kubernetes manifests source', () => {
         join(dir, 'a.yaml'),
         'kind: Namespace\nmetadata: {name: shop}\n---\nkind: Service\nmetadata: {name: web, namespace: shop}\nspec: {clusterIP: 10.0.0.1}\n---\nkind: Service\nmetadata: {name: nons}\nspec: {clusterIP: 10.0.0.2}\n',
       );
-      writeFileSync(join(dir, 'b.json'), JSON.stringify({ kind: 'List', items: [{ kind: 'Pod', metadata: { name: 'p', namespace: 'shop' }, status: { podIP: '10.1.1.1' } }] }));
+      writeFileSync(
+        join(dir, 'b.json'),
+        JSON.stringify({
+          kind: 'List',
+          items: [{ kind: 'Pod', metadata: { name: 'p', namespace: 'shop' }, status: { podIP: '10.1.1.1' } }],
+        }),
+      );
       const { src, events } = source(dir);
       await src.start((e) => events.push(e));
-      assert.deepEqual(events.map(brief), ['upsert Namespace shop', 'upsert Service shop/web', 'upsert Service default/nons', 'synced']);
-      assert.deepEqual(src.counts(), { Service: 2, EndpointSlice: 0, Namespace: 1, Pod: 0 }, 'pods only with pods verified');
+      assert.deepEqual(events.map(brief), [
+        'upsert Namespace shop',
+        'upsert Service shop/web',
+        'upsert Service default/nons',
+        'synced',
+      ]);
+      assert.deepEqual(
+        src.counts(),
+        { Service: 2, EndpointSlice: 0, Namespace: 1, Pod: 0 },
+        'pods only with pods verified',
+      );
 
       events.length = 0;
       await src.check();
@@ -66,7 +86,16 @@ describe('kubernetes manifests source', () => {
       mkdirSync(dir);
       writeFileSync(join(dir, 'c.yml'), 'kind: Namespace\nmetadata: {name: other}\n');
       await src.check();
-      assert.deepEqual(events.map(brief).sort(), ['connection false', 'connection true', 'delete Namespace shop', 'delete Service shop/web', 'upsert Namespace other'].sort());
+      assert.deepEqual(
+        events.map(brief).sort(),
+        [
+          'connection false',
+          'connection true',
+          'delete Namespace shop',
+          'delete Service shop/web',
+          'upsert Namespace other',
+        ].sort(),
+      );
       await src.stop();
     } finally {
       restore();
@@ -76,6 +105,9 @@ describe('kubernetes manifests source', () => {
 
   test('a missing path is an error when starting', async () => {
     const { src } = source(join(tmpdir(), 'clusterdns-no-such-manifests'));
-    await assert.rejects(src.start(() => {}), ManifestError);
+    await assert.rejects(
+      src.start(() => {}),
+      ManifestError,
+    );
   });
 });

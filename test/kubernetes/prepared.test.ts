@@ -7,7 +7,17 @@ import type { Prepared } from '../../src/plugins/kubernetes/answer.js';
 import { PreparedAnswers } from '../../src/plugins/kubernetes/prepared.js';
 
 function answer(text: string): Prepared {
-  return { rcode: 0, bytes: Buffer.from(text), an: 1, ns: 0, ar: 0, zone: 'cluster.local.', zoneAt: null, serialAt: -1, slot: -1 };
+  return {
+    rcode: 0,
+    bytes: Buffer.from(text),
+    an: 1,
+    ns: 0,
+    ar: 0,
+    zone: 'cluster.local.',
+    zoneAt: null,
+    serialAt: -1,
+    slot: -1,
+  };
 }
 
 describe('prepared answers', () => {

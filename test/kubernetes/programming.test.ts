@@ -6,8 +6,23 @@ import { observeProgramming } from '../../src/plugins/kubernetes/metrics.js';
 import { metricsRegistry } from '../../src/metrics/registry.js';
 import type { EndpointSliceRecord, ServiceRecord } from '../../src/plugins/kubernetes/objects.js';
 
-const svc = (kind: ServiceRecord['kind'], selector: boolean): ServiceRecord => ({ name: 's', namespace: 'ns', kind, clusterIPs: kind === 'ClusterIP' ? ['10.96.0.1'] : [], externalName: '', ports: [], selector });
-const slice = (triggerTime: number): EndpointSliceRecord => ({ name: 's-1', namespace: 'ns', service: 's', ports: [], endpoints: [], triggerTime });
+const svc = (kind: ServiceRecord['kind'], selector: boolean): ServiceRecord => ({
+  name: 's',
+  namespace: 'ns',
+  kind,
+  clusterIPs: kind === 'ClusterIP' ? ['10.96.0.1'] : [],
+  externalName: '',
+  ports: [],
+  selector,
+});
+const slice = (triggerTime: number): EndpointSliceRecord => ({
+  name: 's-1',
+  namespace: 'ns',
+  service: 's',
+  ports: [],
+  endpoints: [],
+  triggerTime,
+});
 
 async function counts(): Promise<Record<string, number>> {
   const text = await metricsRegistry().getSingleMetricAsString('coredns_kubernetes_dns_programming_duration_seconds');

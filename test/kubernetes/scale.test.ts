@@ -13,7 +13,8 @@ const NAMESPACES = 100;
 
 function build(services: number): Rig {
   const r = rig('kubernetes cluster.local in-addr.arpa', []);
-  for (let n = 0; n < NAMESPACES; n++) r.index.apply({ op: 'upsert', kind: 'Namespace', key: `ns-${n}`, value: { name: `ns-${n}` } });
+  for (let n = 0; n < NAMESPACES; n++)
+    r.index.apply({ op: 'upsert', kind: 'Namespace', key: `ns-${n}`, value: { name: `ns-${n}` } });
   for (let i = 0; i < services; i++) {
     const ns = `ns-${i % NAMESPACES}`;
     const name = `svc-${i}`;
@@ -80,9 +81,18 @@ describe('kubernetes index at scale', () => {
     assert.ok(perObject < 8192, `memory per Service + slice stays small (${Math.round(perObject)} B)`);
 
     // The names asked exist in both indexes (svc-0..svc-9), so only the index size differs.
-    const first = Array.from({ length: 2000 }, (_, i): [Request, string] => [makeRequest(`svc-${i % 10}.ns-${i % 10}.svc.${Z}`, i % 2 ? QType.SRV : QType.A), `s:ns-${i % 10}/svc-${i % 10}`]);
-    const misses = Array.from({ length: 2000 }, (_, i): [Request, string] => [makeRequest(`www.example${i}.com.ns-${i % 10}.svc.${Z}`, QType.A), '']);
-    const ptrs = Array.from({ length: 2000 }, (_, i): [Request, string] => [makeRequest(`${i % 10}.0.0.10.in-addr.arpa.`, QType.PTR), `p:10.0.0.${i % 10}`]);
+    const first = Array.from({ length: 2000 }, (_, i): [Request, string] => [
+      makeRequest(`svc-${i % 10}.ns-${i % 10}.svc.${Z}`, i % 2 ? QType.SRV : QType.A),
+      `s:ns-${i % 10}/svc-${i % 10}`,
+    ]);
+    const misses = Array.from({ length: 2000 }, (_, i): [Request, string] => [
+      makeRequest(`www.example${i}.com.ns-${i % 10}.svc.${Z}`, QType.A),
+      '',
+    ]);
+    const ptrs = Array.from({ length: 2000 }, (_, i): [Request, string] => [
+      makeRequest(`${i % 10}.0.0.10.in-addr.arpa.`, QType.PTR),
+      `p:10.0.0.${i % 10}`,
+    ]);
     const hit = makeRequest(`svc-3.ns-3.svc.${Z}`, QType.A);
     const results: Array<[string, number, number]> = [
       ['repeated name (prepared answer)', timeHits(small, hit), timeHits(large, hit)],

@@ -67,7 +67,11 @@ describe('kubernetes options', () => {
 }`,
       ctx(),
     );
-    assert.deepEqual(o.source, { kind: 'endpoint', url: 'https://10.0.0.1:6443', tls: { cert: join(dir, 'cert.pem'), key: join(dir, 'key.pem'), ca: join(dir, 'ca.pem') } });
+    assert.deepEqual(o.source, {
+      kind: 'endpoint',
+      url: 'https://10.0.0.1:6443',
+      tls: { cert: join(dir, 'cert.pem'), key: join(dir, 'key.pem'), ca: join(dir, 'ca.pem') },
+    });
     assert.deepEqual([...o.namespaces], ['kube-system', 'default']);
     assert.equal(o.labels, 'environment in (staging, qa),app=nginx');
     assert.equal(o.pods, 'verified');
@@ -80,7 +84,10 @@ describe('kubernetes options', () => {
   });
 
   test('kubeconfig FILE [CONTEXT] takes precedence over endpoint; manifests PATH needs no API', () => {
-    const k = optionsFrom('kubernetes cluster.local {\n endpoint http://127.0.0.1:1\n kubeconfig kubeconfig prod\n}', ctx());
+    const k = optionsFrom(
+      'kubernetes cluster.local {\n endpoint http://127.0.0.1:1\n kubeconfig kubeconfig prod\n}',
+      ctx(),
+    );
     assert.deepEqual(k.source, { kind: 'kubeconfig', file: join(dir, 'kubeconfig'), context: 'prod' });
     const m = optionsFrom('kubernetes cluster.local {\n manifests cluster.yaml\n namespace_labels team=web\n}', ctx());
     assert.deepEqual(m.source, { kind: 'manifests', path: join(dir, 'cluster.yaml') });
@@ -89,30 +96,57 @@ describe('kubernetes options', () => {
   });
 
   const errors: Array<[string, RegExp]> = [
-    ['kubernetes cluster.local {\n upstream 8.8.8.8\n}', /Corefile:3 - Error during parsing: kubernetes: 'upstream' was removed in CoreDNS 1\.7\.0/],
-    ['kubernetes cluster.local {\n resyncperiod 30s\n}', /Corefile:3 - .*'resyncperiod' was removed in CoreDNS 1\.7\.0/],
-    ['kubernetes cluster.local {\n transfer to *\n}', /Corefile:3 - .*'transfer' was removed in CoreDNS 1\.8\.0: use the transfer plugin/],
-    ['kubernetes cluster.local {\n\n frobnicate 1\n}', /Corefile:4 - Error during parsing: kubernetes: unknown property 'frobnicate'/],
-    ['kubernetes cluster.local {\n multicluster clusterset.local\n}', /Corefile:3 - .*'multicluster' .* is not supported by clusterdns/],
+    [
+      'kubernetes cluster.local {\n upstream 8.8.8.8\n}',
+      /Corefile:3 - Error during parsing: kubernetes: 'upstream' was removed in CoreDNS 1\.7\.0/,
+    ],
+    [
+      'kubernetes cluster.local {\n resyncperiod 30s\n}',
+      /Corefile:3 - .*'resyncperiod' was removed in CoreDNS 1\.7\.0/,
+    ],
+    [
+      'kubernetes cluster.local {\n transfer to *\n}',
+      /Corefile:3 - .*'transfer' was removed in CoreDNS 1\.8\.0: use the transfer plugin/,
+    ],
+    [
+      'kubernetes cluster.local {\n\n frobnicate 1\n}',
+      /Corefile:4 - Error during parsing: kubernetes: unknown property 'frobnicate'/,
+    ],
+    [
+      'kubernetes cluster.local {\n multicluster clusterset.local\n}',
+      /Corefile:3 - .*'multicluster' .* is not supported by clusterdns/,
+    ],
     ['kubernetes cluster.local {\n ttl 3601\n}', /Corefile:3 - .*ttl: 3601 is out of range \[0, 3600\]/],
     ['kubernetes cluster.local {\n ttl -1\n}', /out of range/],
     ['kubernetes cluster.local {\n ttl five\n}', /"five" is not a number/],
     ['kubernetes cluster.local {\n pods maybe\n}', /pods: "maybe" is not disabled, insecure or verified/],
     ['kubernetes cluster.local {\n namespaces\n}', /namespaces: expected NAMESPACE\.\.\./],
-    ['kubernetes cluster.local {\n namespaces a\n namespace_labels b=c\n}', /Corefile:4 - .*namespaces and namespace_labels cannot both be set/],
+    [
+      'kubernetes cluster.local {\n namespaces a\n namespace_labels b=c\n}',
+      /Corefile:4 - .*namespaces and namespace_labels cannot both be set/,
+    ],
     ['kubernetes cluster.local {\n labels a in (b\n}', /labels: cannot parse "a in \(b"/],
     ['kubernetes cluster.local {\n labels =x\n}', /labels: /],
     ['kubernetes cluster.local {\n tls a b\n}', /tls: expected CERT KEY CACERT/],
-    ['kubernetes cluster.local {\n tls cert.pem key.pem missing.pem\n}', /tls: \S+missing\.pem: no such file or directory/],
+    [
+      'kubernetes cluster.local {\n tls cert.pem key.pem missing.pem\n}',
+      /tls: \S+missing\.pem: no such file or directory/,
+    ],
     ['kubernetes cluster.local {\n kubeconfig a b c\n}', /kubeconfig: expected FILE \[CONTEXT\]/],
     ['kubernetes cluster.local {\n endpoint ftp://x\n}', /endpoint: "ftp:\/\/x" is not an http\(s\) URL/],
-    ['kubernetes cluster.local {\n manifests cluster.yaml\n endpoint http://127.0.0.1:1\n}', /Corefile:4 - .*endpoint cannot be used with manifests/],
+    [
+      'kubernetes cluster.local {\n manifests cluster.yaml\n endpoint http://127.0.0.1:1\n}',
+      /Corefile:4 - .*endpoint cannot be used with manifests/,
+    ],
     ['kubernetes cluster.local {\n ignore everything\n}', /ignore: expected empty_service/],
     ['kubernetes cluster.local {\n startup_timeout soon\n}', /startup_timeout: invalid duration "soon"/],
     ['kubernetes cluster.local {\n noendpoints please\n}', /noendpoints: expected no arguments/],
     ['kubernetes in-addr.arpa 10.0.0.0/8', /non-reverse zone name must be used/],
     ['kubernetes cluster.local 10.0.0.0/33', /"10\.0\.0\.0\/33" is not a zone or CIDR/],
-    ['kubernetes cluster.local\nkubernetes other.local', /Corefile:3 - .*plugin 'kubernetes' can only be used once per Server Block/],
+    [
+      'kubernetes cluster.local\nkubernetes other.local',
+      /Corefile:3 - .*plugin 'kubernetes' can only be used once per Server Block/,
+    ],
   ];
   for (const [directive, message] of errors) {
     test(`config error: ${directive.replace(/\n/g, ' ').replace(/\s+/g, ' ')}`, () => {
@@ -129,5 +163,8 @@ describe('kubernetes options', () => {
 function setupTwice(text: string): void {
   const c = ctx();
   const blocks = parseCorefile(`. {\n${text}\n}\n`, c.corefile);
-  setup(blocks[0]!.directives.filter((d) => d.name === 'kubernetes'), c);
+  setup(
+    blocks[0]!.directives.filter((d) => d.name === 'kubernetes'),
+    c,
+  );
 }

@@ -53,7 +53,9 @@ describe('the metrics registry is made on first use', () => {
     }
     // Each module's metrics stay together and in the order the module declared them.
     assert.ok(names.indexOf('coredns_cache_entries') < names.indexOf('coredns_cache_requests_total'));
-    assert.ok(names.indexOf('coredns_kubernetes_api_up') < names.indexOf('coredns_kubernetes_rest_client_requests_total'));
+    assert.ok(
+      names.indexOf('coredns_kubernetes_api_up') < names.indexOf('coredns_kubernetes_rest_client_requests_total'),
+    );
   });
 
   test('the programming-latency histogram reads as prom-client writes a Histogram', async () => {
@@ -67,17 +69,50 @@ describe('the metrics registry is made on first use', () => {
       console.log(text.split('\\n').filter((l) => l.includes('programming_duration')).join('\\n'));
     `);
     const lines = out.trim().split('\n');
-    assert.equal(lines[0], '# HELP coredns_kubernetes_dns_programming_duration_seconds Histogram of the time (in seconds) it took to program a dns instance.');
+    assert.equal(
+      lines[0],
+      '# HELP coredns_kubernetes_dns_programming_duration_seconds Histogram of the time (in seconds) it took to program a dns instance.',
+    );
     assert.equal(lines[1], '# TYPE coredns_kubernetes_dns_programming_duration_seconds histogram');
-    assert.ok(lines.includes('coredns_kubernetes_dns_programming_duration_seconds_bucket{le="0.002",service_kind="cluster_ip"} 0'));
-    assert.ok(lines.includes('coredns_kubernetes_dns_programming_duration_seconds_bucket{le="0.004",service_kind="cluster_ip"} 1'));
-    assert.ok(lines.includes('coredns_kubernetes_dns_programming_duration_seconds_bucket{le="1.024",service_kind="cluster_ip"} 1'));
-    assert.ok(lines.includes('coredns_kubernetes_dns_programming_duration_seconds_bucket{le="2.048",service_kind="cluster_ip"} 2'));
-    assert.ok(lines.includes('coredns_kubernetes_dns_programming_duration_seconds_bucket{le="+Inf",service_kind="cluster_ip"} 2'));
-    assert.ok(lines.includes('coredns_kubernetes_dns_programming_duration_seconds_sum{service_kind="cluster_ip"} 1.503'));
+    assert.ok(
+      lines.includes(
+        'coredns_kubernetes_dns_programming_duration_seconds_bucket{le="0.002",service_kind="cluster_ip"} 0',
+      ),
+    );
+    assert.ok(
+      lines.includes(
+        'coredns_kubernetes_dns_programming_duration_seconds_bucket{le="0.004",service_kind="cluster_ip"} 1',
+      ),
+    );
+    assert.ok(
+      lines.includes(
+        'coredns_kubernetes_dns_programming_duration_seconds_bucket{le="1.024",service_kind="cluster_ip"} 1',
+      ),
+    );
+    assert.ok(
+      lines.includes(
+        'coredns_kubernetes_dns_programming_duration_seconds_bucket{le="2.048",service_kind="cluster_ip"} 2',
+      ),
+    );
+    assert.ok(
+      lines.includes(
+        'coredns_kubernetes_dns_programming_duration_seconds_bucket{le="+Inf",service_kind="cluster_ip"} 2',
+      ),
+    );
+    assert.ok(
+      lines.includes('coredns_kubernetes_dns_programming_duration_seconds_sum{service_kind="cluster_ip"} 1.503'),
+    );
     assert.ok(lines.includes('coredns_kubernetes_dns_programming_duration_seconds_count{service_kind="cluster_ip"} 2'));
-    assert.ok(lines.includes('coredns_kubernetes_dns_programming_duration_seconds_bucket{le="524.288",service_kind="headless_with_selector"} 0'));
-    assert.ok(lines.includes('coredns_kubernetes_dns_programming_duration_seconds_bucket{le="+Inf",service_kind="headless_with_selector"} 1'));
+    assert.ok(
+      lines.includes(
+        'coredns_kubernetes_dns_programming_duration_seconds_bucket{le="524.288",service_kind="headless_with_selector"} 0',
+      ),
+    );
+    assert.ok(
+      lines.includes(
+        'coredns_kubernetes_dns_programming_duration_seconds_bucket{le="+Inf",service_kind="headless_with_selector"} 1',
+      ),
+    );
     // 20 buckets, +Inf, sum and count for each of the two kinds.
     assert.equal(lines.length, 2 + 2 * 23);
   });
@@ -97,5 +132,14 @@ test('families kept off /metrics lose their HELP, TYPE and samples, and nothing 
     'x_public{le="+Inf"} 4',
     '',
   ].join('\n');
-  assert.equal(withoutInternalFamilies(text), ['# HELP x_private_total another family', '# TYPE x_private_total counter', 'x_private_total 2', 'x_public{le="+Inf"} 4', ''].join('\n'));
+  assert.equal(
+    withoutInternalFamilies(text),
+    [
+      '# HELP x_private_total another family',
+      '# TYPE x_private_total counter',
+      'x_private_total 2',
+      'x_public{le="+Inf"} 4',
+      '',
+    ].join('\n'),
+  );
 });

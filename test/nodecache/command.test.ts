@@ -9,7 +9,10 @@ import { BIN } from '../helpers/server.js';
 import { dig } from '../helpers/dns.js';
 import { freePort } from '../helpers/ports.js';
 
-function nodecache(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+function nodecache(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
   const base: NodeJS.ProcessEnv = { ...process.env, ...env };
   delete base.KUBERNETES_SERVICE_HOST;
   delete base.KUBE_DNS_SERVICE_HOST;
@@ -32,14 +35,32 @@ test('bad flags exit 2 with the message and the usage', async () => {
 });
 
 test('-conf equal to -basecorefile is refused before anything is written', async () => {
-  const r = await nodecache(['-localip', '169.254.20.10', '-conf', '/tmp/x/Corefile', '-basecorefile', '/tmp/x/Corefile']);
+  const r = await nodecache([
+    '-localip',
+    '169.254.20.10',
+    '-conf',
+    '/tmp/x/Corefile',
+    '-basecorefile',
+    '/tmp/x/Corefile',
+  ]);
   assert.equal(r.code, 2);
   assert.match(r.stderr, /would overwrite its template/);
 });
 
 test('no upstream Service address: exit 1 naming the variable, before the node is touched', async () => {
   // Never touches the host even if it got further: no interface, no rules, an unwritable -conf.
-  const r = await nodecache(['-localip', '169.254.20.10', '-upstreamsvc', 'kube-dns-upstream', '-conf', '/nonexistent/Corefile', '-metrics-listen-address', '', '-setupinterface=false', '-setupiptables=false']);
+  const r = await nodecache([
+    '-localip',
+    '169.254.20.10',
+    '-upstreamsvc',
+    'kube-dns-upstream',
+    '-conf',
+    '/nonexistent/Corefile',
+    '-metrics-listen-address',
+    '',
+    '-setupinterface=false',
+    '-setupiptables=false',
+  ]);
   assert.equal(r.code, 1);
   assert.match(r.stdout + r.stderr, /\[FATAL\] nodecache: \$KUBE_DNS_UPSTREAM_SERVICE_HOST is not set/);
   assert.doesNotMatch(r.stdout + r.stderr, /teardown/);
@@ -53,7 +74,20 @@ test('no upstream Service address and a template that does not use __PILLAR__CLU
   delete env.KUBERNETES_SERVICE_HOST;
   delete env.KUBE_DNS_SERVICE_HOST;
   delete env.KUBE_DNS_UPSTREAM_SERVICE_HOST;
-  const args = ['-localip', '169.254.20.10', '-upstreamsvc', 'kube-dns-upstream', '-basecorefile', join(dir, 'Corefile.base'), '-conf', join(dir, 'Corefile'), '-metrics-listen-address', '', '-setupinterface=false', '-setupiptables=false'];
+  const args = [
+    '-localip',
+    '169.254.20.10',
+    '-upstreamsvc',
+    'kube-dns-upstream',
+    '-basecorefile',
+    join(dir, 'Corefile.base'),
+    '-conf',
+    join(dir, 'Corefile'),
+    '-metrics-listen-address',
+    '',
+    '-setupinterface=false',
+    '-setupiptables=false',
+  ];
   const p = spawn(process.execPath, [BIN, 'nodecache', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   p.stdout.on('data', (d: Buffer) => (out += d.toString()));
@@ -61,9 +95,13 @@ test('no upstream Service address and a template that does not use __PILLAR__CLU
   const exited = new Promise<number | null>((r) => p.on('exit', (code) => r(code)));
   try {
     const end = Date.now() + 15_000;
-    while (!out.includes('ready: serving DNS') && p.exitCode === null && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
+    while (!out.includes('ready: serving DNS') && p.exitCode === null && Date.now() < end)
+      await new Promise((r) => setTimeout(r, 50));
     assert.match(out, /ready: serving DNS/, out);
-    assert.match(out, /\[WARNING\] nodecache: Unable to lookup IP address of Upstream service kube-dns-upstream: \$KUBE_DNS_UPSTREAM_SERVICE_HOST is not set.*does not use __PILLAR__CLUSTER__DNS__/);
+    assert.match(
+      out,
+      /\[WARNING\] nodecache: Unable to lookup IP address of Upstream service kube-dns-upstream: \$KUBE_DNS_UPSTREAM_SERVICE_HOST is not set.*does not use __PILLAR__CLUSTER__DNS__/,
+    );
     assert.equal((await dig(port, ['whoami.example', 'A'])).status, 'NOERROR');
   } finally {
     p.kill('SIGTERM');

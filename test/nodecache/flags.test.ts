@@ -6,7 +6,16 @@ const none = () => false;
 const parse = (...argv: string[]) => parseNodeCacheFlags(argv, none);
 
 test('the addon DaemonSet args parse with upstream defaults for the rest', () => {
-  const f = parse('-localip', '169.254.20.10,10.96.0.10', '-conf', '/etc/Corefile', '-upstreamsvc', 'kube-dns-upstream', '-pidfile', '/tmp/node-cache.pid');
+  const f = parse(
+    '-localip',
+    '169.254.20.10,10.96.0.10',
+    '-conf',
+    '/etc/Corefile',
+    '-upstreamsvc',
+    'kube-dns-upstream',
+    '-pidfile',
+    '/tmp/node-cache.pid',
+  );
   assert.deepEqual(f.localIPs, ['169.254.20.10', '10.96.0.10']);
   assert.equal(f.family, 4);
   assert.equal(f.corefile, '/etc/Corefile');
@@ -28,7 +37,15 @@ test('the addon DaemonSet args parse with upstream defaults for the rest', () =>
 });
 
 test('Go flag syntax: -name=value, --name, and booleans only as -name or -name=false', () => {
-  const f = parse('--localip=169.254.20.10', '-setupinterface=false', '-setupiptables=0', '-skipteardown', '-health-port=8081', '-interfacename', 'nlcache0');
+  const f = parse(
+    '--localip=169.254.20.10',
+    '-setupinterface=false',
+    '-setupiptables=0',
+    '-skipteardown',
+    '-health-port=8081',
+    '-interfacename',
+    'nlcache0',
+  );
   assert.equal(f.setupInterface, false);
   assert.equal(f.setupIptables, false);
   assert.equal(f.skipTeardown, true);
@@ -40,7 +57,7 @@ test('Go flag syntax: -name=value, --name, and booleans only as -name or -name=f
   assert.throws(() => parse('-localip'), /flag needs an argument: -localip/);
 });
 
-test('-conf wins over -corefile, which is upstream\'s older name for the generated file', () => {
+test("-conf wins over -corefile, which is upstream's older name for the generated file", () => {
   assert.equal(parse('-localip', '169.254.20.10', '-corefile', '/a').corefile, '/a');
   assert.equal(parse('-localip', '169.254.20.10', '-corefile', '/a', '-conf', '/b').corefile, '/b');
 });
@@ -78,13 +95,19 @@ test('values that would reach ip/iptables or the API are validated first', () =>
   assert.throws(() => parse('-localip', '169.254.20.10', '-health-port', '80a'), /-health-port/);
   assert.throws(() => parse('-localip', '169.254.20.10', '-dns.port', '70000'), /-dns.port/);
   assert.throws(() => parse('-localip', '169.254.20.10', '-upstreamsvc', 'Kube_DNS'), /-upstreamsvc/);
-  assert.equal(parse('-localip', '169.254.20.10', '-upstreamsvc', 'kube-system/kube-dns-upstream').upstreamService, 'kube-system/kube-dns-upstream');
+  assert.equal(
+    parse('-localip', '169.254.20.10', '-upstreamsvc', 'kube-system/kube-dns-upstream').upstreamService,
+    'kube-system/kube-dns-upstream',
+  );
   assert.throws(() => parse('-localip', '169.254.20.10', '-metrics-listen-address', 'nope'), /HOST:PORT/);
   assert.equal(parse('-localip', '169.254.20.10', '-metrics-listen-address', '').metricsListenAddress, '');
 });
 
 test('-kubednscm defaults to /etc/kube-dns only when that directory exists, as upstream', () => {
-  assert.equal(parseNodeCacheFlags(['-localip', '169.254.20.10'], (p) => p === '/etc/kube-dns').kubeDnsConfigDir, '/etc/kube-dns');
+  assert.equal(
+    parseNodeCacheFlags(['-localip', '169.254.20.10'], (p) => p === '/etc/kube-dns').kubeDnsConfigDir,
+    '/etc/kube-dns',
+  );
   assert.equal(parse('-localip', '169.254.20.10', '-kubednscm', '/cm').kubeDnsConfigDir, '/cm');
 });
 

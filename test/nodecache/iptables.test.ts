@@ -1,6 +1,15 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { COMMENT_ALLOW_DNS, COMMENT_SKIP_CONNTRACK, Iptables, IptablesError, nodeCacheRules, ruleKey, ruleText, splitRuleLine } from '../../src/nodecache/iptables.js';
+import {
+  COMMENT_ALLOW_DNS,
+  COMMENT_SKIP_CONNTRACK,
+  Iptables,
+  IptablesError,
+  nodeCacheRules,
+  ruleKey,
+  ruleText,
+  splitRuleLine,
+} from '../../src/nodecache/iptables.js';
 import type { CommandResult, CommandRunner, SyncCommandRunner } from '../../src/nodecache/exec.js';
 
 /**
@@ -13,7 +22,11 @@ function fakeIptables(opts: { lockHeld?: number; style?: 'nft' | 'legacy' | 'opa
   const rules: string[] = []; // "table chain spec..." with the spec as given
   let lockHeld = opts.lockHeld ?? 0;
   const ok = (stdout = ''): CommandResult => ({ code: 0, stdout, stderr: '' });
-  const bad: CommandResult = { code: 1, stdout: '', stderr: 'iptables: Bad rule (does a matching rule exist in that chain?).' };
+  const bad: CommandResult = {
+    code: 1,
+    stdout: '',
+    stderr: 'iptables: Bad rule (does a matching rule exist in that chain?).',
+  };
   const printed = (spec: string[]): string => {
     const get = (o: string) => spec[spec.indexOf(o) + 1];
     const proto = get('-p')!;
@@ -21,7 +34,8 @@ function fakeIptables(opts: { lockHeld?: number; style?: 'nft' | 'legacy' | 'opa
     const port = spec.includes('--dport') ? `--dport ${get('--dport')}` : `--sport ${get('--sport')}`;
     let target = `-j ${get('-j')}`;
     if (target === '-j NOTRACK' && opts.style === 'legacy') target = '-j CT --notrack';
-    if (opts.style === 'opaque') return `${dir} ${get(dir)}/32 proto=${proto} ${port} comment="${get('--comment')}" ${target}`;
+    if (opts.style === 'opaque')
+      return `${dir} ${get(dir)}/32 proto=${proto} ${port} comment="${get('--comment')}" ${target}`;
     return `${dir} ${get(dir)}/32 -p ${proto} -m ${proto} ${port} -m comment --comment "${get('--comment')}" ${target}`;
   };
   const apply = (op: string, key: string): CommandResult => {
@@ -43,7 +57,11 @@ function fakeIptables(opts: { lockHeld?: number; style?: 'nft' | 'legacy' | 'opa
     assert.equal(args[0], '-w', 'every call waits for the xtables lock');
     if (lockHeld > 0) {
       lockHeld--;
-      return { code: 4, stdout: '', stderr: 'Another app is currently holding the xtables lock. Stopped waiting after 5s.' };
+      return {
+        code: 4,
+        stdout: '',
+        stderr: 'Another app is currently holding the xtables lock. Stopped waiting after 5s.',
+      };
     }
     if (file.endsWith('-restore')) {
       assert.deepEqual(args, ['-w', '5', '--noflush']);
@@ -62,11 +80,15 @@ function fakeIptables(opts: { lockHeld?: number; style?: 'nft' | 'legacy' | 'opa
     const t = args.indexOf('-t');
     const table = args[t + 1]!;
     if (args[t + 2] === '-S') {
-      const lines = rules.filter((r) => r.startsWith(`${table} `)).map((r) => {
-        const [, chain, ...spec] = r.split(' ');
-        return `-A ${chain} ${printed(joinComment(spec))}`;
-      });
-      return ok(`-P INPUT ACCEPT\n-A INPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT\n${lines.join('\n')}\n`);
+      const lines = rules
+        .filter((r) => r.startsWith(`${table} `))
+        .map((r) => {
+          const [, chain, ...spec] = r.split(' ');
+          return `-A ${chain} ${printed(joinComment(spec))}`;
+        });
+      return ok(
+        `-P INPUT ACCEPT\n-A INPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT\n${lines.join('\n')}\n`,
+      );
     }
     return apply(args[t + 2]!, [table, args[t + 3], ...args.slice(t + 4)].join(' '));
   };
@@ -102,19 +124,31 @@ test('twelve rules per local IP, as node-cache installs them, each tagged with i
   ]);
   assert.ok(rules.slice(12).every((r) => r.spec.includes('10.96.0.10')));
   // -dns.port is the port in the rules.
-  assert.ok(nodeCacheRules(['169.254.20.10'], 5353, 8080).slice(0, 10).every((r) => r.spec.includes('5353')));
+  assert.ok(
+    nodeCacheRules(['169.254.20.10'], 5353, 8080)
+      .slice(0, 10)
+      .every((r) => r.spec.includes('5353')),
+  );
 });
 
 test('ruleKey reads iptables -S lines the way iptables means them', () => {
   const [rule] = nodeCacheRules(['169.254.20.10'], 53, 8080);
   const mine = ruleKey(rule!.chain, rule!.spec);
-  const nft = splitRuleLine('-A PREROUTING -d 169.254.20.10/32 -p tcp -m tcp --dport 53 -m comment --comment "NodeLocal DNS Cache: skip conntrack" -j NOTRACK');
-  const legacy = splitRuleLine('-A PREROUTING -d 169.254.20.10/32 -p tcp -m tcp --dport 53 -m comment --comment "NodeLocal DNS Cache: skip conntrack" -j CT --notrack');
+  const nft = splitRuleLine(
+    '-A PREROUTING -d 169.254.20.10/32 -p tcp -m tcp --dport 53 -m comment --comment "NodeLocal DNS Cache: skip conntrack" -j NOTRACK',
+  );
+  const legacy = splitRuleLine(
+    '-A PREROUTING -d 169.254.20.10/32 -p tcp -m tcp --dport 53 -m comment --comment "NodeLocal DNS Cache: skip conntrack" -j CT --notrack',
+  );
   assert.equal(ruleKey(nft[1]!, nft.slice(2)), mine);
   assert.equal(ruleKey(legacy[1]!, legacy.slice(2)), mine);
-  const other = splitRuleLine('-A PREROUTING -d 169.254.20.10/32 -p tcp -m tcp --dport 5353 -m comment --comment "NodeLocal DNS Cache: skip conntrack" -j NOTRACK');
+  const other = splitRuleLine(
+    '-A PREROUTING -d 169.254.20.10/32 -p tcp -m tcp --dport 5353 -m comment --comment "NodeLocal DNS Cache: skip conntrack" -j NOTRACK',
+  );
   assert.notEqual(ruleKey(other[1]!, other.slice(2)), mine);
-  const negated = splitRuleLine('-A PREROUTING ! -d 169.254.20.10/32 -p tcp -m tcp --dport 53 -m comment --comment "NodeLocal DNS Cache: skip conntrack" -j NOTRACK');
+  const negated = splitRuleLine(
+    '-A PREROUTING ! -d 169.254.20.10/32 -p tcp -m tcp --dport 53 -m comment --comment "NodeLocal DNS Cache: skip conntrack" -j NOTRACK',
+  );
   assert.notEqual(ruleKey(negated[1]!, negated.slice(2)), mine);
 });
 
@@ -127,7 +161,11 @@ for (const style of ['nft', 'legacy', 'opaque'] as const) {
     assert.deepEqual(first.errors, []);
     assert.equal(first.added.length, 24);
     assert.equal(fake.rules.length, 24);
-    assert.deepEqual(fake.calls.map((c) => c[0]), ['iptables', 'iptables', 'iptables-restore'], 'two listings and one batch');
+    assert.deepEqual(
+      fake.calls.map((c) => c[0]),
+      ['iptables', 'iptables', 'iptables-restore'],
+      'two listings and one batch',
+    );
     fake.calls.length = 0;
     const again = await ipt.ensureAll(rules);
     assert.equal(again.added.length, 0);
@@ -180,8 +218,15 @@ test('a held xtables lock is reported as iptables_lock, other failures as iptabl
   assert.equal(locked.errors.length, 1);
   assert.equal(locked.errors[0]!.errorType, 'iptables_lock');
   assert.equal((await ipt.ensureAll(rules)).added.length, 12, 'the next sync succeeds');
-  const broken = new Iptables(4, async () => ({ code: 2, stdout: '', stderr: "iptables v1.8.9 (nf_tables): Couldn't load match `comment'" }), fake.runSync);
-  await assert.rejects(broken.ensure(rules[0]!), (e: unknown) => e instanceof IptablesError && e.errorType === 'iptables' && /comment/.test(e.message));
+  const broken = new Iptables(
+    4,
+    async () => ({ code: 2, stdout: '', stderr: "iptables v1.8.9 (nf_tables): Couldn't load match `comment'" }),
+    fake.runSync,
+  );
+  await assert.rejects(
+    broken.ensure(rules[0]!),
+    (e: unknown) => e instanceof IptablesError && e.errorType === 'iptables' && /comment/.test(e.message),
+  );
   const r = await broken.ensureAll(rules);
   assert.equal(r.errors[0]!.errorType, 'iptables');
 });

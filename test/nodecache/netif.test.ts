@@ -23,8 +23,13 @@ describe('nodecache interface in a test namespace', { skip: unavailable ?? false
     return link?.linkinfo?.info_kind ?? '';
   };
   const addresses = async (name: string): Promise<string[]> => {
-    const [link] = JSON.parse(await ns.must('ip', ['-j', 'addr', 'show', 'dev', name])) as Array<{ addr_info: Array<{ local: string; prefixlen: number }> }>;
-    return link!.addr_info.filter((a) => !a.local.startsWith('fe80')).map((a) => `${a.local}/${a.prefixlen}`).sort();
+    const [link] = JSON.parse(await ns.must('ip', ['-j', 'addr', 'show', 'dev', name])) as Array<{
+      addr_info: Array<{ local: string; prefixlen: number }>;
+    }>;
+    return link!.addr_info
+      .filter((a) => !a.local.startsWith('fe80'))
+      .map((a) => `${a.local}/${a.prefixlen}`)
+      .sort();
   };
 
   test('creates a dummy link, or an empty bridge where the kernel has no dummy driver, with both local IPs as host addresses', async () => {
@@ -71,6 +76,10 @@ describe('nodecache interface in a test namespace', { skip: unavailable ?? false
   test('a missing link that cannot be made is an interface_add error', async () => {
     // A name the kernel refuses for any link type (the flag parser refuses it earlier too).
     const nif = new NodeInterface('bad/name', ['169.254.20.10'], ns.runner, ns.runnerSync);
-    await assert.rejects(nif.ensure(), (e: unknown) => e instanceof InterfaceError && e.errorType === 'interface_add' && /type dummy: .*type bridge: /.test(e.message));
+    await assert.rejects(
+      nif.ensure(),
+      (e: unknown) =>
+        e instanceof InterfaceError && e.errorType === 'interface_add' && /type dummy: .*type bridge: /.test(e.message),
+    );
   });
 });

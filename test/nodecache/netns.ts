@@ -4,7 +4,13 @@
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { execRunner, type CommandResult, type CommandRunner, type SyncCommandRunner, execRunnerSync } from '../../src/nodecache/exec.js';
+import {
+  execRunner,
+  type CommandResult,
+  type CommandRunner,
+  type SyncCommandRunner,
+  execRunnerSync,
+} from '../../src/nodecache/exec.js';
 
 /** Why namespaces cannot be used here, or null when they can (probed by really making one). */
 export async function netnsUnavailable(): Promise<string | null> {
@@ -91,7 +97,10 @@ export interface NsProcess {
 
 /** Runs `file args` inside the namespace, capturing stdout and stderr together. */
 export function spawnIn(ns: TestNetns, file: string, args: readonly string[], env: NodeJS.ProcessEnv = {}): NsProcess {
-  const proc = spawn('ip', ['netns', 'exec', ns.name, file, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn('ip', ['netns', 'exec', ns.name, file, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   let done = false;
   const waiters: Array<() => void> = [];
@@ -119,7 +128,10 @@ export function spawnIn(ns: TestNetns, file: string, args: readonly string[], en
     exited,
     waitFor(text, timeoutMs = 10_000) {
       return new Promise((resolve, reject) => {
-        const t = setTimeout(() => reject(new Error(`timed out waiting for ${String(text)}; output:\n${out}`)), timeoutMs);
+        const t = setTimeout(
+          () => reject(new Error(`timed out waiting for ${String(text)}; output:\n${out}`)),
+          timeoutMs,
+        );
         const check = () => {
           if (typeof text === 'string' ? out.includes(text) : text.test(out)) {
             clearTimeout(t);

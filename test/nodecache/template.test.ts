@@ -33,7 +33,7 @@ function block(corefile: string, zone: string): string[] {
   return lines;
 }
 
-test('the built-in template is the addon\'s: four blocks, cluster zone cached 30 s/5 s and forwarded over TCP', () => {
+test("the built-in template is the addon's: four blocks, cluster zone cached 30 s/5 s and forwarded over TCP", () => {
   const out = renderCorefile(DEFAULT_BASE_COREFILE, iptablesMode);
   const cluster = block(out, 'cluster.local:53');
   assert.ok(cluster.includes('success 9984 30'));
@@ -51,7 +51,8 @@ test('the built-in template is the addon\'s: four blocks, cluster zone cached 30
   assert.ok(dot.includes('cache 30'));
   assert.ok(dot.includes('forward . 192.0.2.53 192.0.2.54'), dot.join('\n'));
   assert.ok(!dot.includes('force_tcp'));
-  for (const b of [cluster, dot]) for (const p of ['errors', 'reload', 'loop']) assert.ok(b.includes(p), `${p} missing`);
+  for (const b of [cluster, dot])
+    for (const p of ['errors', 'reload', 'loop']) assert.ok(b.includes(p), `${p} missing`);
   assert.doesNotMatch(out, /__PILLAR__/);
 });
 
@@ -76,7 +77,10 @@ test('IPv6 local IPs are bracketed where a port follows', () => {
 
 test('a template already sed-ed by the addon installer keeps its addresses; a lone __PILLAR__LOCAL__DNS__ gets them all', () => {
   const sedded = 'cluster.local:53 {\n    bind 169.254.20.10 10.96.0.10\n    forward . __PILLAR__CLUSTER__DNS__\n}\n';
-  assert.equal(renderCorefile(sedded, iptablesMode), 'cluster.local:53 {\n    bind 169.254.20.10 10.96.0.10\n    forward . 10.96.0.11\n}\n');
+  assert.equal(
+    renderCorefile(sedded, iptablesMode),
+    'cluster.local:53 {\n    bind 169.254.20.10 10.96.0.10\n    forward . 10.96.0.11\n}\n',
+  );
   const lone = '.:53 {\n    bind __PILLAR__LOCAL__DNS__\n    forward . __PILLAR__UPSTREAM__SERVERS__\n}\n';
   assert.match(renderCorefile(lone, iptablesMode), /bind 169\.254\.20\.10 10\.96\.0\.10\n/);
 });
@@ -91,13 +95,19 @@ test('kube-dns upstreamNameservers replace the node resolvers and lose force_tcp
   });
   assert.match(out, /forward \. 203\.0\.113\.1\n\}/);
   assert.doesNotMatch(out, /force_tcp/);
-  assert.match(out, /acme\.local:53 \{\n    errors\n    cache 30\n    bind 169\.254\.20\.10 10\.96\.0\.10\n    forward \. 10\.150\.0\.1 10\.150\.0\.2:5353\n\}\n/);
+  assert.match(
+    out,
+    /acme\.local:53 \{\n    errors\n    cache 30\n    bind 169\.254\.20\.10 10\.96\.0\.10\n    forward \. 10\.150\.0\.1 10\.150\.0\.2:5353\n\}\n/,
+  );
 });
 
 test('kube-dns ConfigMap values are validated; bad entries are reported and skipped', () => {
   const c = parseKubeDnsConfig(
     new Map([
-      ['stubDomains', '{"acme.local": ["1.2.3.4"], "bad domain": ["1.2.3.4"], "x.local": ["not-an-ip"], "y.local": []}'],
+      [
+        'stubDomains',
+        '{"acme.local": ["1.2.3.4"], "bad domain": ["1.2.3.4"], "x.local": ["not-an-ip"], "y.local": []}',
+      ],
       ['upstreamNameservers', '["8.8.8.8", "[2001:db8::1]:53"]'],
       ['federations', '{"myfed": "example.com"}'],
     ]),
@@ -124,12 +134,18 @@ function options(dir: string, over: Partial<GeneratorOptions> = {}): GeneratorOp
 
 test('the generated Corefile uses the resolv.conf nameservers and is one clusterdns accepts', () => {
   const dir = mkdtempSync(join(tmpdir(), 'nodecache-gen-'));
-  writeFileSync(join(dir, 'resolv.conf'), '# node resolvers\nsearch example.internal\nnameserver 192.0.2.53\nnameserver 192.0.2.54\noptions ndots:1\n');
+  writeFileSync(
+    join(dir, 'resolv.conf'),
+    '# node resolvers\nsearch example.internal\nnameserver 192.0.2.53\nnameserver 192.0.2.54\noptions ndots:1\n',
+  );
   const g = generateCorefile(options(dir));
   assert.equal(g.baseFrom, 'built-in');
   assert.match(g.text, /forward \. 192\.0\.2\.53 192\.0\.2\.54\n/);
   const cfg = parseConfig({ file: join(dir, 'Corefile'), text: g.text, builtin: false }, 53);
-  assert.deepEqual(cfg.blocks.map((b) => b.keys.map((k) => `${k.zone}:${k.port}`).join(' ')), ['cluster.local.:53', 'in-addr.arpa.:53', 'ip6.arpa.:53', '.:53']);
+  assert.deepEqual(
+    cfg.blocks.map((b) => b.keys.map((k) => `${k.zone}:${k.port}`).join(' ')),
+    ['cluster.local.:53', 'in-addr.arpa.:53', 'ip6.arpa.:53', '.:53'],
+  );
 });
 
 test('generator errors name the file: no nameserver, missing explicit template, unknown placeholder; a loopback resolver is warned about', () => {
@@ -138,7 +154,10 @@ test('generator errors name the file: no nameserver, missing explicit template, 
   assert.throws(() => generateCorefile(options(dir)), /resolv\.conf has no usable nameserver/);
   writeFileSync(join(dir, 'resolv.conf'), 'nameserver 127.0.0.53\n');
   assert.match(generateCorefile(options(dir)).warnings.join('\n'), /127\.0\.0\.53, a local stub/);
-  assert.throws(() => generateCorefile(options(dir, { baseCorefileExplicit: true })), /-basecorefile .*Corefile\.base does not exist/);
+  assert.throws(
+    () => generateCorefile(options(dir, { baseCorefileExplicit: true })),
+    /-basecorefile .*Corefile\.base does not exist/,
+  );
   writeFileSync(join(dir, 'Corefile.base'), '.:53 {\n    forward . __PILLAR__NOPE__\n}\n');
   assert.throws(() => generateCorefile(options(dir)), /unknown placeholder __PILLAR__NOPE__/);
 });

@@ -9,8 +9,22 @@ function reply(withCname: boolean): Buffer {
   m.qr = true;
   m.questions.push({ name: 'web.example.', type: QType.A, class: QClass.IN });
   const owner = withCname ? 'target.example.' : 'web.example.';
-  if (withCname) m.answers.push({ name: 'web.example.', type: QType.CNAME, class: QClass.IN, ttl: 30, data: { target: 'target.example.' } });
-  for (let i = 1; i <= 8; i++) m.answers.push({ name: owner, type: i % 2 ? QType.A : QType.AAAA, class: QClass.IN, ttl: 30, data: { address: i % 2 ? `10.0.0.${i}` : `fd00::${i}` } });
+  if (withCname)
+    m.answers.push({
+      name: 'web.example.',
+      type: QType.CNAME,
+      class: QClass.IN,
+      ttl: 30,
+      data: { target: 'target.example.' },
+    });
+  for (let i = 1; i <= 8; i++)
+    m.answers.push({
+      name: owner,
+      type: i % 2 ? QType.A : QType.AAAA,
+      class: QClass.IN,
+      ttl: 30,
+      data: { address: i % 2 ? `10.0.0.${i}` : `fd00::${i}` },
+    });
   return encodeMessage(m);
 }
 
@@ -23,7 +37,11 @@ test('address records are shuffled in the wire form, CNAME first, every record i
       assert.equal(shuffleWireAnswers(w, 12 + 13 + 4), true);
       const after = decodeMessage(w);
       if (withCname) assert.equal(after.answers[0]!.type, QType.CNAME);
-      const key = (m: typeof after) => m.answers.map((a) => JSON.stringify(a)).sort().join('|');
+      const key = (m: typeof after) =>
+        m.answers
+          .map((a) => JSON.stringify(a))
+          .sort()
+          .join('|');
       assert.equal(key(after), key(before));
       orders.add(after.answers.map((a) => (a.data as { address?: string }).address).join(','));
     }

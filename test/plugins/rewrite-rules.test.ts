@@ -13,14 +13,23 @@ import { RewriteHandler } from '../../src/plugins/rewrite/handler.js';
 import { rebuildQuery, swapQuestion } from '../../src/plugins/rewrite/wire.js';
 import type { Token } from '../../src/corefile/types.js';
 
-const toks = (line: string): Token[] => line.split(' ').map((text) => ({ text, file: 'Corefile', line: 1, quoted: false }));
-const client = { proto: 'udp' as const, remoteAddress: '10.1.2.3', remotePort: 5353, family: 1 as const, localAddress: '127.0.0.1', localPort: 53 };
+const toks = (line: string): Token[] =>
+  line.split(' ').map((text) => ({ text, file: 'Corefile', line: 1, quoted: false }));
+const client = {
+  proto: 'udp' as const,
+  remoteAddress: '10.1.2.3',
+  remotePort: 5353,
+  family: 1 as const,
+  localAddress: '127.0.0.1',
+  localPort: 53,
+};
 
 function request(name: string, type = QType.A, edns = true): Request {
   const m = emptyMessage(0x1234);
   m.rd = true;
   m.questions.push({ name, type, class: 1 });
-  if (edns) m.edns = { udpSize: 1232, version: 0, do: true, zflags: 0, options: [{ code: 10, data: Buffer.from('cookie!!') }] };
+  if (edns)
+    m.edns = { udpSize: 1232, version: 0, do: true, zflags: 0, options: [{ code: 10, data: Buffer.from('cookie!!') }] };
   const raw = encodeMessage(m);
   return new Request(raw, parseQuery(raw) as ParsedQuery, client);
 }
@@ -44,8 +53,21 @@ test('rules parse as CoreDNS documents them, and refuse what CoreDNS refuses', (
     'edns0 nsid append',
     'edns0 subnet set 24 56',
     'cname exact a.test. b.test.',
-  ]) assert.doesNotThrow(() => newRule(toks(ok)), ok);
-  for (const bad of ['answer name a b', 'name a', 'name bogus a b', 'type A', 'type NOPE A', 'ttl exact a.test x', 'rcode exact a.test NOPE NXDOMAIN', 'edns0 local set 0xffee', 'edns0 subnet set 33 56', 'edns0 nsid set x', 'edns0 local frob 1 2']) {
+  ])
+    assert.doesNotThrow(() => newRule(toks(ok)), ok);
+  for (const bad of [
+    'answer name a b',
+    'name a',
+    'name bogus a b',
+    'type A',
+    'type NOPE A',
+    'ttl exact a.test x',
+    'rcode exact a.test NOPE NXDOMAIN',
+    'edns0 local set 0xffee',
+    'edns0 subnet set 33 56',
+    'edns0 nsid set x',
+    'edns0 local frob 1 2',
+  ]) {
     assert.throws(() => newRule(toks(bad)), Error, bad);
   }
 });
@@ -65,17 +87,21 @@ test('the rewritten query built as bytes parses as the same query would', () => 
 test("the fast path's answer equals the Message path's: question as asked, owner names mapped back", async () => {
   const rules = [newRule(toks('name regex (.*)\\.example\\.org {1}.default.svc.cluster.local answer auto'))];
   const rr = Buffer.from([0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 5, 0, 4, 10, 96, 0, 20]);
-  const kube = (r: Request) => Response.wire(recordsReply(r, 0, 0x0400, Buffer.concat([rr, rr]), 2, 0, 0), 'kubernetes');
+  const kube = (r: Request) =>
+    Response.wire(recordsReply(r, 0, 0x0400, Buffer.concat([rr, rr]), 2, 0, 0), 'kubernetes');
   const h = new RewriteHandler(rules, () => Response.rcode(2, ''));
   const req = request('Web.Example.org.');
   const res = (await h.serveDNS(req, kube)) as Response;
   assert.ok(res.hasWire, 'answered by the fast path');
   const m = decodeMessage(res.peekWire()!);
   assert.deepEqual(m.questions, [{ name: 'Web.Example.org.', type: QType.A, class: 1 }]);
-  assert.deepEqual(m.answers.map((a) => [a.name, a.ttl, a.data]), [
-    ['Web.Example.org.', 5, { address: '10.96.0.20' }],
-    ['Web.Example.org.', 5, { address: '10.96.0.20' }],
-  ]);
+  assert.deepEqual(
+    m.answers.map((a) => [a.name, a.ttl, a.data]),
+    [
+      ['Web.Example.org.', 5, { address: '10.96.0.20' }],
+      ['Web.Example.org.', 5, { address: '10.96.0.20' }],
+    ],
+  );
   assert.equal(m.id, 0x1234);
   assert.equal(m.edns?.udpSize, 1232);
 });
@@ -90,7 +116,9 @@ test('the fast path steps aside for records it cannot move as they are', () => {
 });
 
 test('class and type rules: the next plugin gets the new class and type, the client its own question back', async () => {
-  const h = new RewriteHandler([newRule(toks('continue class CH IN')), newRule(toks('type TXT A'))], () => Response.rcode(2, ''));
+  const h = new RewriteHandler([newRule(toks('continue class CH IN')), newRule(toks('type TXT A'))], () =>
+    Response.rcode(2, ''),
+  );
   const m = emptyMessage(7);
   m.questions.push({ name: 'version.test.', type: QType.TXT, class: 3 });
   const raw = encodeMessage(m);
@@ -106,17 +134,28 @@ test('class and type rules: the next plugin gets the new class and type, the cli
 
 /** Runs `rules` on a query from CoreDNS's test.ResponseWriter client (10.240.0.1:40212 → 127.0.0.1:53). */
 async function through(rules: string[], name: string, type: number, qclass = 1, remote = '10.240.0.1') {
-  const h = new RewriteHandler(rules.map((r) => newRule(toks(r))), () => Response.rcode(2, ''));
+  const h = new RewriteHandler(
+    rules.map((r) => newRule(toks(r))),
+    () => Response.rcode(2, ''),
+  );
   const m = emptyMessage(1);
   m.questions.push({ name, type, class: qclass });
   const raw = encodeMessage(m);
-  const c = { ...client, remoteAddress: remote, remotePort: 40212, family: (remote.includes(':') ? 2 : 1) as 1 | 2, localAddress: '127.0.0.1', localPort: 53 };
+  const c = {
+    ...client,
+    remoteAddress: remote,
+    remotePort: 40212,
+    family: (remote.includes(':') ? 2 : 1) as 1 | 2,
+    localAddress: '127.0.0.1',
+    localPort: 53,
+  };
   const req = new Request(raw, parseQuery(raw) as ParsedQuery, c);
   let inner: Request | null = null;
   const res = (await h.serveDNS(req, (r) => {
     inner = r;
     const a = r.reply();
-    if (r.qtype === QType.A) a.answers.push({ name: r.qname, type: QType.A, class: r.qclass, ttl: 300, data: { address: '127.0.0.1' } });
+    if (r.qtype === QType.A)
+      a.answers.push({ name: r.qname, type: QType.A, class: r.qclass, ttl: 300, data: { address: '127.0.0.1' } });
     return Response.message(a, 'mock');
   })) as Response;
   return { inner: inner! as Request, answer: res.toMessage(req) };
@@ -137,7 +176,12 @@ test("CoreDNS's rewrite_test.go TestRewrite: the query each rule list sends on",
     'stop class CH IN',
     'stop type ANY HINFO',
   ];
-  const A = QType.A, ANY = QType.ANY, HINFO = 13, IN = 1, CH = 3, HS = 4;
+  const A = QType.A,
+    ANY = QType.ANY,
+    HINFO = 13,
+    IN = 1,
+    CH = 3,
+    HS = 4;
   const cases: Array<[string, number, number, string, number, number, string | null]> = [
     ['from.nl.', A, IN, 'to.nl.', A, IN, 'from.nl.'],
     ['a.nl.', A, IN, 'a.nl.', A, IN, 'a.nl.'],
@@ -165,7 +209,8 @@ test("CoreDNS's rewrite_test.go TestRewrite: the query each rule list sends on",
 });
 
 test("CoreDNS's TestRewriteEDNS0LocalVariable and TestRewriteEDNS0Subnet: the option each rule adds", async () => {
-  const local = async (data: string) => (await through([`edns0 local set 0xffee ${data}`], 'example.com.', QType.A)).inner;
+  const local = async (data: string) =>
+    (await through([`edns0 local set 0xffee ${data}`], 'example.com.', QType.A)).inner;
   const opt = (r: Request) => decodeMessage(r.raw).edns?.options.find((o) => o.code === 0xffee)?.data;
   assert.deepEqual(opt(await local('{qname}')), Buffer.from('example.com.'));
   assert.deepEqual(opt(await local('{qtype}')), Buffer.from([0, 1]));
@@ -177,13 +222,18 @@ test("CoreDNS's TestRewriteEDNS0LocalVariable and TestRewriteEDNS0Subnet: the op
   assert.deepEqual(opt(await local('0xabcdef')), Buffer.from([0xab, 0xcd, 0xef]));
   assert.equal(opt(await local('{test/does-not-exist}')), undefined, 'a label nobody set: no option');
   const ecs = async (v4: number, v6: number, remote = '10.240.0.1') =>
-    decodeMessage((await through([`edns0 subnet set ${v4} ${v6}`], 'example.com.', QType.A, 1, remote)).inner.raw).edns?.options.find((o) => o.code === 8)?.data;
+    decodeMessage(
+      (await through([`edns0 subnet set ${v4} ${v6}`], 'example.com.', QType.A, 1, remote)).inner.raw,
+    ).edns?.options.find((o) => o.code === 8)?.data;
   assert.deepEqual(await ecs(24, 56), Buffer.from([0, 1, 24, 0, 10, 240, 0]));
   assert.deepEqual(await ecs(32, 56), Buffer.from([0, 1, 32, 0, 10, 240, 0, 1]));
   assert.deepEqual(await ecs(0, 56), Buffer.from([0, 1, 0, 0]));
   const v6 = 'fe80::42:ff:feca:4c65';
   assert.deepEqual(await ecs(24, 56, v6), Buffer.from([0, 2, 56, 0, 0xfe, 0x80, 0, 0, 0, 0, 0]));
-  assert.deepEqual(await ecs(24, 128, v6), Buffer.from([0, 2, 128, 0, 0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0x42, 0, 0xff, 0xfe, 0xca, 0x4c, 0x65]));
+  assert.deepEqual(
+    await ecs(24, 128, v6),
+    Buffer.from([0, 2, 128, 0, 0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0x42, 0, 0xff, 0xfe, 0xca, 0x4c, 0x65]),
+  );
 });
 
 test("CoreDNS's TestEdns0LocalMultiRule: replace only when present, set otherwise", async () => {

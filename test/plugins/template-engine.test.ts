@@ -16,7 +16,10 @@ const data: Value = {
 const run = (src: string, funcs = new Map()) => GoTemplate.parse('answer', src, funcs).execute(data);
 
 test('fields, index, map groups and method calls with arguments', () => {
-  assert.equal(run('{{ .Name }} {{ index .Match 1 }} {{ .Group.a }} {{ .Meta "kubernetes/namespace" }}'), 'ip-10-1-2-3.example. 10 10 shop');
+  assert.equal(
+    run('{{ .Name }} {{ index .Match 1 }} {{ .Group.a }} {{ .Meta "kubernetes/namespace" }}'),
+    'ip-10-1-2-3.example. 10 10 shop',
+  );
   assert.equal(run('[{{ .Group.missing }}]'), '[<no value>]', 'a missing map key is "no value", as in Go');
   assert.equal(run('{{ len .Match }} {{ len .Name }}'), '3 20');
 });
@@ -31,7 +34,10 @@ test('pipelines, parentheses, printf and comparisons', () => {
 
 test('if / else if / else / with, comments and {{- -}} trimming', () => {
   assert.equal(run('{{ if eq .Type "AAAA" }}six{{ else if eq .Type "A" }}four{{ else }}other{{ end }}'), 'four');
-  assert.equal(run('{{ with .Group.a }}[{{ . }}]{{ end }}{{ with .Group.missing }}x{{ else }}none{{ end }}'), '[10]none');
+  assert.equal(
+    run('{{ with .Group.a }}[{{ . }}]{{ end }}{{ with .Group.missing }}x{{ else }}none{{ end }}'),
+    '[10]none',
+  );
   assert.equal(run('a {{- /* gone */ -}} b'), 'ab');
   assert.equal(run('a  {{- .Type }}  b'), 'aA  b');
 });
@@ -44,8 +50,20 @@ test('parseInt is the function a template gets, with errors that fail the execut
 });
 
 test('what does not parse is refused, with the template name', () => {
-  for (const bad of ['{{ .Name', '{{ nosuch }}', '{{ if .Name }}x', '{{ end }}', '{{ else }}', '{{ range .Match }}{{ end }}', '{{ "unterminated }}']) {
-    assert.throws(() => GoTemplate.parse('answer', bad), (e: unknown) => e instanceof TemplateError && /^template: answer: /.test(e.message), bad);
+  for (const bad of [
+    '{{ .Name',
+    '{{ nosuch }}',
+    '{{ if .Name }}x',
+    '{{ end }}',
+    '{{ else }}',
+    '{{ range .Match }}{{ end }}',
+    '{{ "unterminated }}',
+  ]) {
+    assert.throws(
+      () => GoTemplate.parse('answer', bad),
+      (e: unknown) => e instanceof TemplateError && /^template: answer: /.test(e.message),
+      bad,
+    );
   }
 });
 
@@ -55,12 +73,28 @@ test('sprintf keeps Go verbs it does not know visible', () => {
 });
 
 test('record text: TTL and class in either order or left out, relative names, quoted TXT, SOA in parentheses', () => {
-  assert.deepEqual(parseRecordText('a.example. 60 IN A 10.0.0.1'), { name: 'a.example.', type: QType.A, class: QClass.IN, ttl: 60, data: { address: '10.0.0.1' } });
+  assert.deepEqual(parseRecordText('a.example. 60 IN A 10.0.0.1'), {
+    name: 'a.example.',
+    type: QType.A,
+    class: QClass.IN,
+    ttl: 60,
+    data: { address: '10.0.0.1' },
+  });
   assert.equal(parseRecordText('a.example. in 60 A 10.0.0.1').ttl, 60);
   assert.equal(parseRecordText('a.example. A 10.0.0.1').ttl, 3600, "miekg/dns's default TTL");
   assert.deepEqual(parseRecordText('www 60 IN CNAME target').data, { target: 'target.' });
-  assert.deepEqual(parseRecordText('t. 1 IN TXT "hello world" "x\\"y" plain').data, { texts: ['hello world', 'x"y', 'plain'] });
-  assert.deepEqual(parseRecordText('x. 60 IN SOA ns.x. h.x. (1 2 3\n 4 5)').data, { mname: 'ns.x.', rname: 'h.x.', serial: 1, refresh: 2, retry: 3, expire: 4, minimum: 5 });
+  assert.deepEqual(parseRecordText('t. 1 IN TXT "hello world" "x\\"y" plain').data, {
+    texts: ['hello world', 'x"y', 'plain'],
+  });
+  assert.deepEqual(parseRecordText('x. 60 IN SOA ns.x. h.x. (1 2 3\n 4 5)').data, {
+    mname: 'ns.x.',
+    rname: 'h.x.',
+    serial: 1,
+    refresh: 2,
+    retry: 3,
+    expire: 4,
+    minimum: 5,
+  });
   assert.deepEqual(parseRecordText('x. 60 IN AAAA FD00::0001').data, { address: 'fd00::1' });
   assert.deepEqual(parseRecordText('x. 60 IN TYPE65280 \\# 2 abcd').data, { raw: Buffer.from([0xab, 0xcd]) });
   assert.equal(parseRecordText('x. 60 IN MX 10 mail.x.').type, QType.MX);
@@ -68,7 +102,15 @@ test('record text: TTL and class in either order or left out, relative names, qu
 });
 
 test('record text: what is not a record is refused', () => {
-  for (const bad of ['x. 60 IN A 300.1.1.1', 'x. 60 IN A', 'x. 60 IN NOPE 1', 'x. 60 IN MX ten mail.', `${'a'.repeat(64)}. 60 IN A 1.2.3.4`, 'x. 60 IN TYPE65280 \\# 3 ab', 'x. 60 IN TXT "open']) {
+  for (const bad of [
+    'x. 60 IN A 300.1.1.1',
+    'x. 60 IN A',
+    'x. 60 IN NOPE 1',
+    'x. 60 IN MX ten mail.',
+    `${'a'.repeat(64)}. 60 IN A 1.2.3.4`,
+    'x. 60 IN TYPE65280 \\# 3 ab',
+    'x. 60 IN TXT "open',
+  ]) {
     assert.throws(() => parseRecordText(bad), RecordTextError, bad);
   }
 });

@@ -8,17 +8,35 @@ import { QType, Rcode } from '../../src/dns/constants.js';
 const parse = (text: string, origin = 'example.org.') => parseZoneFile('/z.db', origin, text).records;
 
 test('owner, TTL and class carry over; class and TTL in either order; @ and relative names', () => {
-  const rrs = parse('$TTL 1h\n@ IN SOA ns host 1 2 3 4 5\nwww 60 IN A 10.0.0.1\n     IN 30 AAAA fd00::1\nsub.www IN CNAME www\n$ORIGIN other.example.org.\nx A 10.0.0.2\n');
+  const rrs = parse(
+    '$TTL 1h\n@ IN SOA ns host 1 2 3 4 5\nwww 60 IN A 10.0.0.1\n     IN 30 AAAA fd00::1\nsub.www IN CNAME www\n$ORIGIN other.example.org.\nx A 10.0.0.2\n',
+  );
   assert.deepEqual(
     rrs.map((r) => `${r.name} ${r.ttl} ${r.type}`),
-    ['example.org. 3600 6', 'www.example.org. 60 1', 'www.example.org. 30 28', 'sub.www.example.org. 3600 5', 'x.other.example.org. 3600 1'],
+    [
+      'example.org. 3600 6',
+      'www.example.org. 60 1',
+      'www.example.org. 30 28',
+      'sub.www.example.org. 3600 5',
+      'x.other.example.org. 3600 1',
+    ],
   );
   assert.deepEqual(rrs[3]!.data, { target: 'www.example.org.' });
 });
 
 test('parentheses join lines, comments are dropped, quoted strings keep spaces and escapes', () => {
-  const rrs = parse('$TTL 60\n@ IN SOA ( ns.example.org. ; primary\n  host.example.org. 2024010101 ; serial\n 1h 15m 1w 1d )\nt TXT "a b;c" "q\\"x" \\065B\n');
-  assert.deepEqual(rrs[0]!.data, { mname: 'ns.example.org.', rname: 'host.example.org.', serial: 2024010101, refresh: 3600, retry: 900, expire: 604800, minimum: 86400 });
+  const rrs = parse(
+    '$TTL 60\n@ IN SOA ( ns.example.org. ; primary\n  host.example.org. 2024010101 ; serial\n 1h 15m 1w 1d )\nt TXT "a b;c" "q\\"x" \\065B\n',
+  );
+  assert.deepEqual(rrs[0]!.data, {
+    mname: 'ns.example.org.',
+    rname: 'host.example.org.',
+    serial: 2024010101,
+    refresh: 3600,
+    retry: 900,
+    expire: 604800,
+    minimum: 86400,
+  });
   assert.deepEqual(rrs[1]!.data, { texts: ['a b;c', 'q"x', 'AB'] });
 });
 
@@ -45,13 +63,21 @@ test('errors name the file and line, never the text found there', () => {
     ['$BOGUS x\n', /unknown \$ directive/],
   ];
   for (const [text, re] of cases) {
-    assert.throws(() => parse(text), (e: unknown) => e instanceof ZoneFileError && re.test(e.message) && !e.message.includes('BOGUS') && !e.message.includes('999'), text);
+    assert.throws(
+      () => parse(text),
+      (e: unknown) =>
+        e instanceof ZoneFileError && re.test(e.message) && !e.message.includes('BOGUS') && !e.message.includes('999'),
+      text,
+    );
   }
 });
 
 test('a zone without SOA, or with records outside it, is rejected', () => {
   assert.throws(() => new Zone('example.org.', parse('$TTL 60\nwww A 10.0.0.1\n')), /no SOA/);
-  assert.throws(() => new Zone('example.org.', parse('$TTL 60\n@ SOA ns host 1 2 3 4 5\nwww.example.com. A 10.0.0.1\n')), /outside the zone/);
+  assert.throws(
+    () => new Zone('example.org.', parse('$TTL 60\n@ SOA ns host 1 2 3 4 5\nwww.example.com. A 10.0.0.1\n')),
+    /outside the zone/,
+  );
 });
 
 test('lookup: a CNAME loop inside the zone ends instead of spinning', () => {

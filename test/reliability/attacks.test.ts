@@ -21,7 +21,11 @@ const P99_MS = 20;
 const RSS_GROWTH_MIB = 60;
 
 function endpoints(n: number, hostnames: boolean): string {
-  return Array.from({ length: n }, (_, i) => `      - addresses: ["10.${100 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}"]${hostnames ? `\n        hostname: pod-${i}` : ''}`).join('\n');
+  return Array.from(
+    { length: n },
+    (_, i) =>
+      `      - addresses: ["10.${100 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}"]${hostnames ? `\n        hostname: pod-${i}` : ''}`,
+  ).join('\n');
 }
 
 const PORTS = Array.from({ length: 50 }, (_, i) => `{ name: p${i}, port: ${8000 + i}, protocol: TCP }`).join(', ');
@@ -74,7 +78,11 @@ const COREFILE = `cluster.local:PORT {
 `;
 
 /** Runs an attack in its own process; resolves with its JSON report. */
-function attack(kind: string, port: number, args: Record<string, string | number | boolean>): Promise<Record<string, number>> {
+function attack(
+  kind: string,
+  port: number,
+  args: Record<string, string | number | boolean>,
+): Promise<Record<string, number>> {
   const argv = [ATTACKER, kind, '--port', String(port)];
   for (const [k, v] of Object.entries(args)) {
     if (v === true) argv.push(`--${k}`);
@@ -83,7 +91,9 @@ function attack(kind: string, port: number, args: Record<string, string | number
   const p = spawn('nice', ['-n', '19', process.execPath, ...argv], { stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
   p.stdout.on('data', (d: Buffer) => (out += d.toString()));
-  return new Promise((res, rej) => p.on('exit', (code) => (code === 0 ? res(JSON.parse(out)) : rej(new Error(`attacker ${kind} exited ${code}`)))));
+  return new Promise((res, rej) =>
+    p.on('exit', (code) => (code === 0 ? res(JSON.parse(out)) : rej(new Error(`attacker ${kind} exited ${code}`)))),
+  );
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -97,7 +107,13 @@ interface UnderAttack {
 }
 
 /** Starts the attack, waits `settleMs`, then measures the good client for 3 s while sampling RSS. */
-async function underAttack(s: RunningServer, kind: string, args: Record<string, string | number | boolean>, settleMs = 700, during?: () => Promise<void>): Promise<UnderAttack> {
+async function underAttack(
+  s: RunningServer,
+  kind: string,
+  args: Record<string, string | number | boolean>,
+  settleMs = 700,
+  during?: () => Promise<void>,
+): Promise<UnderAttack> {
   const pid = s.proc.pid!;
   const rssBefore = rssMiB(pid);
   let rssMost = rssBefore;
@@ -119,8 +135,14 @@ async function underAttack(s: RunningServer, kind: string, args: Record<string, 
 
 function assertHealthy(r: UnderAttack, what: string): void {
   const bound = P99_MS + r.control.p99;
-  assert.ok(r.good.p99 < bound, `${what}: good client p99 ${r.good.p99.toFixed(1)} ms (p50 ${r.good.p50.toFixed(2)}, lost ${r.good.lost} of ${r.good.sent}); an idle server's at the same time ${r.control.p99.toFixed(1)} ms`);
-  assert.ok(r.rssMost - r.rssBefore < RSS_GROWTH_MIB, `${what}: RSS ${r.rssBefore.toFixed(0)} -> ${r.rssMost.toFixed(0)} MiB`);
+  assert.ok(
+    r.good.p99 < bound,
+    `${what}: good client p99 ${r.good.p99.toFixed(1)} ms (p50 ${r.good.p50.toFixed(2)}, lost ${r.good.lost} of ${r.good.sent}); an idle server's at the same time ${r.control.p99.toFixed(1)} ms`,
+  );
+  assert.ok(
+    r.rssMost - r.rssBefore < RSS_GROWTH_MIB,
+    `${what}: RSS ${r.rssBefore.toFixed(0)} -> ${r.rssMost.toFixed(0)} MiB`,
+  );
 }
 
 let s: RunningServer;
@@ -139,94 +161,156 @@ after(async () => {
   await idle?.stop();
 });
 
-describe('attacks on the real binary: a good client keeps p99 under 20 ms and RSS stays bounded', { timeout: 120_000 }, () => {
-  test('TCP trickle, one connection (a 65,535-octet frame, 60 KB at once, then a byte every 100 ms): closed by its 3 s deadline', async () => {
-    const r = await underAttack(s, 'trickle', { conns: 1, prefill: 60_000, interval: 100, seconds: 6 });
-    assert.equal(r.report.closedLater, 1, JSON.stringify(r.report));
-    assert.ok(r.report.closedAfterMs >= 2500 && r.report.closedAfterMs < 5500, `closed after ${r.report.closedAfterMs} ms`);
-    assertHealthy(r, 'trickle x1');
-  });
-
-  test('TCP trickle, 1,000 connections from one address: at most 100 kept (per-address cap), every one closed by its deadline, new TCP clients still answered', async () => {
-    let tcpAnswered = 0;
-    const probes = async () => {
-      for (let i = 0; i < 5; i++) {
-        const m = await query(s.port, GOOD, QType.A, { tcp: true, timeoutMs: 2000 }).catch(() => null);
-        if (m?.answers.length === 1) tcpAnswered++;
-        await sleep(400);
-      }
-    };
-    const r = await underAttack(s, 'trickle', { conns: 1000, from: '127.0.0.2', prefill: 60_000, interval: 100, seconds: 9 }, 1500, probes);
-    assert.equal(tcpAnswered, 5, 'every new TCP client is answered during the trickle');
-    assert.equal(r.report.stillOpen, 0, `every trickling connection is closed: ${JSON.stringify(r.report)}`);
-    assert.equal(r.report.refused + r.report.closedLater, r.report.opened, JSON.stringify(r.report));
-    assert.ok(r.report.closedLater < 1000 && r.report.refused >= 100, `most are refused by the per-address cap: ${JSON.stringify(r.report)}`);
-    assertHealthy(r, 'trickle x1000');
-  });
-
-  test('pipelining without reading: 20 connections each write 2,000 SRV queries (64 KB answers) and never read', async () => {
-    const r = await underAttack(s, 'pipeline', { conns: 20, name: 'srv.default.svc.cluster.local.', qtype: QType.SRV, count: 2000, seconds: 5 });
-    assertHealthy(r, 'pipeline');
-  });
-
-  test('a client writes 100 big SRV queries and leaves at once (x5): nothing is built for it, the server stays responsive', async () => {
-    const r = await underAttack(s, 'pipeline', { conns: 5, name: 'srv.default.svc.cluster.local.', qtype: QType.SRV, count: 100, seconds: 4, close: true }, 100);
-    assertHealthy(r, 'pipeline and leave');
-  });
-
-  test('truncation flood: 200 UDP queries a second for big answers at EDNS 1232; every reply at most 1232 octets, at most 25x the query', async () => {
-    const r = await underAttack(s, 'truncate', {
-      name: 'big.default.svc.cluster.local.,srv.default.svc.cluster.local.',
-      qtype: `${QType.A},${QType.SRV}`,
-      edns: 1232,
-      rate: 200,
-      seconds: 5,
+describe(
+  'attacks on the real binary: a good client keeps p99 under 20 ms and RSS stays bounded',
+  { timeout: 120_000 },
+  () => {
+    test('TCP trickle, one connection (a 65,535-octet frame, 60 KB at once, then a byte every 100 ms): closed by its 3 s deadline', async () => {
+      const r = await underAttack(s, 'trickle', { conns: 1, prefill: 60_000, interval: 100, seconds: 6 });
+      assert.equal(r.report.closedLater, 1, JSON.stringify(r.report));
+      assert.ok(
+        r.report.closedAfterMs >= 2500 && r.report.closedAfterMs < 5500,
+        `closed after ${r.report.closedAfterMs} ms`,
+      );
+      assertHealthy(r, 'trickle x1');
     });
-    assert.ok(r.report.answered >= r.report.sent * 0.95, JSON.stringify(r.report));
-    assert.equal(r.report.truncated, r.report.answered);
-    assert.ok(r.report.largest <= 1232, JSON.stringify(r.report));
-    const amp = await attack('truncate', s.port, { name: 'srv.default.svc.cluster.local.', qtype: QType.SRV, edns: 65535, rate: 20, seconds: 1 });
-    assert.ok(amp.largest <= 1232 && amp.amplification <= 25, `EDNS 65535: ${JSON.stringify(amp)}`);
-    assertHealthy(r, 'truncation flood');
-  });
-});
 
-test('SIGTERM is honoured within 5 s while trickle and pipelining attacks run (and clients that wrote big queries and left)', { timeout: 60_000 }, async () => {
-  const t = await startServer({ corefile: COREFILE, files: { 'cluster.yaml': CLUSTER }, probe: GOOD });
-  const attacks = [
-    attack('pipeline', t.port, { conns: 20, name: 'srv.default.svc.cluster.local.', qtype: QType.SRV, count: 2000, seconds: 8 }),
-    attack('pipeline', t.port, { conns: 5, name: 'srv.default.svc.cluster.local.', qtype: QType.SRV, count: 100, seconds: 2, close: true }),
-    attack('trickle', t.port, { conns: 300, from: '127.0.0.3', prefill: 60_000, interval: 100, seconds: 8 }),
-  ];
-  await sleep(1500);
-  const t0 = Date.now();
-  const code = await t.stop('SIGTERM');
-  const took = Date.now() - t0;
-  await Promise.all(attacks);
-  assert.equal(code, 0);
-  assert.ok(took < 5000, `exited ${took} ms after SIGTERM`);
-});
+    test('TCP trickle, 1,000 connections from one address: at most 100 kept (per-address cap), every one closed by its deadline, new TCP clients still answered', async () => {
+      let tcpAnswered = 0;
+      const probes = async () => {
+        for (let i = 0; i < 5; i++) {
+          const m = await query(s.port, GOOD, QType.A, { tcp: true, timeoutMs: 2000 }).catch(() => null);
+          if (m?.answers.length === 1) tcpAnswered++;
+          await sleep(400);
+        }
+      };
+      const r = await underAttack(
+        s,
+        'trickle',
+        { conns: 1000, from: '127.0.0.2', prefill: 60_000, interval: 100, seconds: 9 },
+        1500,
+        probes,
+      );
+      assert.equal(tcpAnswered, 5, 'every new TCP client is answered during the trickle');
+      assert.equal(r.report.stillOpen, 0, `every trickling connection is closed: ${JSON.stringify(r.report)}`);
+      assert.equal(r.report.refused + r.report.closedLater, r.report.opened, JSON.stringify(r.report));
+      assert.ok(
+        r.report.closedLater < 1000 && r.report.refused >= 100,
+        `most are refused by the per-address cap: ${JSON.stringify(r.report)}`,
+      );
+      assertHealthy(r, 'trickle x1000');
+    });
 
-test('pipelining to a slow upstream: one connection writing 2,000 queries puts at most 128 in flight (per frame, not per read)', { timeout: 60_000 }, async () => {
-  let holding = 0;
-  let most = 0;
-  const upstream = await FakeUpstream.start({
-    behaviour: (q, r) => {
-      holding++;
-      most = Math.max(most, holding);
-      setTimeout(() => {
-        holding--;
-        r.send(answer(q, { a: ['192.0.2.1'] }));
-      }, 300);
-    },
-  });
-  const t = await startServer({ corefile: `.:PORT {\n    bind 127.0.0.1\n    forward . 127.0.0.1:${upstream.port}\n}\n` });
-  try {
-    const report = await attack('pipeline', t.port, { conns: 1, name: 'slow.example.', qtype: QType.A, count: 2000, seconds: 3 });
-    assert.equal(report.written, 2000);
-    assert.ok(most > 50 && most <= 130, `${most} queries at the upstream at once from one connection`);
-  } finally {
-    await t.stop();
-    await upstream.close();
-  }
-});
+    test('pipelining without reading: 20 connections each write 2,000 SRV queries (64 KB answers) and never read', async () => {
+      const r = await underAttack(s, 'pipeline', {
+        conns: 20,
+        name: 'srv.default.svc.cluster.local.',
+        qtype: QType.SRV,
+        count: 2000,
+        seconds: 5,
+      });
+      assertHealthy(r, 'pipeline');
+    });
+
+    test('a client writes 100 big SRV queries and leaves at once (x5): nothing is built for it, the server stays responsive', async () => {
+      const r = await underAttack(
+        s,
+        'pipeline',
+        { conns: 5, name: 'srv.default.svc.cluster.local.', qtype: QType.SRV, count: 100, seconds: 4, close: true },
+        100,
+      );
+      assertHealthy(r, 'pipeline and leave');
+    });
+
+    test('truncation flood: 200 UDP queries a second for big answers at EDNS 1232; every reply at most 1232 octets, at most 25x the query', async () => {
+      const r = await underAttack(s, 'truncate', {
+        name: 'big.default.svc.cluster.local.,srv.default.svc.cluster.local.',
+        qtype: `${QType.A},${QType.SRV}`,
+        edns: 1232,
+        rate: 200,
+        seconds: 5,
+      });
+      assert.ok(r.report.answered >= r.report.sent * 0.95, JSON.stringify(r.report));
+      assert.equal(r.report.truncated, r.report.answered);
+      assert.ok(r.report.largest <= 1232, JSON.stringify(r.report));
+      const amp = await attack('truncate', s.port, {
+        name: 'srv.default.svc.cluster.local.',
+        qtype: QType.SRV,
+        edns: 65535,
+        rate: 20,
+        seconds: 1,
+      });
+      assert.ok(amp.largest <= 1232 && amp.amplification <= 25, `EDNS 65535: ${JSON.stringify(amp)}`);
+      assertHealthy(r, 'truncation flood');
+    });
+  },
+);
+
+test(
+  'SIGTERM is honoured within 5 s while trickle and pipelining attacks run (and clients that wrote big queries and left)',
+  { timeout: 60_000 },
+  async () => {
+    const t = await startServer({ corefile: COREFILE, files: { 'cluster.yaml': CLUSTER }, probe: GOOD });
+    const attacks = [
+      attack('pipeline', t.port, {
+        conns: 20,
+        name: 'srv.default.svc.cluster.local.',
+        qtype: QType.SRV,
+        count: 2000,
+        seconds: 8,
+      }),
+      attack('pipeline', t.port, {
+        conns: 5,
+        name: 'srv.default.svc.cluster.local.',
+        qtype: QType.SRV,
+        count: 100,
+        seconds: 2,
+        close: true,
+      }),
+      attack('trickle', t.port, { conns: 300, from: '127.0.0.3', prefill: 60_000, interval: 100, seconds: 8 }),
+    ];
+    await sleep(1500);
+    const t0 = Date.now();
+    const code = await t.stop('SIGTERM');
+    const took = Date.now() - t0;
+    await Promise.all(attacks);
+    assert.equal(code, 0);
+    assert.ok(took < 5000, `exited ${took} ms after SIGTERM`);
+  },
+);
+
+test(
+  'pipelining to a slow upstream: one connection writing 2,000 queries puts at most 128 in flight (per frame, not per read)',
+  { timeout: 60_000 },
+  async () => {
+    let holding = 0;
+    let most = 0;
+    const upstream = await FakeUpstream.start({
+      behaviour: (q, r) => {
+        holding++;
+        most = Math.max(most, holding);
+        setTimeout(() => {
+          holding--;
+          r.send(answer(q, { a: ['192.0.2.1'] }));
+        }, 300);
+      },
+    });
+    const t = await startServer({
+      corefile: `.:PORT {\n    bind 127.0.0.1\n    forward . 127.0.0.1:${upstream.port}\n}\n`,
+    });
+    try {
+      const report = await attack('pipeline', t.port, {
+        conns: 1,
+        name: 'slow.example.',
+        qtype: QType.A,
+        count: 2000,
+        seconds: 3,
+      });
+      assert.equal(report.written, 2000);
+      assert.ok(most > 50 && most <= 130, `${most} queries at the upstream at once from one connection`);
+    } finally {
+      await t.stop();
+      await upstream.close();
+    }
+  },
+);

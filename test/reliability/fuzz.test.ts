@@ -12,7 +12,15 @@
 // blocks or throws a CorefileError with a file and line, never anything else, and never hangs.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { decodeMessage, DecodeError, encodeMessage, EncodeError, type Message, type RecordData, type ResourceRecord } from '../../src/dns/message.js';
+import {
+  decodeMessage,
+  DecodeError,
+  encodeMessage,
+  EncodeError,
+  type Message,
+  type RecordData,
+  type ResourceRecord,
+} from '../../src/dns/message.js';
 import { parseQuery } from '../../src/dns/query.js';
 import { QType } from '../../src/dns/constants.js';
 import { parseCorefile } from '../../src/corefile/parser.js';
@@ -42,7 +50,23 @@ const pick = <T>(r: Rand, xs: readonly T[]): T => xs[int(r, xs.length)]!;
 // ---------------------------------------------------------------- generated messages
 
 // a\.b (one label holding a dot) against a + b (two labels): the same text, other names.
-const WORDS = ['www', 'example', 'org', 'cluster', 'local', 'svc', 'default', 'kube-dns', '_http', '_tcp', 'a', 'b', 'a\\.b', 'Mixed', 'EXAMPLE'];
+const WORDS = [
+  'www',
+  'example',
+  'org',
+  'cluster',
+  'local',
+  'svc',
+  'default',
+  'kube-dns',
+  '_http',
+  '_tcp',
+  'a',
+  'b',
+  'a\\.b',
+  'Mixed',
+  'EXAMPLE',
+];
 
 function label(r: Rand): string {
   const kind = int(r, 10);
@@ -100,7 +124,20 @@ function ipv6(r: Rand): string {
 }
 
 function record(r: Rand, earlier: string[]): ResourceRecord {
-  const types = [QType.A, QType.AAAA, QType.CNAME, QType.NS, QType.PTR, QType.MX, QType.TXT, QType.SRV, QType.SOA, 99, 65280, QType.HINFO];
+  const types = [
+    QType.A,
+    QType.AAAA,
+    QType.CNAME,
+    QType.NS,
+    QType.PTR,
+    QType.MX,
+    QType.TXT,
+    QType.SRV,
+    QType.SOA,
+    99,
+    65280,
+    QType.HINFO,
+  ];
   const type = pick(r, types);
   let data: RecordData;
   switch (type) {
@@ -119,13 +156,25 @@ function record(r: Rand, earlier: string[]): ResourceRecord {
       data = { preference: int(r, 65536), exchange: name(r) };
       break;
     case QType.TXT:
-      data = { texts: Array.from({ length: 1 + int(r, 3) }, () => String.fromCharCode(...Array.from({ length: int(r, 80) }, () => int(r, 256)))) };
+      data = {
+        texts: Array.from({ length: 1 + int(r, 3) }, () =>
+          String.fromCharCode(...Array.from({ length: int(r, 80) }, () => int(r, 256))),
+        ),
+      };
       break;
     case QType.SRV:
       data = { priority: int(r, 65536), weight: int(r, 65536), port: int(r, 65536), target: name(r) };
       break;
     case QType.SOA:
-      data = { mname: name(r), rname: name(r), serial: int(r, 2 ** 32), refresh: int(r, 2 ** 32), retry: int(r, 2 ** 32), expire: int(r, 2 ** 32), minimum: int(r, 2 ** 32) };
+      data = {
+        mname: name(r),
+        rname: name(r),
+        serial: int(r, 2 ** 32),
+        refresh: int(r, 2 ** 32),
+        retry: int(r, 2 ** 32),
+        expire: int(r, 2 ** 32),
+        minimum: int(r, 2 ** 32),
+      };
       break;
     default:
       data = { raw: Buffer.from(Array.from({ length: int(r, 40) }, () => int(r, 256))) };
@@ -155,7 +204,12 @@ function message(r: Rand): Message {
     edns: null,
   };
   const qd = int(r, 10) === 0 ? int(r, 3) : 1;
-  for (let i = 0; i < qd; i++) m.questions.push({ name: name(r), type: int(r, 4) === 0 ? int(r, 65536) : pick(r, [1, 28, 33, 12, 255, 5]), class: int(r, 10) === 0 ? int(r, 65536) : 1 });
+  for (let i = 0; i < qd; i++)
+    m.questions.push({
+      name: name(r),
+      type: int(r, 4) === 0 ? int(r, 65536) : pick(r, [1, 28, 33, 12, 255, 5]),
+      class: int(r, 10) === 0 ? int(r, 65536) : 1,
+    });
   const earlier = m.questions.map((q) => q.name);
   for (const list of [m.answers, m.authorities, m.additionals]) {
     const n = int(r, 3) === 0 ? int(r, 6) : 0;
@@ -167,7 +221,10 @@ function message(r: Rand): Message {
       version: int(r, 8) === 0 ? int(r, 256) : 0,
       do: r() < 0.5,
       zflags: int(r, 8) === 0 ? int(r, 0x8000) & 0x7fff : 0,
-      options: Array.from({ length: int(r, 3) }, () => ({ code: int(r, 65536), data: Buffer.from(Array.from({ length: int(r, 20) }, () => int(r, 256))) })),
+      options: Array.from({ length: int(r, 3) }, () => ({
+        code: int(r, 65536),
+        data: Buffer.from(Array.from({ length: int(r, 20) }, () => int(r, 256))),
+      })),
     };
     if (int(r, 6) === 0) m.rcode = int(r, 4096);
   }
@@ -183,7 +240,8 @@ function mutate(r: Rand, base: Buffer): Buffer {
       for (let i = 0, n = 1 + int(r, 6); i < n && b.length; i++) b[int(r, b.length)] ^= 1 << int(r, 8);
       return b;
     case 1: // overwrite bytes with values that mean something: pointers, big lengths
-      for (let i = 0, n = 1 + int(r, 4); i < n && b.length; i++) b[int(r, b.length)] = pick(r, [0, 1, 0x3f, 0x40, 0x80, 0xc0, 0xc0 | int(r, 64), 0xff, int(r, 256)]);
+      for (let i = 0, n = 1 + int(r, 4); i < n && b.length; i++)
+        b[int(r, b.length)] = pick(r, [0, 1, 0x3f, 0x40, 0x80, 0xc0, 0xc0 | int(r, 64), 0xff, int(r, 256)]);
       return b;
     case 2: // cut anywhere
       return b.subarray(0, int(r, b.length + 1));
@@ -228,7 +286,13 @@ function normalData(type: number, d: RecordData): unknown {
 }
 
 function normal(m: Message): unknown {
-  const rr = (x: ResourceRecord) => ({ name: foldName(x.name), type: x.type, class: x.class, ttl: x.ttl, data: normalData(x.type, x.data) });
+  const rr = (x: ResourceRecord) => ({
+    name: foldName(x.name),
+    type: x.type,
+    class: x.class,
+    ttl: x.ttl,
+    data: normalData(x.type, x.data),
+  });
   return {
     ...m,
     questions: m.questions.map((q) => ({ ...q, name: foldName(q.name) })),
@@ -279,47 +343,119 @@ function hex(b: Buffer): string {
   return b.toString('hex');
 }
 
-test(`codec: ${CASES.toLocaleString('en-US')} generated and mutated messages keep the properties`, { timeout: 600_000 }, () => {
-  let decoded = 0;
-  let generated = 0;
-  for (let i = FROM; i < FROM + CASES; i++) {
-    const r = rng(SEED ^ Math.imul(i + 1, 0x9e3779b1));
-    let input: Buffer = Buffer.alloc(0);
-    try {
-      if (i % 4 === 0) {
-        // A generated message must encode (its parts are legal) and come back the same.
-        const m = message(r);
-        let enc: Buffer;
-        try {
-          enc = encodeMessage(m);
-        } catch (e) {
-          if (e instanceof EncodeError && m.rcode > 0xf && !m.edns) continue;
-          throw e;
+test(
+  `codec: ${CASES.toLocaleString('en-US')} generated and mutated messages keep the properties`,
+  { timeout: 600_000 },
+  () => {
+    let decoded = 0;
+    let generated = 0;
+    for (let i = FROM; i < FROM + CASES; i++) {
+      const r = rng(SEED ^ Math.imul(i + 1, 0x9e3779b1));
+      let input: Buffer = Buffer.alloc(0);
+      try {
+        if (i % 4 === 0) {
+          // A generated message must encode (its parts are legal) and come back the same.
+          const m = message(r);
+          let enc: Buffer;
+          try {
+            enc = encodeMessage(m);
+          } catch (e) {
+            if (e instanceof EncodeError && m.rcode > 0xf && !m.edns) continue;
+            throw e;
+          }
+          input = enc;
+          generated++;
+          checkRoundTrip(m, enc);
+          if (checkWire(enc) !== null) decoded++;
+        } else {
+          input = mutate(r, encodeMessage(message(r)));
+          if (checkWire(input) !== null) decoded++;
         }
-        input = enc;
-        generated++;
-        checkRoundTrip(m, enc);
-        if (checkWire(enc) !== null) decoded++;
-      } else {
-        input = mutate(r, encodeMessage(message(r)));
-        if (checkWire(input) !== null) decoded++;
+      } catch (e) {
+        assert.fail(
+          `case ${i} (FUZZ_SEED=${SEED} FUZZ_FROM=${i} FUZZ_CASES=1), input ${hex(input)}:\n${(e as Error).stack}`,
+        );
       }
-    } catch (e) {
-      assert.fail(`case ${i} (FUZZ_SEED=${SEED} FUZZ_FROM=${i} FUZZ_CASES=1), input ${hex(input)}:\n${(e as Error).stack}`);
     }
-  }
-  // The mutations must not all be rejected, or the round trip would prove nothing (not judged on a replay).
-  if (CASES >= 1000) {
-    assert.ok(decoded > CASES / 5, `only ${decoded} of ${CASES} inputs decoded`);
-    assert.ok(generated > CASES / 5);
-  }
-});
+    // The mutations must not all be rejected, or the round trip would prove nothing (not judged on a replay).
+    if (CASES >= 1000) {
+      assert.ok(decoded > CASES / 5, `only ${decoded} of ${CASES} inputs decoded`);
+      assert.ok(generated > CASES / 5);
+    }
+  },
+);
 
 // ---------------------------------------------------------------- Corefiles
 
-const DIRECTIVES = ['whoami', 'log', 'errors', 'cache 30', 'forward . 127.0.0.1:53 {\n max_concurrent 10\n}', 'hosts {\n 10.0.0.1 a.example\n fallthrough\n}', 'kubernetes cluster.local in-addr.arpa {\n pods insecure\n fallthrough in-addr.arpa\n ttl 30\n}', 'reload 2s', 'health :8080 {\n lameduck 5s\n}', 'ready', 'prometheus :9153', 'loop', 'loadbalance', 'bind 127.0.0.1', 'import snip', 'import *.conf', 'import missing/*.db', '{$HOME}', '{%PATH%}', '"quoted arg" `back ticked`', '# a comment', 'x\\\ny'];
-const KEYS = ['.', '.:53', 'example.org', 'dns://.:1053', 'tls://.:853', 'cluster.local:5353 in-addr.arpa', '10.0.0.0/24', 'grpc://x', '[::1]:53', 'a.b.c.d.e', 'https://example.org', '*.example', ''];
-const PIECES = ['{', '}', '\n', ' ', '"', '`', '\\', '#', '(', ')', 'import', '{$', '}', ':', '/', '.', '*', '?', '[', ']', '\t', '\r\n', '\u0000', 'é', '\uffff', 'import (snip)', '{$NOPE}', '{%X%}'];
+const DIRECTIVES = [
+  'whoami',
+  'log',
+  'errors',
+  'cache 30',
+  'forward . 127.0.0.1:53 {\n max_concurrent 10\n}',
+  'hosts {\n 10.0.0.1 a.example\n fallthrough\n}',
+  'kubernetes cluster.local in-addr.arpa {\n pods insecure\n fallthrough in-addr.arpa\n ttl 30\n}',
+  'reload 2s',
+  'health :8080 {\n lameduck 5s\n}',
+  'ready',
+  'prometheus :9153',
+  'loop',
+  'loadbalance',
+  'bind 127.0.0.1',
+  'import snip',
+  'import *.conf',
+  'import missing/*.db',
+  '{$HOME}',
+  '{%PATH%}',
+  '"quoted arg" `back ticked`',
+  '# a comment',
+  'x\\\ny',
+];
+const KEYS = [
+  '.',
+  '.:53',
+  'example.org',
+  'dns://.:1053',
+  'tls://.:853',
+  'cluster.local:5353 in-addr.arpa',
+  '10.0.0.0/24',
+  'grpc://x',
+  '[::1]:53',
+  'a.b.c.d.e',
+  'https://example.org',
+  '*.example',
+  '',
+];
+const PIECES = [
+  '{',
+  '}',
+  '\n',
+  ' ',
+  '"',
+  '`',
+  '\\',
+  '#',
+  '(',
+  ')',
+  'import',
+  '{$',
+  '}',
+  ':',
+  '/',
+  '.',
+  '*',
+  '?',
+  '[',
+  ']',
+  '\t',
+  '\r\n',
+  '\u0000',
+  'é',
+  '\uffff',
+  'import (snip)',
+  '{$NOPE}',
+  '{%X%}',
+];
 
 function corefile(r: Rand): string {
   let out = '';
@@ -354,36 +490,55 @@ function mutateText(r: Rand, text: string): string {
   return t;
 }
 
-test(`Corefile parser: ${CASES.toLocaleString('en-US')} generated and mutated Corefiles parse or fail with FILE:LINE`, { timeout: 600_000 }, () => {
-  // Imports resolve against an in-memory tree: the fuzzer never reads the real disk.
-  const files: Record<string, string> = {
-    '/fuzz/a.conf': 'whoami\n',
-    '/fuzz/b.conf': 'import a.conf\n',
-    '/fuzz/self.conf': 'import self.conf\n',
-  };
-  const readFile = (p: string): string => {
-    const f = files[p];
-    if (f === undefined) throw Object.assign(new Error(`ENOENT: no such file or directory, open '${p}'`), { code: 'ENOENT' });
-    return f;
-  };
-  let parsed = 0;
-  let refused = 0;
-  for (let i = FROM; i < FROM + CASES; i++) {
-    const r = rng(SEED ^ Math.imul(i + 1, 0x85ebca6b));
-    const text = i % 3 === 0 ? corefile(r) : mutateText(r, corefile(r));
-    const t0 = performance.now();
-    try {
-      parseCorefile(text, '/fuzz/Corefile', { env: { HOME: '/root', PATH: 'a b {', X: '}' }, readFile, onWarning: () => {} });
-      parsed++;
-    } catch (e) {
-      if (!(e instanceof CorefileError)) {
-        assert.fail(`case ${i} (FUZZ_SEED=${SEED} FUZZ_FROM=${i} FUZZ_CASES=1): ${(e as Error).stack}\n--- input ---\n${text}`);
+test(
+  `Corefile parser: ${CASES.toLocaleString('en-US')} generated and mutated Corefiles parse or fail with FILE:LINE`,
+  { timeout: 600_000 },
+  () => {
+    // Imports resolve against an in-memory tree: the fuzzer never reads the real disk.
+    const files: Record<string, string> = {
+      '/fuzz/a.conf': 'whoami\n',
+      '/fuzz/b.conf': 'import a.conf\n',
+      '/fuzz/self.conf': 'import self.conf\n',
+    };
+    const readFile = (p: string): string => {
+      const f = files[p];
+      if (f === undefined)
+        throw Object.assign(new Error(`ENOENT: no such file or directory, open '${p}'`), { code: 'ENOENT' });
+      return f;
+    };
+    let parsed = 0;
+    let refused = 0;
+    for (let i = FROM; i < FROM + CASES; i++) {
+      const r = rng(SEED ^ Math.imul(i + 1, 0x85ebca6b));
+      const text = i % 3 === 0 ? corefile(r) : mutateText(r, corefile(r));
+      const t0 = performance.now();
+      try {
+        parseCorefile(text, '/fuzz/Corefile', {
+          env: { HOME: '/root', PATH: 'a b {', X: '}' },
+          readFile,
+          onWarning: () => {},
+        });
+        parsed++;
+      } catch (e) {
+        if (!(e instanceof CorefileError)) {
+          assert.fail(
+            `case ${i} (FUZZ_SEED=${SEED} FUZZ_FROM=${i} FUZZ_CASES=1): ${(e as Error).stack}\n--- input ---\n${text}`,
+          );
+        }
+        assert.match(
+          e.message,
+          /^\/fuzz\/[^:]+:\d+ - Error during parsing: ./,
+          `case ${i}: an error without FILE:LINE: ${e.message}`,
+        );
+        refused++;
       }
-      assert.match(e.message, /^\/fuzz\/[^:]+:\d+ - Error during parsing: ./, `case ${i}: an error without FILE:LINE: ${e.message}`);
-      refused++;
+      const ms = performance.now() - t0;
+      assert.ok(ms < 1000, `case ${i} took ${ms.toFixed(0)} ms:\n${text}`);
     }
-    const ms = performance.now() - t0;
-    assert.ok(ms < 1000, `case ${i} took ${ms.toFixed(0)} ms:\n${text}`);
-  }
-  if (CASES >= 1000) assert.ok(parsed > CASES / 10 && refused > CASES / 10, `parsed ${parsed}, refused ${refused}: the generator should make both`);
-});
+    if (CASES >= 1000)
+      assert.ok(
+        parsed > CASES / 10 && refused > CASES / 10,
+        `parsed ${parsed}, refused ${refused}: the generator should make both`,
+      );
+  },
+);

@@ -19,17 +19,25 @@ async function status(url: string, headers: Record<string, string> = {}): Promis
     void res.body?.cancel();
     return res.status;
   } catch (e) {
-    return ((e as { cause?: { code?: string } }).cause?.code ?? (e as Error).message);
+    return (e as { cause?: { code?: string } }).cause?.code ?? (e as Error).message;
   } finally {
     clearTimeout(t);
   }
 }
 
 for (const workers of [1, 2]) {
-  test(`metrics, health, ready and the route stream listen only on the configured 127.0.0.2 (${workers} worker${workers > 1 ? 's' : ''}): 127.0.0.1 refuses`, { timeout: 30_000 }, async () => {
-    const [metrics, health, ready, routes] = [await freePort('127.0.0.2'), await freePort('127.0.0.2'), await freePort('127.0.0.2'), await freePort('127.0.0.2')];
-    const s = await startServer({
-      corefile: `.:PORT {
+  test(
+    `metrics, health, ready and the route stream listen only on the configured 127.0.0.2 (${workers} worker${workers > 1 ? 's' : ''}): 127.0.0.1 refuses`,
+    { timeout: 30_000 },
+    async () => {
+      const [metrics, health, ready, routes] = [
+        await freePort('127.0.0.2'),
+        await freePort('127.0.0.2'),
+        await freePort('127.0.0.2'),
+        await freePort('127.0.0.2'),
+      ];
+      const s = await startServer({
+        corefile: `.:PORT {
     bind 127.0.0.1
     prometheus 127.0.0.2:${metrics}
     health 127.0.0.2:${health}
@@ -42,32 +50,48 @@ for (const workers of [1, 2]) {
     }
 }
 `,
-      files: { 'cluster.yaml': DEMO },
-      workers,
-    });
-    try {
-      const endpoints: Array<[string, number, string]> = [
-        ['metrics', metrics, '/metrics'],
-        ['health', health, '/health'],
-        ['ready', ready, '/ready'],
-      ];
-      for (const [what, port, path] of endpoints) {
-        let code: number | string = 0;
-        for (let i = 0; i < 50 && code !== 200; i++) {
-          code = await status(`http://127.0.0.2:${port}${path}`);
-          if (code !== 200) await new Promise((r) => setTimeout(r, 100));
+        files: { 'cluster.yaml': DEMO },
+        workers,
+      });
+      try {
+        const endpoints: Array<[string, number, string]> = [
+          ['metrics', metrics, '/metrics'],
+          ['health', health, '/health'],
+          ['ready', ready, '/ready'],
+        ];
+        for (const [what, port, path] of endpoints) {
+          let code: number | string = 0;
+          for (let i = 0; i < 50 && code !== 200; i++) {
+            code = await status(`http://127.0.0.2:${port}${path}`);
+            if (code !== 200) await new Promise((r) => setTimeout(r, 100));
+          }
+          assert.equal(code, 200, `${what} answers on 127.0.0.2:${port}`);
+          assert.equal(
+            await status(`http://127.0.0.1:${port}${path}`),
+            'ECONNREFUSED',
+            `${what} must not listen on 127.0.0.1:${port}`,
+          );
         }
-        assert.equal(code, 200, `${what} answers on 127.0.0.2:${port}`);
-        assert.equal(await status(`http://127.0.0.1:${port}${path}`), 'ECONNREFUSED', `${what} must not listen on 127.0.0.1:${port}`);
+        assert.equal(
+          await status(`http://127.0.0.2:${routes}/routes`, { authorization: 'Bearer s3cret' }),
+          200,
+          'the route stream with its token',
+        );
+        assert.equal(await status(`http://127.0.0.2:${routes}/routes`), 401, 'no token: 401');
+        assert.equal(
+          await status(`http://127.0.0.2:${routes}/routes`, { authorization: 'Bearer s3cre' }),
+          401,
+          'a wrong token: 401',
+        );
+        assert.equal(
+          await status(`http://127.0.0.1:${routes}/routes`, { authorization: 'Bearer s3cret' }),
+          'ECONNREFUSED',
+        );
+      } finally {
+        await s.stop();
       }
-      assert.equal(await status(`http://127.0.0.2:${routes}/routes`, { authorization: 'Bearer s3cret' }), 200, 'the route stream with its token');
-      assert.equal(await status(`http://127.0.0.2:${routes}/routes`), 401, 'no token: 401');
-      assert.equal(await status(`http://127.0.0.2:${routes}/routes`, { authorization: 'Bearer s3cre' }), 401, 'a wrong token: 401');
-      assert.equal(await status(`http://127.0.0.1:${routes}/routes`, { authorization: 'Bearer s3cret' }), 'ECONNREFUSED');
-    } finally {
-      await s.stop();
-    }
-  });
+    },
+  );
 }
 
 test('the route stream cannot be configured without a token', { timeout: 20_000 }, async () => {
@@ -99,8 +123,12 @@ test('no program is run through a shell: child_process is used only by the three
     const imp = /import\s*\{([^}]*)\}\s*from\s*'node:child_process'/.exec(text);
     if (!imp && !/child_process/.test(text)) continue;
     assert.ok(imp, `${file} reaches child_process in an unusual way`);
-    const names = imp[1]!.split(',').map((n) => n.trim().replace(/^type\s+/, '')).filter(Boolean);
-    for (const n of names) assert.ok(['execFile', 'spawnSync', 'ChildProcess'].includes(n), `${file} imports ${n} from child_process`);
+    const names = imp[1]!
+      .split(',')
+      .map((n) => n.trim().replace(/^type\s+/, ''))
+      .filter(Boolean);
+    for (const n of names)
+      assert.ok(['execFile', 'spawnSync', 'ChildProcess'].includes(n), `${file} imports ${n} from child_process`);
     users.push(relative('src', file));
   }
   // Reviewed (RELIABILITY.md): iptables/ip for nodecache, resolvectl/ip/powershell for connect

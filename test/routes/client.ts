@@ -35,7 +35,12 @@ export interface RouteStreamClient {
   close(): void;
 }
 
-export function openRoutes(port: number, query = '', token: string | null = 'secret', host = '127.0.0.1'): Promise<RouteStreamClient> {
+export function openRoutes(
+  port: number,
+  query = '',
+  token: string | null = 'secret',
+  host = '127.0.0.1',
+): Promise<RouteStreamClient> {
   return new Promise((resolve, reject) => {
     const headers: Record<string, string> = {};
     if (token !== null) headers.authorization = `Bearer ${token}`;

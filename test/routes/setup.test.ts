@@ -28,14 +28,19 @@ describe('routes: setup', () => {
   });
 
   it('reads every option', () => {
-    const c = parse('routes 127.0.0.1:9100 {\n tokenfile token\n namespaces default shop\n zone Cluster.Local\n bookmark 5s\n history 50\n}');
+    const c = parse(
+      'routes 127.0.0.1:9100 {\n tokenfile token\n namespaces default shop\n zone Cluster.Local\n bookmark 5s\n history 50\n}',
+    );
     assert.equal(c.address, '127.0.0.1:9100');
     assert.deepEqual(c.token, { kind: 'file', path: join(dir, 'token') });
     assert.deepEqual([...c.namespaces], ['default', 'shop']);
     assert.equal(c.zone, 'cluster.local.');
     assert.equal(c.bookmarkMs, 5000);
     assert.equal(c.history, 50);
-    assert.deepEqual(parse('routes {\n token t\n manifests cluster.yaml\n}').source, { kind: 'manifests', path: join(dir, 'cluster.yaml') });
+    assert.deepEqual(parse('routes {\n token t\n manifests cluster.yaml\n}').source, {
+      kind: 'manifests',
+      path: join(dir, 'cluster.yaml'),
+    });
   });
 
   it('refuses to serve without a token, and other mistakes, naming the line', () => {
@@ -45,7 +50,10 @@ describe('routes: setup', () => {
       ['routes {\n tokenfile missing\n}', /tokenfile: cannot read .*missing: ENOENT/],
       ['routes {\n tokenfile empty\n}', /is empty/],
       ['routes {\n token a\n namespaces Not_Valid\n}', /"Not_Valid" is not a namespace name/],
-      ['routes {\n token a\n zone cluster.local\n manifests x.yaml\n}', /zone chooses a kubernetes plugin to follow; it cannot be used with manifests/],
+      [
+        'routes {\n token a\n zone cluster.local\n manifests x.yaml\n}',
+        /zone chooses a kubernetes plugin to follow; it cannot be used with manifests/,
+      ],
       ['routes {\n token a\n endpoint ftp://x\n}', /is not an http\(s\) URL/],
       ['routes {\n token a\n bookmark 1ms\n}', /at least 10ms/],
       ['routes {\n token a\n other\n}', /unknown property 'other'/],

@@ -39,7 +39,12 @@ async function start(body: string, objects: Obj[], synced = true): Promise<Runni
     name: 'kubernetes',
     index,
     options,
-    handler: new KubernetesHandler(options, index, () => Response.rcode(Rcode.SERVFAIL, ''), () => []),
+    handler: new KubernetesHandler(
+      options,
+      index,
+      () => Response.rcode(Rcode.SERVFAIL, ''),
+      () => [],
+    ),
   };
   for (const ev of eventsFor(objects)) index.apply(ev);
   if (synced) index.apply({ op: 'synced' });
@@ -73,7 +78,12 @@ const CLUSTER: Obj[] = [
   service('shop', 'web', ['10.96.5.1']),
 ];
 
-const routeOf = (ns: string, name: string, ips: string[]) => ({ name, namespace: ns, clusterIP: ips[0]!, clusterIPs: ips });
+const routeOf = (ns: string, name: string, ips: string[]) => ({
+  name,
+  namespace: ns,
+  clusterIP: ips[0]!,
+  clusterIPs: ips,
+});
 
 describe('routes: the stream over HTTP', () => {
   const running: Running[] = [];
@@ -95,7 +105,10 @@ describe('routes: the stream over HTTP', () => {
     assert.equal((await openRoutes(r.port, '?namespaces=kube-system')).status, 403);
     assert.equal((await openRoutes(r.port, '?namespaces=Bad_Name')).status, 400);
     assert.equal((await openRoutes(r.port, '?resourceVersion=abc')).status, 400);
-    const post = await fetch(`http://127.0.0.1:${r.port}/routes`, { method: 'POST', headers: { authorization: 'Bearer secret' } });
+    const post = await fetch(`http://127.0.0.1:${r.port}/routes`, {
+      method: 'POST',
+      headers: { authorization: 'Bearer secret' },
+    });
     assert.equal(post.status, 405);
     await post.body?.cancel();
   });
@@ -128,20 +141,34 @@ describe('routes: the stream over HTTP', () => {
     await other.next();
     r.apply([service('default', 'cart', ['10.96.7.7'])]);
     const added = await c.next();
-    assert.deepEqual({ type: added.type, route: added.route }, { type: 'ADDED', route: routeOf('default', 'cart', ['10.96.7.7']) });
+    assert.deepEqual(
+      { type: added.type, route: added.route },
+      { type: 'ADDED', route: routeOf('default', 'cart', ['10.96.7.7']) },
+    );
     assert.ok(Number(added.resourceVersion) > Number(snap.resourceVersion));
     r.apply([service('default', 'cart', ['10.96.7.8', 'fd00::78'])]);
     const modified = await c.next();
-    assert.deepEqual({ type: modified.type, route: modified.route }, { type: 'MODIFIED', route: routeOf('default', 'cart', ['10.96.7.8', 'fd00::78']) });
+    assert.deepEqual(
+      { type: modified.type, route: modified.route },
+      { type: 'MODIFIED', route: routeOf('default', 'cart', ['10.96.7.8', 'fd00::78']) },
+    );
     r.apply([service('default', 'cart', 'None')]);
     const deleted = await c.next();
-    assert.deepEqual({ type: deleted.type, route: deleted.route }, { type: 'DELETED', route: routeOf('default', 'cart', ['10.96.7.8', 'fd00::78']) }, 'a Service turned headless is no route any more');
+    assert.deepEqual(
+      { type: deleted.type, route: deleted.route },
+      { type: 'DELETED', route: routeOf('default', 'cart', ['10.96.7.8', 'fd00::78']) },
+      'a Service turned headless is no route any more',
+    );
     r.apply([service('shop', 'pay', ['10.96.5.2'])]);
     assert.equal((await c.next()).route?.name, 'pay');
     r.remove('shop', 'pay');
     assert.equal((await c.next()).type, 'DELETED');
     const seen: Frame[] = [await other.next(), await other.next()];
-    assert.deepEqual(seen.map((f) => `${f.type} ${f.route?.namespace}/${f.route?.name}`), ['ADDED shop/pay', 'DELETED shop/pay'], 'the shop-only stream saw none of default');
+    assert.deepEqual(
+      seen.map((f) => `${f.type} ${f.route?.namespace}/${f.route?.name}`),
+      ['ADDED shop/pay', 'DELETED shop/pay'],
+      'the shop-only stream saw none of default',
+    );
     assert.equal(other.pending.length, 0);
     r.apply([service('default', 'backend', ['10.96.120.15', 'fd00:10:96::f'])]);
     await new Promise((ok) => setTimeout(ok, 50));
@@ -170,7 +197,11 @@ describe('routes: the stream over HTTP', () => {
     r.apply([service('shop', 'a2', ['10.96.1.2'])]);
     const resumed = await openRoutes(r.port, `?namespaces=default&resourceVersion=${rv}`);
     const f = await resumed.next();
-    assert.deepEqual({ type: f.type, name: f.route?.name }, { type: 'ADDED', name: 'a1' }, 'replayed, no SNAPSHOT; the shop change filtered out');
+    assert.deepEqual(
+      { type: f.type, name: f.route?.name },
+      { type: 'ADDED', name: 'a1' },
+      'replayed, no SNAPSHOT; the shop change filtered out',
+    );
     r.apply([service('default', 'a3', ['10.96.1.3'])]);
     assert.equal((await resumed.next()).route?.name, 'a3', 'then live');
     resumed.close();
@@ -208,7 +239,8 @@ describe('routes: the stream over HTTP', () => {
     await c.next();
     c.pause();
     const big = Array.from({ length: 40 }, (_, i) => `fd00:${i}::1`);
-    for (let i = 0; i < 12_000; i++) r.apply([service('default', `svc-${i % 50}`, [`10.97.${(i >> 8) & 255}.${i & 255}`, ...big])]);
+    for (let i = 0; i < 12_000; i++)
+      r.apply([service('default', `svc-${i % 50}`, [`10.97.${(i >> 8) & 255}.${i & 255}`, ...big])]);
     await Promise.race([c.ended, new Promise((_, fail) => setTimeout(() => fail(new Error('still connected')), 3000))]);
   });
 
@@ -217,7 +249,10 @@ describe('routes: the stream over HTTP', () => {
     const c = await openRoutes(r.port);
     await c.next();
     await r.stop();
-    await Promise.race([c.ended, new Promise((_, fail) => setTimeout(() => fail(new Error('stream still open')), 2000))]);
+    await Promise.race([
+      c.ended,
+      new Promise((_, fail) => setTimeout(() => fail(new Error('stream still open')), 2000)),
+    ]);
   });
 });
 

@@ -67,7 +67,11 @@ describe('searchfan: answer cache', () => {
     const h2 = searchfan(line());
     try {
       await h2.ask('missing.', QType.A);
-      assert.equal(h2.fan.store.get('missing.', QType.A, 1, performance.now())!.answer.cacheSeconds, 30, 'an SOA minimum of 600 s is capped at 30 s');
+      assert.equal(
+        h2.fan.store.get('missing.', QType.A, 1, performance.now())!.answer.cacheSeconds,
+        30,
+        'an SOA minimum of 600 s is capped at 30 s',
+      );
     } finally {
       h2.stop();
     }
@@ -102,7 +106,10 @@ describe('searchfan: answer cache', () => {
       await h.ask('MIX.', QType.A);
       assert.equal(up.queries.length, 2, 'MIX. is the same entry as mix.');
       const r = await h.ask('mix.', QType.AAAA);
-      assert.deepEqual(r.msg.answers.map((a) => (a.data as { address: string }).address), ['fd00::4']);
+      assert.deepEqual(
+        r.msg.answers.map((a) => (a.data as { address: string }).address),
+        ['fd00::4'],
+      );
       assert.equal(up.queries.length, 4, 'AAAA is an entry of its own');
     } finally {
       h.stop();

@@ -15,20 +15,38 @@ import { askedNames, zone, zoneReply, type ZoneOptions } from './zone.js';
 const SEARCH = 'search a.test b.test c.test';
 
 function addresses(m: Message): string[] {
-  return m.answers.filter((r) => r.type === QType.A || r.type === QType.AAAA).map((r) => (r.data as { address: string }).address);
+  return m.answers
+    .filter((r) => r.type === QType.A || r.type === QType.AAAA)
+    .map((r) => (r.data as { address: string }).address);
 }
 
 describe('searchfan: search expansion order', () => {
   it('fewer dots than ndots: the search domains first, then the bare name', () => {
-    assert.deepEqual(expand('foo.', ['a.test', 'b.test', 'c.test'], 5).names, ['foo.a.test.', 'foo.b.test.', 'foo.c.test.', 'foo.']);
-    assert.deepEqual(expand('backend.default.', ['default.svc.cluster.local', 'svc.cluster.local', 'cluster.local'], 5), {
-      names: ['backend.default.default.svc.cluster.local.', 'backend.default.svc.cluster.local.', 'backend.default.cluster.local.', 'backend.default.'],
-      bare: 3,
-    });
+    assert.deepEqual(expand('foo.', ['a.test', 'b.test', 'c.test'], 5).names, [
+      'foo.a.test.',
+      'foo.b.test.',
+      'foo.c.test.',
+      'foo.',
+    ]);
+    assert.deepEqual(
+      expand('backend.default.', ['default.svc.cluster.local', 'svc.cluster.local', 'cluster.local'], 5),
+      {
+        names: [
+          'backend.default.default.svc.cluster.local.',
+          'backend.default.svc.cluster.local.',
+          'backend.default.cluster.local.',
+          'backend.default.',
+        ],
+        bare: 3,
+      },
+    );
   });
 
   it('ndots dots or more: the bare name first, then the search domains', () => {
-    assert.deepEqual(expand('www.example.com.', ['a.test', 'b.test'], 2), { names: ['www.example.com.', 'www.example.com.a.test.', 'www.example.com.b.test.'], bare: 0 });
+    assert.deepEqual(expand('www.example.com.', ['a.test', 'b.test'], 2), {
+      names: ['www.example.com.', 'www.example.com.a.test.', 'www.example.com.b.test.'],
+      bare: 0,
+    });
     assert.deepEqual(expand('foo.bar.', ['a.test'], 1).names, ['foo.bar.', 'foo.bar.a.test.']);
   });
 
@@ -93,7 +111,11 @@ describe('searchfan: fan-out over real sockets', () => {
     const h = searchfan(`searchfan ${to()} {\n ${SEARCH}\n ndots 5\n}`);
     try {
       const r = await h.ask('foo.', QType.A);
-      assert.deepEqual(addresses(r.msg), ['10.0.0.2'], 'foo.a.test is NXDOMAIN, so foo.b.test wins over the quicker foo.');
+      assert.deepEqual(
+        addresses(r.msg),
+        ['10.0.0.2'],
+        'foo.a.test is NXDOMAIN, so foo.b.test wins over the quicker foo.',
+      );
       assert.ok(r.ms >= 150, `waited for foo.b.test (${r.ms.toFixed(0)} ms)`);
     } finally {
       h.stop();
@@ -102,7 +124,10 @@ describe('searchfan: fan-out over real sockets', () => {
 
   it('with ndots dots or more the name as asked comes first and wins when it exists', async () => {
     reset();
-    const z = zone({ records: { 'api.corp.': { a: ['198.51.100.1'] }, 'api.corp.a.test.': { a: ['10.0.0.3'] } }, delayMs: (n) => (n === 'api.corp.' ? 60 : 0) });
+    const z = zone({
+      records: { 'api.corp.': { a: ['198.51.100.1'] }, 'api.corp.a.test.': { a: ['10.0.0.3'] } },
+      delayMs: (n) => (n === 'api.corp.' ? 60 : 0),
+    });
     u1.behaviour = z;
     u2.behaviour = z;
     const h = searchfan(`searchfan ${to()} {\n ${SEARCH}\n ndots 1\n}`);
@@ -123,7 +148,10 @@ describe('searchfan: fan-out over real sockets', () => {
       const r = await h.ask('db.', QType.AAAA);
       assert.equal(r.msg.rcode, Rcode.NOERROR, 'the NXDOMAINs of the later names, which came first, do not count');
       assert.deepEqual(r.msg.answers, []);
-      assert.deepEqual(r.msg.authorities.map((x) => x.type), [QType.SOA]);
+      assert.deepEqual(
+        r.msg.authorities.map((x) => x.type),
+        [QType.SOA],
+      );
       assert.deepEqual(addresses((await h.ask('db.', QType.A)).msg), ['10.0.0.5']);
     } finally {
       h.stop();
@@ -145,17 +173,27 @@ describe('searchfan: fan-out over real sockets', () => {
     }
   });
 
-  it('the first upstream to answer decides for a candidate, and the other upstream\'s branch for it is closed', async () => {
+  it("the first upstream to answer decides for a candidate, and the other upstream's branch for it is closed", async () => {
     reset();
     // u1 says x.a.test does not exist at once; u2 would say it does, but later.
-    u1.behaviour = zone({ records: { 'x.b.test.': { a: ['10.0.0.7'] } }, delayMs: (n) => (n === 'x.b.test.' ? 50 : 0) });
-    u2.behaviour = zone({ records: { 'x.a.test.': { a: ['10.9.9.9'] }, 'x.b.test.': { a: ['10.0.0.7'] } }, delayMs: (n) => (n === 'x.a.test.' ? 400 : 50) });
+    u1.behaviour = zone({
+      records: { 'x.b.test.': { a: ['10.0.0.7'] } },
+      delayMs: (n) => (n === 'x.b.test.' ? 50 : 0),
+    });
+    u2.behaviour = zone({
+      records: { 'x.a.test.': { a: ['10.9.9.9'] }, 'x.b.test.': { a: ['10.0.0.7'] } },
+      delayMs: (n) => (n === 'x.a.test.' ? 400 : 50),
+    });
     const h = searchfan(`searchfan ${to()} {\n ${SEARCH}\n ndots 5\n}`);
     try {
       const r = await h.ask('x.', QType.A);
       assert.deepEqual(addresses(r.msg), ['10.0.0.7']);
       const late = u2.queries.find((q) => q.msg.questions[0]!.name === 'x.a.test.')!;
-      assert.equal(await udpPortClosed(late.address, late.port), true, "u2's branch for x.a.test was closed before it answered");
+      assert.equal(
+        await udpPortClosed(late.address, late.port),
+        true,
+        "u2's branch for x.a.test was closed before it answered",
+      );
     } finally {
       h.stop();
     }
@@ -163,7 +201,10 @@ describe('searchfan: fan-out over real sockets', () => {
 
   it('once the answer is known every other branch is cancelled: sockets closed, nothing retried', async () => {
     reset();
-    const z = zone({ records: { 'foo.a.test.': { a: ['10.0.0.1'] }, 'foo.': { a: ['203.0.113.9'] } }, delayMs: (n) => (n === 'foo.a.test.' ? 0 : 500) });
+    const z = zone({
+      records: { 'foo.a.test.': { a: ['10.0.0.1'] }, 'foo.': { a: ['203.0.113.9'] } },
+      delayMs: (n) => (n === 'foo.a.test.' ? 0 : 500),
+    });
     u1.behaviour = z;
     u2.behaviour = z;
     const control = dgram.createSocket('udp4');
@@ -173,11 +214,20 @@ describe('searchfan: fan-out over real sockets', () => {
       const r = await h.ask('foo.', QType.A);
       assert.deepEqual(addresses(r.msg), ['10.0.0.1']);
       assert.ok(r.ms < 400, `answered without waiting for the slow branches (${r.ms.toFixed(0)} ms)`);
-      assert.equal(h.fan.counters.cancelled >= 6, true, `6 slow branches cancelled (counted ${h.fan.counters.cancelled})`);
-      assert.equal(await udpPortClosed('127.0.0.1', control.address().port), false, 'the probe sees an open socket as open');
+      assert.equal(
+        h.fan.counters.cancelled >= 6,
+        true,
+        `6 slow branches cancelled (counted ${h.fan.counters.cancelled})`,
+      );
+      assert.equal(
+        await udpPortClosed('127.0.0.1', control.address().port),
+        false,
+        'the probe sees an open socket as open',
+      );
       const slow = [...u1.queries, ...u2.queries].filter((q) => q.msg.questions[0]!.name !== 'foo.a.test.');
       assert.equal(slow.length, 6);
-      for (const q of slow) assert.equal(await udpPortClosed(q.address, q.port), true, `socket of ${q.msg.questions[0]!.name} closed`);
+      for (const q of slow)
+        assert.equal(await udpPortClosed(q.address, q.port), true, `socket of ${q.msg.questions[0]!.name} closed`);
       await sleep(700);
       assert.equal(u1.queries.length + u2.queries.length, 8, 'no branch was retried after its slow reply');
     } finally {
@@ -233,7 +283,10 @@ describe('searchfan: fan-out over real sockets', () => {
 
   it('a candidate answered SERVFAIL is skipped like NXDOMAIN, but if nothing resolves the answer is SERVFAIL, not NXDOMAIN', async () => {
     reset();
-    const z = zone({ records: { 'sf.b.test.': { a: ['10.0.0.6'] } }, rcode: (n) => (n.endsWith('.a.test.') ? Rcode.SERVFAIL : undefined) });
+    const z = zone({
+      records: { 'sf.b.test.': { a: ['10.0.0.6'] } },
+      rcode: (n) => (n.endsWith('.a.test.') ? Rcode.SERVFAIL : undefined),
+    });
     u1.behaviour = z;
     u2.behaviour = z;
     const h = searchfan(`searchfan ${to()} {\n ${SEARCH}\n ndots 5\n}`);
@@ -248,7 +301,13 @@ describe('searchfan: fan-out over real sockets', () => {
 
   it('rewrites the question and owner names to the name as asked (letter case kept), and a CNAME chain stays a chain', async () => {
     reset();
-    const z = zone({ records: { 'web.a.test.': { cname: 'lb.example.net.', ttl: 60 }, 'lb.example.net.': { a: ['192.0.2.50'], ttl: 60 }, 'db.a.test.': { a: ['10.0.0.5'] } } });
+    const z = zone({
+      records: {
+        'web.a.test.': { cname: 'lb.example.net.', ttl: 60 },
+        'lb.example.net.': { a: ['192.0.2.50'], ttl: 60 },
+        'db.a.test.': { a: ['10.0.0.5'] },
+      },
+    });
     u1.behaviour = z;
     u2.behaviour = z;
     const h = searchfan(`searchfan ${to()} {\n ${SEARCH}\n ndots 5\n}`);
@@ -257,7 +316,11 @@ describe('searchfan: fan-out over real sockets', () => {
       assert.equal(r.msg.questions[0]!.name, 'WeB.');
       assert.deepEqual(r.msg.answers.map(rrText), ['WeB. 60 CNAME lb.example.net.', 'lb.example.net. 60 A 192.0.2.50']);
       const again = await h.ask('web.', QType.A);
-      assert.deepEqual(again.msg.answers.map((x) => x.name), ['web.', 'lb.example.net.'], "a cache hit takes the new asker's letter case");
+      assert.deepEqual(
+        again.msg.answers.map((x) => x.name),
+        ['web.', 'lb.example.net.'],
+        "a cache hit takes the new asker's letter case",
+      );
       assert.deepEqual((await h.ask('db.', QType.A)).msg.answers.map(rrText), ['db. 30 A 10.0.0.5']);
     } finally {
       h.stop();

@@ -30,7 +30,14 @@ export interface FanHarness {
 /** Each harness gets a server label of its own, so its counters start at zero. */
 let harnesses = 0;
 
-const CLIENT: ClientInfo = { proto: 'udp', remoteAddress: '127.0.0.1', remotePort: 40000, family: 1, localAddress: '127.0.0.1', localPort: 53 };
+const CLIENT: ClientInfo = {
+  proto: 'udp',
+  remoteAddress: '127.0.0.1',
+  remotePort: 40000,
+  family: 1,
+  localAddress: '127.0.0.1',
+  localPort: 53,
+};
 
 /** A searchfan from `searchfan ...` Corefile text (a relative resolv.conf is read from `dir`). */
 export function searchfan(line: string, dir = mkdtempSync(join(tmpdir(), 'clusterdns-fan-'))): FanHarness {

@@ -14,8 +14,13 @@ function parse(line: string, dir = mkdtempSync(join(tmpdir(), 'clusterdns-fan-se
 
 describe('searchfan: setup', () => {
   it('takes upstreams as forward does: IP, IP:PORT, [IPv6]:PORT, dns://', () => {
-    const c = parse('searchfan 10.0.0.10 127.0.0.1:5353 [::1]:53 dns://192.0.2.1:54 {\n search default.svc.cluster.local svc.cluster.local\n ndots 5\n}');
-    assert.deepEqual(c.upstreams.map((u) => u.addr), ['10.0.0.10:53', '127.0.0.1:5353', '[::1]:53', '192.0.2.1:54']);
+    const c = parse(
+      'searchfan 10.0.0.10 127.0.0.1:5353 [::1]:53 dns://192.0.2.1:54 {\n search default.svc.cluster.local svc.cluster.local\n ndots 5\n}',
+    );
+    assert.deepEqual(
+      c.upstreams.map((u) => u.addr),
+      ['10.0.0.10:53', '127.0.0.1:5353', '[::1]:53', '192.0.2.1:54'],
+    );
     assert.deepEqual(c.search, ['default.svc.cluster.local', 'svc.cluster.local']);
     assert.equal(c.ndots, 5);
     assert.equal(c.timeoutMs, 5000, "KubeVPN's 5 s deadline by default");
@@ -24,16 +29,31 @@ describe('searchfan: setup', () => {
 
   it("takes nameservers, search list and ndots from a resolv.conf TO, the block's options winning", () => {
     const dir = mkdtempSync(join(tmpdir(), 'clusterdns-fan-setup-'));
-    writeFileSync(join(dir, 'pod-resolv.conf'), 'nameserver 10.96.0.10\nnameserver 10.96.0.11\nsearch kubevpn.svc.cluster.local svc.cluster.local cluster.local us-west-2.compute.internal\noptions ndots:5\n');
+    writeFileSync(
+      join(dir, 'pod-resolv.conf'),
+      'nameserver 10.96.0.10\nnameserver 10.96.0.11\nsearch kubevpn.svc.cluster.local svc.cluster.local cluster.local us-west-2.compute.internal\noptions ndots:5\n',
+    );
     const c = parse('searchfan pod-resolv.conf', dir);
-    assert.deepEqual(c.upstreams.map((u) => u.addr), ['10.96.0.10:53', '10.96.0.11:53']);
-    assert.deepEqual(c.search, ['kubevpn.svc.cluster.local', 'svc.cluster.local', 'cluster.local', 'us-west-2.compute.internal']);
+    assert.deepEqual(
+      c.upstreams.map((u) => u.addr),
+      ['10.96.0.10:53', '10.96.0.11:53'],
+    );
+    assert.deepEqual(c.search, [
+      'kubevpn.svc.cluster.local',
+      'svc.cluster.local',
+      'cluster.local',
+      'us-west-2.compute.internal',
+    ]);
     assert.equal(c.ndots, 5);
     const o = parse('searchfan pod-resolv.conf {\n search Other.Example.\n ndots 2\n timeout 1500ms\n}', dir);
     assert.deepEqual(o.search, ['other.example']);
     assert.equal(o.ndots, 2);
     assert.equal(o.timeoutMs, 1500);
-    assert.deepEqual(parse('searchfan pod-resolv.conf {\n search\n}', dir).search, [], 'an empty search line turns searching off');
+    assert.deepEqual(
+      parse('searchfan pod-resolv.conf {\n search\n}', dir).search,
+      [],
+      'an empty search line turns searching off',
+    );
   });
 
   it('rejects what it cannot use, naming the Corefile line', () => {

@@ -34,7 +34,15 @@ function soa(minimum: number): ResourceRecord {
     type: QType.SOA,
     class: QClass.IN,
     ttl: minimum,
-    data: { mname: 'ns.test.', rname: 'hostmaster.test.', serial: 1, refresh: 7200, retry: 1800, expire: 86400, minimum },
+    data: {
+      mname: 'ns.test.',
+      rname: 'hostmaster.test.',
+      serial: 1,
+      refresh: 7200,
+      retry: 1800,
+      expire: 86400,
+      minimum,
+    },
   };
 }
 
@@ -43,7 +51,16 @@ export function zoneReply(o: ZoneOptions, raw: Buffer, overUdp: boolean): Buffer
   const q = decodeMessage(raw);
   const question = q.questions[0]!;
   const name = question.name.toLowerCase();
-  const m: Message = { ...q, qr: true, ra: true, aa: true, answers: [], authorities: [], additionals: [], edns: q.edns ? { ...q.edns, options: [] } : null };
+  const m: Message = {
+    ...q,
+    qr: true,
+    ra: true,
+    aa: true,
+    answers: [],
+    authorities: [],
+    additionals: [],
+    edns: q.edns ? { ...q.edns, options: [] } : null,
+  };
   const forced = o.rcode?.(name);
   if (forced !== undefined) {
     m.rcode = forced;
@@ -68,8 +85,12 @@ export function zoneReply(o: ZoneOptions, raw: Buffer, overUdp: boolean): Buffer
       rec = o.records[rec.cname.toLowerCase()];
       continue;
     }
-    if (question.type === QType.A) for (const a of rec.a ?? []) m.answers.push({ name: owner, type: QType.A, class: QClass.IN, ttl, data: { address: a } });
-    if (question.type === QType.AAAA) for (const a of rec.aaaa ?? []) m.answers.push({ name: owner, type: QType.AAAA, class: QClass.IN, ttl, data: { address: a } });
+    if (question.type === QType.A)
+      for (const a of rec.a ?? [])
+        m.answers.push({ name: owner, type: QType.A, class: QClass.IN, ttl, data: { address: a } });
+    if (question.type === QType.AAAA)
+      for (const a of rec.aaaa ?? [])
+        m.answers.push({ name: owner, type: QType.AAAA, class: QClass.IN, ttl, data: { address: a } });
     break;
   }
   if (m.answers.length === 0) m.authorities.push(soa(o.soaMinimum ?? 5));

@@ -10,7 +10,14 @@ import { Request, type ClientInfo } from '../../src/server/request.js';
 import { cutWire, recordsReply } from '../../src/server/reply.js';
 import { buildQuery } from '../helpers/dns.js';
 
-const udp: ClientInfo = { proto: 'udp', remoteAddress: '127.0.0.1', remotePort: 1, family: 1, localAddress: '127.0.0.1', localPort: 53 };
+const udp: ClientInfo = {
+  proto: 'udp',
+  remoteAddress: '127.0.0.1',
+  remotePort: 1,
+  family: 1,
+  localAddress: '127.0.0.1',
+  localPort: 53,
+};
 
 function request(edns: number | undefined): Request {
   const raw = buildQuery('svc.example.', QType.SRV, { id: 4242, edns });
@@ -26,19 +33,46 @@ function bigAnswer(withOpt: boolean): Message {
   m.aa = true;
   m.questions.push({ name: 'svc.example.', type: QType.SRV, class: QClass.IN });
   for (let i = 0; i < 40; i++) {
-    m.answers.push({ name: 'svc.example.', type: QType.SRV, class: QClass.IN, ttl: 5, data: { priority: 0, weight: 10, port: 8000 + i, target: `pod-${i}.svc.example.` } });
-    m.additionals.push({ name: `pod-${i}.svc.example.`, type: QType.A, class: QClass.IN, ttl: 5, data: { address: `10.0.0.${i}` } });
+    m.answers.push({
+      name: 'svc.example.',
+      type: QType.SRV,
+      class: QClass.IN,
+      ttl: 5,
+      data: { priority: 0, weight: 10, port: 8000 + i, target: `pod-${i}.svc.example.` },
+    });
+    m.additionals.push({
+      name: `pod-${i}.svc.example.`,
+      type: QType.A,
+      class: QClass.IN,
+      ttl: 5,
+      data: { address: `10.0.0.${i}` },
+    });
   }
   m.authorities.push({ name: 'example.', type: QType.NS, class: QClass.IN, ttl: 5, data: { target: 'ns.example.' } });
-  if (withOpt) m.edns = { udpSize: 1232, version: 0, do: false, zflags: 0, options: [{ code: 10, data: Buffer.from('0123456789abcdef') }] };
+  if (withOpt)
+    m.edns = {
+      udpSize: 1232,
+      version: 0,
+      do: false,
+      zflags: 0,
+      options: [{ code: 10, data: Buffer.from('0123456789abcdef') }],
+    };
   return m;
 }
 
-const sections = (m: Message) => ({ tc: m.tc, id: m.id, an: m.answers, ns: m.authorities, ar: m.additionals, edns: m.edns, q: m.questions });
+const sections = (m: Message) => ({
+  tc: m.tc,
+  id: m.id,
+  an: m.answers,
+  ns: m.authorities,
+  ar: m.additionals,
+  edns: m.edns,
+  q: m.questions,
+});
 
 describe('cutWire', () => {
   for (const withOpt of [true, false]) {
-    test(`cuts at record boundaries exactly as decode + encode with a limit would (${withOpt ? 'the reply has an OPT' : 'no OPT in the reply: the request\'s is echoed'})`, () => {
+    test(`cuts at record boundaries exactly as decode + encode with a limit would (${withOpt ? 'the reply has an OPT' : "no OPT in the reply: the request's is echoed"})`, () => {
       const req = request(1232);
       const full = encodeMessage(bigAnswer(withOpt));
       for (const max of [100, 300, 512, 777, 1232, 1500, 2000]) {

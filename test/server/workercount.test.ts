@@ -70,10 +70,7 @@ describe('cgroup CPU limits', () => {
   });
 
   test('v1 with the host path in /proc/self/cgroup but the container mounted at the root', () => {
-    const t = tree(
-      { 'cpu/cpu.cfs_quota_us': '100000\n', 'cpu/cpu.cfs_period_us': '100000\n' },
-      '3:cpu:/docker/abc\n',
-    );
+    const t = tree({ 'cpu/cpu.cfs_quota_us': '100000\n', 'cpu/cpu.cfs_period_us': '100000\n' }, '3:cpu:/docker/abc\n');
     assert.equal(autoWorkers(t, 8), 1);
   });
 });

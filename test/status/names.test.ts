@@ -9,7 +9,7 @@ describe('top names sketch', () => {
     const s = new TopNames();
     const truth = new Map<string, number>();
     let seed = 7;
-    const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
     const add = (n: string) => {
       s.add(n);
       truth.set(n, (truth.get(n) ?? 0) + 1);
@@ -23,12 +23,23 @@ describe('top names sketch', () => {
     }
     assert.equal(s.size, TOP_SLOTS);
     const top = s.top(3).map((e) => e.name);
-    assert.deepEqual(top, ['kubernetes.default.svc.cluster.local.', 'api.example.com.', 'metrics.kube-system.svc.cluster.local.']);
+    assert.deepEqual(top, [
+      'kubernetes.default.svc.cluster.local.',
+      'api.example.com.',
+      'metrics.kube-system.svc.cluster.local.',
+    ]);
     // Space-Saving's bound: no count is off by more than the smallest slot (at most total/slots).
-    for (const e of s.top(3)) assert.ok(Math.abs(e.count - truth.get(e.name)!) <= 100_000 / TOP_SLOTS, `${e.name}: ${e.count} vs ${truth.get(e.name)}`);
+    for (const e of s.top(3))
+      assert.ok(
+        Math.abs(e.count - truth.get(e.name)!) <= 100_000 / TOP_SLOTS,
+        `${e.name}: ${e.count} vs ${truth.get(e.name)}`,
+      );
     assert.equal(s.total, 100_000);
     // Every query is counted somewhere: the slots sum to the total.
-    assert.equal(s.top().reduce((a, e) => a + e.count, 0), 100_000);
+    assert.equal(
+      s.top().reduce((a, e) => a + e.count, 0),
+      100_000,
+    );
   });
 
   test('decay halves counts, and a name that stopped being asked gives way to one asked now', () => {
@@ -49,8 +60,14 @@ describe('top names sketch', () => {
     q.record('a.example.', 0);
     q.record('gone.example.', 3);
     q.record('gone.example.', 3);
-    assert.deepEqual(q.nxdomain.top().map((e) => [e.name, e.count]), [['gone.example.', 2]]);
-    assert.deepEqual(q.all.top().map((e) => e.name), ['gone.example.', 'a.example.']);
+    assert.deepEqual(
+      q.nxdomain.top().map((e) => [e.name, e.count]),
+      [['gone.example.', 2]],
+    );
+    assert.deepEqual(
+      q.all.top().map((e) => e.name),
+      ['gone.example.', 'a.example.'],
+    );
     q.age(60);
     assert.equal(q.nxdomain.top()[0]!.count, 1);
   });

@@ -9,7 +9,11 @@ test('the page loads nothing from elsewhere and its CSP hashes match its script 
   assert.doesNotMatch(STATUS_PAGE_HTML, /\b(src|href)\s*=\s*["']?(https?:)?\/\//i);
   assert.doesNotMatch(STATUS_PAGE_HTML, /@import|url\(/i);
   assert.match(STATUS_PAGE_HTML, /fetch\('status\.json'/);
-  assert.doesNotMatch(STATUS_PAGE_HTML, /innerHTML|outerHTML|insertAdjacentHTML|document\.write/, 'client-chosen names are only ever set as text');
+  assert.doesNotMatch(
+    STATUS_PAGE_HTML,
+    /innerHTML|outerHTML|insertAdjacentHTML|document\.write/,
+    'client-chosen names are only ever set as text',
+  );
   for (const tag of ['script', 'style']) {
     const body = new RegExp(`<${tag}>([\\s\\S]*?)</${tag}>`).exec(STATUS_PAGE_HTML)![1]!;
     const hash = createHash('sha256').update(body).digest('base64');

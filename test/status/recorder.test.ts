@@ -18,7 +18,17 @@ test('counters, names and plugin state reach /status.json; counting stops with t
     serveDNS: () => null,
     upstreamHealth: (): UpstreamHealth[] => [{ to: '192.0.2.53:53', state: down ? 'down' : 'up' }],
   };
-  const sync: ApiSyncState = { zones: ['cluster.local.'], source: 'manifests x.yaml', synced: true, connected: true, services: 3, endpointSlices: 2, namespaces: 1, pods: 0, lastChange: 1_700_000_000 };
+  const sync: ApiSyncState = {
+    zones: ['cluster.local.'],
+    source: 'manifests x.yaml',
+    synced: true,
+    connected: true,
+    services: 3,
+    endpointSlices: 2,
+    namespaces: 1,
+    pods: 0,
+    lastChange: 1_700_000_000,
+  };
   const instances = [
     { name: 'forward', handler: forwardHandler },
     { name: 'kubernetes', apiSync: () => sync },
@@ -52,7 +62,10 @@ test('counters, names and plugin state reach /status.json; counting stops with t
   assert.equal(r.latency.total.count, 40);
   assert.ok(r.latency.total.p50! <= 0.00025 && r.latency.total.p99! > 0.002 && r.latency.total.p99! <= 0.004);
   assert.equal(r.topNames[0]!.name, 'a.example.');
-  assert.deepEqual(r.topNxdomain.map((n) => n.name), ['nx.cluster.local.']);
+  assert.deepEqual(
+    r.topNxdomain.map((n) => n.name),
+    ['nx.cluster.local.'],
+  );
   assert.equal(r.upstreams[0]!.to, '192.0.2.53:53');
   assert.equal(r.upstreams[0]!.state, 'down', 'plugin state is read when the report is made');
   assert.equal(r.kubernetes[0]!.state, 'up');

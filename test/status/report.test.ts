@@ -11,13 +11,22 @@ const BOUNDS = [...DURATION_BUCKETS, Infinity];
 describe('status report', () => {
   test('percentiles interpolate inside the bucket holding the rank, as histogram_quantile does', () => {
     // 50 at or below 0.25 ms, 40 up to 0.5 ms, 9 up to 1 ms, 1 slower than every bound.
-    const cumulative = BOUNDS.map((b) => (b <= 0.00025 ? 50 : b <= 0.0005 ? 90 : b <= 0.001 ? 99 : b === Infinity ? 100 : 99));
+    const cumulative = BOUNDS.map((b) =>
+      b <= 0.00025 ? 50 : b <= 0.0005 ? 90 : b <= 0.001 ? 99 : b === Infinity ? 100 : 99,
+    );
     assert.equal(bucketQuantile(0.5, BOUNDS, cumulative), 0.00025);
     assert.equal(bucketQuantile(0.7, BOUNDS, cumulative), 0.000375);
     assert.equal(bucketQuantile(0.9, BOUNDS, cumulative), 0.0005);
     assert.ok(Math.abs(bucketQuantile(0.99, BOUNDS, cumulative)! - 0.001) < 1e-12);
     assert.equal(bucketQuantile(1, BOUNDS, cumulative), DURATION_BUCKETS[DURATION_BUCKETS.length - 1]);
-    assert.equal(bucketQuantile(0.5, BOUNDS, BOUNDS.map(() => 0)), null);
+    assert.equal(
+      bucketQuantile(
+        0.5,
+        BOUNDS,
+        BOUNDS.map(() => 0),
+      ),
+      null,
+    );
   });
 
   test('a report from summed worker metrics: mix, ratios, shares, worst states', () => {
@@ -30,14 +39,20 @@ describe('status report', () => {
       'clusterdns_status_responses{window="total",rcode="NOERROR"} 9000',
       'clusterdns_status_responses{window="total",rcode="SERVFAIL"} 10',
       'clusterdns_status_responses{window="total",rcode="NXDOMAIN"} 990',
-      ...BOUNDS.map((b) => `clusterdns_status_request_duration_seconds{window="10s",le="${b === Infinity ? '+Inf' : b}"} ${b <= 0.00025 ? 500 : 1000}`),
+      ...BOUNDS.map(
+        (b) =>
+          `clusterdns_status_request_duration_seconds{window="10s",le="${b === Infinity ? '+Inf' : b}"} ${b <= 0.00025 ? 500 : 1000}`,
+      ),
       'clusterdns_status_cache{window="10s",result="hit"} 750',
       'clusterdns_status_cache{window="10s",result="miss"} 250',
       'clusterdns_status_cache{window="total",result="hit"} 0',
       'clusterdns_status_cache{window="total",result="miss"} 0',
       'clusterdns_status_names_counted{kind="query"} 1000',
       'clusterdns_status_names_counted{kind="nxdomain"} 100',
-      ...Array.from({ length: 15 }, (_, i) => `clusterdns_status_top_names{kind="query",name="n${i}.example."} ${100 - i}`),
+      ...Array.from(
+        { length: 15 },
+        (_, i) => `clusterdns_status_top_names{kind="query",name="n${i}.example."} ${100 - i}`,
+      ),
       'clusterdns_status_top_names{kind="query",name="faded.example."} 0.2',
       'clusterdns_status_top_names{kind="nxdomain",name="gone.example."} 60',
       'clusterdns_status_upstream{to="10.0.0.1:53",state="up"} 3',

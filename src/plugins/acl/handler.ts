@@ -85,7 +85,14 @@ export class AclHandler implements Handler {
 
   private reply(req: Request, rcode: number, code: number): Response {
     const m = req.reply(rcode);
-    if (req.edns) m.edns = { udpSize: req.edns.udpSize < 512 ? 512 : req.edns.udpSize, version: 0, do: req.edns.do, zflags: 0, options: [{ code: 15, data: ede(code) }] };
+    if (req.edns)
+      m.edns = {
+        udpSize: req.edns.udpSize < 512 ? 512 : req.edns.udpSize,
+        version: 0,
+        do: req.edns.do,
+        zflags: 0,
+        options: [{ code: 15, data: ede(code) }],
+      };
     return Response.message(m, this.name);
   }
 }

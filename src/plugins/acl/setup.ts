@@ -12,7 +12,8 @@ export const setup: PluginSetup = (ds, ctx) =>
     const zones = zoneArgs(d.args, ctx.block.zones);
     const rules: Rule[] = [];
     for (const p of d.block ?? []) {
-      if (!ACTIONS.has(p.name)) throw directiveError(p, `acl: unexpected token '${p.name}'; expect 'allow', 'block', 'filter' or 'drop'`);
+      if (!ACTIONS.has(p.name))
+        throw directiveError(p, `acl: unexpected token '${p.name}'; expect 'allow', 'block', 'filter' or 'drop'`);
       let types: Set<number> | null = null;
       let nets: Cidr[] | null = null;
       let section: 'type' | 'net' | null = null;

@@ -87,6 +87,9 @@ export class AutoPath implements Handler {
     // Every name failed: the first answer as it was, so the client walks its own list.
     if (first === null || !clientWrote(first)) return first ?? Response.rcode(Rcode.SERVFAIL, NAME);
     const m = first.toMessage(firstReq!);
-    return Response.message({ ...m, rd: req.rd, cd: req.cd, questions: [{ name: req.qname, type: req.qtype, class: req.qclass }] }, first.plugin);
+    return Response.message(
+      { ...m, rd: req.rd, cd: req.cd, questions: [{ name: req.qname, type: req.qtype, class: req.qclass }] },
+      first.plugin,
+    );
   }
 }

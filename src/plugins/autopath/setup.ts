@@ -41,7 +41,8 @@ export interface AutoPathConfig {
 }
 
 export function parseAutoPath(d: Directive, blockZones: readonly string[], corefile: string): AutoPathConfig {
-  if (d.args.length === 0) throw directiveError(d, 'autopath: Wrong argument count or unexpected line ending after \'autopath\'');
+  if (d.args.length === 0)
+    throw directiveError(d, "autopath: Wrong argument count or unexpected line ending after 'autopath'");
   const resolvTok = d.args[d.args.length - 1]!;
   const zones = d.args.slice(0, -1).map((t) => canonicalZone(t.text));
   const cfg: AutoPathConfig = {
@@ -53,12 +54,20 @@ export function parseAutoPath(d: Directive, blockZones: readonly string[], coref
   const rel = (p: string) => (isAbsolute(p) ? p : resolve(dirname(corefile), p));
   if (resolvTok.text.startsWith('@')) {
     const plugin = resolvTok.text.slice(1);
-    if (plugin !== 'kubernetes') throw directiveError(resolvTok, `autopath: ${plugin} does not implement the AutoPather interface (only @kubernetes does)`);
+    if (plugin !== 'kubernetes')
+      throw directiveError(
+        resolvTok,
+        `autopath: ${plugin} does not implement the AutoPather interface (only @kubernetes does)`,
+      );
     cfg.plugin = 'kubernetes';
   } else {
     const file = rel(resolvTok.text);
     const search = searchOf(file);
-    if (search === null) throw directiveError(resolvTok, `autopath: failed to parse "${resolvTok.text}": open ${file}: no such file or directory`);
+    if (search === null)
+      throw directiveError(
+        resolvTok,
+        `autopath: failed to parse "${resolvTok.text}": open ${file}: no such file or directory`,
+      );
     cfg.staticPath = [...search, ''];
   }
   for (const p of d.block ?? []) {
@@ -81,9 +90,16 @@ export const setup: PluginSetup = (ds, ctx) => {
       if (cfg.plugin === null) return;
       // The kubernetes instance of this block exists once every plugin is set up.
       const k8s = ctx.blockInstances().find(isKubernetesInstance);
-      if (k8s === undefined) throw new CorefileError(d.file, d.line, 'autopath: @kubernetes needs the kubernetes plugin in the same server block');
+      if (k8s === undefined)
+        throw new CorefileError(
+          d.file,
+          d.line,
+          'autopath: @kubernetes needs the kubernetes plugin in the same server block',
+        );
       if (k8s.options.pods !== 'verified') {
-        ctx.logger.warn(`${d.file}:${d.line}: autopath @kubernetes does nothing unless the kubernetes plugin has 'pods verified' (it has 'pods ${k8s.options.pods}')`);
+        ctx.logger.warn(
+          `${d.file}:${d.line}: autopath @kubernetes does nothing unless the kubernetes plugin has 'pods verified' (it has 'pods ${k8s.options.pods}')`,
+        );
       }
       handler.source = new PodSearchPath(k8s, searchOf(cfg.serverResolvConf) ?? []);
     },

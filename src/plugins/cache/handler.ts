@@ -10,7 +10,17 @@ import { clock, releaseClock, retainClock } from './clock.js';
 import { selfProbeNames } from '../../server/probes.js';
 import { attachCache, type InvalidationTarget } from '../../server/invalidation.js';
 import { CacheCounters, metricLabels, trackCache, untrackCache, type CacheMetricSource } from './metrics.js';
-import { FLAG_AA, FLAG_CD, FLAG_TC, PrepareProblem, prepareResponse, replyFlags, writeReply, type PreparedReply, type ResponseFacts } from './reply.js';
+import {
+  FLAG_AA,
+  FLAG_CD,
+  FLAG_TC,
+  PrepareProblem,
+  prepareResponse,
+  replyFlags,
+  writeReply,
+  type PreparedReply,
+  type ResponseFacts,
+} from './reply.js';
 import { CacheEntry, CacheStore, EntryKind } from './store.js';
 
 export const NAME = 'cache';
@@ -127,7 +137,11 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
   };
 
   constructor(readonly opts: CacheOptions) {
-    this.store = new CacheStore({ successCapacity: opts.success.capacity, denialCapacity: opts.denial.capacity, maxBytes: opts.maxBytes });
+    this.store = new CacheStore({
+      successCapacity: opts.success.capacity,
+      denialCapacity: opts.denial.capacity,
+      maxBytes: opts.maxBytes,
+    });
     this.allZones = opts.zones.includes('.');
     this.bypassBoth = opts.disableSuccess.length > 0 && opts.disableDenial.length > 0;
     this.metricLabels = metricLabels(opts.server, opts.zones);
@@ -264,7 +278,10 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
 
   private answer(req: Request, o: Outcome): Response {
     if (o.prepared !== null && (o.stored || o.shared)) {
-      return Response.wire(writeReply(req, o.prepared, o.ttl, replyFlags(req, o.prepared, o.prepared.flags & FLAG_AA)), o.res.plugin);
+      return Response.wire(
+        writeReply(req, o.prepared, o.ttl, replyFlags(req, o.prepared, o.prepared.flags & FLAG_AA)),
+        o.res.plugin,
+      );
     }
     return o.res;
   }
@@ -296,7 +313,8 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
       const e = this.entryFor(req, p);
       if (e !== null) {
         const dead = clock.ms - this.opts.staleMs;
-        if (this.store.insert(e, dead, this.countEviction)) return { res, prepared: e, ttl: e.ttl, stored: true, shared: false };
+        if (this.store.insert(e, dead, this.countEviction))
+          return { res, prepared: e, ttl: e.ttl, stored: true, shared: false };
         return { res, prepared: p, ttl: -1, stored: false, shared: false };
       }
     }
@@ -339,10 +357,24 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
     }
     if (lifetimeMs <= 0) return null;
     const name = req.name;
-    if (kind === EntryKind.Success ? matchZone(o.disableSuccess, name) !== undefined : matchZone(o.disableDenial, name) !== undefined) {
+    if (
+      kind === EntryKind.Success
+        ? matchZone(o.disableSuccess, name) !== undefined
+        : matchZone(o.disableDenial, name) !== undefined
+    ) {
       return null;
     }
-    return new CacheEntry(name, req.qtype, req.qclass, bitsOf(req), kind, p, Math.floor(lifetimeMs / 1000), clock.ms, lifetimeMs);
+    return new CacheEntry(
+      name,
+      req.qtype,
+      req.qclass,
+      bitsOf(req),
+      kind,
+      p,
+      Math.floor(lifetimeMs / 1000),
+      clock.ms,
+      lifetimeMs,
+    );
   }
 
   /**
@@ -356,7 +388,9 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
   }
 
   private disabledBoth(name: string): boolean {
-    return matchZone(this.opts.disableSuccess, name) !== undefined && matchZone(this.opts.disableDenial, name) !== undefined;
+    return (
+      matchZone(this.opts.disableSuccess, name) !== undefined && matchZone(this.opts.disableDenial, name) !== undefined
+    );
   }
 
   // ------------------------------------------------------------------ prefetch and stale

@@ -88,7 +88,12 @@ withRegistry((registry, { Counter, Gauge }) => {
       },
     });
 
-  const counter4 = (name: string, help: string, success: (c: CacheCounters) => number, denial: (c: CacheCounters) => number): Counter<Labels4> =>
+  const counter4 = (
+    name: string,
+    help: string,
+    success: (c: CacheCounters) => number,
+    denial: (c: CacheCounters) => number,
+  ): Counter<Labels4> =>
     new Counter<Labels4>({
       name,
       help,
@@ -127,20 +132,38 @@ withRegistry((registry, { Counter, Gauge }) => {
   });
 
   counter3('coredns_cache_requests_total', 'The count of cache requests.', (c) => c.requests);
-  counter4('coredns_cache_hits_total', 'The count of cache hits.', (c) => c.hitsSuccess, (c) => c.hitsDenial);
+  counter4(
+    'coredns_cache_hits_total',
+    'The count of cache hits.',
+    (c) => c.hitsSuccess,
+    (c) => c.hitsDenial,
+  );
   counter3(
     'coredns_cache_misses_total',
     'The count of cache misses. Deprecated, derive misses from cache hits/requests counters.',
     (c) => c.misses,
   );
-  counter3('coredns_cache_prefetch_total', 'The number of times the cache has prefetched a cached item.', (c) => c.prefetches);
+  counter3(
+    'coredns_cache_prefetch_total',
+    'The number of times the cache has prefetched a cached item.',
+    (c) => c.prefetches,
+  );
   counter3(
     'coredns_cache_drops_total',
     'The number responses that are not cached, because the reply is malformed.',
     (c) => c.drops,
   );
-  counter3('coredns_cache_served_stale_total', 'The number of requests served from stale cache entries.', (c) => c.servedStale);
-  counter4('coredns_cache_evictions_total', 'The count of cache evictions.', (c) => c.evictionsSuccess, (c) => c.evictionsDenial);
+  counter3(
+    'coredns_cache_served_stale_total',
+    'The number of requests served from stale cache entries.',
+    (c) => c.servedStale,
+  );
+  counter4(
+    'coredns_cache_evictions_total',
+    'The count of cache evictions.',
+    (c) => c.evictionsSuccess,
+    (c) => c.evictionsDenial,
+  );
 });
 
 export function metricLabels(server: string, zones: readonly string[], view = ''): string {

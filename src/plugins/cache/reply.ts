@@ -121,7 +121,8 @@ export function prepareResponse(req: Request, wire: Buffer): ResponseFacts | Pre
         offsets[count++] = nameEnd + 4 - qEnd;
         const ttl = ttlValue(wire.readUInt32BE(nameEnd + 4));
         if (minTtl < 0 || ttl < minTtl) minTtl = ttl;
-        if (type === QType.RRSIG && req.do && rdlen >= 18 && !signatureValid(wire, nameEnd + 10, nowSeconds)) expiredSignature = true;
+        if (type === QType.RRSIG && req.do && rdlen >= 18 && !signatureValid(wire, nameEnd + 10, nowSeconds))
+          expiredSignature = true;
         if (i < an) {
           if (type === qtype) answerHasQtype = true;
           if (type === QType.CNAME || wire[start] !== 0xc0 || wire[start + 1] !== 12) walkChain = true;

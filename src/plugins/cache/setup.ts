@@ -62,7 +62,8 @@ function maxBytes(p: Directive): number {
   const tok = p.args[0]!;
   const m = /^(\d+)([kmg]?)i?b?$/i.exec(tok.text);
   const n = m === null ? NaN : Number(m[1]) * SIZE_UNITS[m[2]!.toLowerCase()]!;
-  if (!(n > 0) || !Number.isSafeInteger(n)) throw directiveError(tok, `max_bytes: "${tok.text}" is not a size above zero (bytes, or with a K, M or G suffix)`);
+  if (!(n > 0) || !Number.isSafeInteger(n))
+    throw directiveError(tok, `max_bytes: "${tok.text}" is not a size above zero (bytes, or with a K, M or G suffix)`);
   return n;
 }
 
@@ -113,7 +114,10 @@ export function parseCache(ds: Directive[], blockZones: string[], server: string
         if (p.args[2]) {
           const pct = p.args[2].text;
           if (!pct.endsWith('%')) {
-            throw directiveError(p.args[2], `last character of percentage should be \`%\`, but is: '${pct[pct.length - 1] ?? ''}'`);
+            throw directiveError(
+              p.args[2],
+              `last character of percentage should be \`%\`, but is: '${pct[pct.length - 1] ?? ''}'`,
+            );
           }
           const num = integer({ ...p.args[2], text: pct.slice(0, -1) });
           if (num < 10 || num > 90) throw directiveError(p.args[2], `percentage should fall in range [10, 90]: ${num}`);
@@ -140,7 +144,8 @@ export function parseCache(ds: Directive[], blockZones: string[], server: string
         if (p.args.length !== 1) argErr(p);
         const ms = durationArg(p.args[0], p, 'servfail');
         // RFC 2308 7.1 prohibits caching SERVFAIL longer than 5 minutes.
-        if (ms > 300_000) throw directiveError(p.args[0]!, 'caching SERVFAIL responses over 5 minutes is not permitted');
+        if (ms > 300_000)
+          throw directiveError(p.args[0]!, 'caching SERVFAIL responses over 5 minutes is not permitted');
         opts.servfailMs = ms;
         break;
       }

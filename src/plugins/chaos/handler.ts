@@ -32,7 +32,8 @@ export class ChaosHandler implements Handler {
     }
     const m = req.reply();
     m.aa = true;
-    for (const t of texts) m.answers.push({ name: req.qname, type: QType.TXT, class: QClass.CH, ttl: 0, data: { texts: [t] } });
+    for (const t of texts)
+      m.answers.push({ name: req.qname, type: QType.TXT, class: QClass.CH, ttl: 0, data: { texts: [t] } });
     return Response.message(m, this.name);
   }
 }

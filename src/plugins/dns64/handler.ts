@@ -9,8 +9,11 @@ import { PlainCounter } from '../../metrics/registry.js';
 import { Response, type Handler, type HandlerResult, type Next, type Request } from '../../server/request.js';
 
 const translated = new PlainCounter();
-defineCollected('coredns_dns64_requests_translated_total', 'Counter of DNS requests translated by dns64.', 'counter', () =>
-  [...translated.entries()].map(([server, value]) => ({ labels: { server }, value })),
+defineCollected(
+  'coredns_dns64_requests_translated_total',
+  'Counter of DNS requests translated by dns64.',
+  'counter',
+  () => [...translated.entries()].map(([server, value]) => ({ labels: { server }, value })),
 );
 
 export interface Dns64Options {
@@ -52,7 +55,8 @@ export class Dns64Handler implements Handler {
   private shouldTranslate(req: Request, res: Response): Message | null {
     if (res.dropped || res.rcode === Rcode.NXDOMAIN) return null;
     const m = res.toMessage(req);
-    if (res.rcode === Rcode.NOERROR && m.answers.some((rr) => rr.type === QType.AAAA) && !this.o.translateAll) return null;
+    if (res.rcode === Rcode.NOERROR && m.answers.some((rr) => rr.type === QType.AAAA) && !this.o.translateAll)
+      return null;
     return m;
   }
 
@@ -69,14 +73,21 @@ export class Dns64Handler implements Handler {
     const am = ares.toMessage(req);
     // RFC 6147 5.1.7: no longer than the negative caching time of the empty AAAA answer.
     let cap = Infinity;
-    for (const rr of orig.authorities) if (rr.type === QType.SOA) cap = Math.min(rr.ttl, (rr.data as { minimum: number }).minimum);
+    for (const rr of orig.authorities)
+      if (rr.type === QType.SOA) cap = Math.min(rr.ttl, (rr.data as { minimum: number }).minimum);
     const answers: ResourceRecord[] = [];
     let made = 0;
     for (const rr of am.answers) {
       if (rr.type === QType.A) {
         const v4 = parseIPv4((rr.data as { address: string }).address);
         if (v4 === null) continue;
-        answers.push({ name: rr.name, type: QType.AAAA, class: rr.class, ttl: Math.min(rr.ttl, cap), data: { address: embed(this.o.prefix, this.o.prefixLen, v4) } });
+        answers.push({
+          name: rr.name,
+          type: QType.AAAA,
+          class: rr.class,
+          ttl: Math.min(rr.ttl, cap),
+          data: { address: embed(this.o.prefix, this.o.prefixLen, v4) },
+        });
         made++;
       } else if (rr.type === QType.CNAME) answers.push(rr);
     }

@@ -11,9 +11,11 @@ function prefixArg(t: Token): Pick<Dns64Options, 'prefix' | 'prefixLen'> {
   const [addr, len] = t.text.split('/');
   const bytes = addr === undefined ? null : parseIPv6(addr);
   const n = Number(len);
-  if (bytes === null || len === undefined || !/^\d+$/.test(len)) throw directiveError(t, `dns64: invalid prefix "${t.text}"`);
+  if (bytes === null || len === undefined || !/^\d+$/.test(len))
+    throw directiveError(t, `dns64: invalid prefix "${t.text}"`);
   if (!LENGTHS.has(n)) throw directiveError(t, `dns64: invalid prefix length ${n} (must be 32, 40, 48, 56, 64 or 96)`);
-  if (n < 96 ? bytes[8] !== 0 : false) throw directiveError(t, `dns64: prefix "${t.text}" has a non-zero octet 8 (RFC 6052 section 2.2)`);
+  if (n < 96 ? bytes[8] !== 0 : false)
+    throw directiveError(t, `dns64: prefix "${t.text}" has a non-zero octet 8 (RFC 6052 section 2.2)`);
   return { prefix: bytes, prefixLen: n as Dns64Options['prefixLen'] };
 }
 

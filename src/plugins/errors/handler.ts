@@ -47,7 +47,11 @@ export class ErrorsHandler implements Handler {
         if (rule.showFirst) this.emit(rule.level, msg);
         rule.timer = setTimeout(() => {
           const n = rule.count - (rule.showFirst ? 1 : 0);
-          if (n > 0) this.emit(rule.level, `${n} errors like '${rule.pattern.source}' occurred in last ${rule.periodMs / 1000}s`);
+          if (n > 0)
+            this.emit(
+              rule.level,
+              `${n} errors like '${rule.pattern.source}' occurred in last ${rule.periodMs / 1000}s`,
+            );
           rule.count = 0;
           rule.timer = null;
         }, rule.periodMs);

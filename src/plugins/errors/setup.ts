@@ -11,7 +11,8 @@ export const setup: PluginSetup = (ds, ctx) => {
   for (const p of d.block ?? []) {
     if (p.name === 'stacktrace') stacktrace = true;
     else if (p.name === 'consolidate') {
-      if (p.args.length < 2 || p.args.length > 4) throw directiveError(p, 'consolidate DURATION REGEXP [LEVEL] [show_first]');
+      if (p.args.length < 2 || p.args.length > 4)
+        throw directiveError(p, 'consolidate DURATION REGEXP [LEVEL] [show_first]');
       const ms = durationArg(p.args[0], p, 'consolidate');
       let re: RegExp;
       try {

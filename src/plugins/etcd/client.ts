@@ -72,8 +72,12 @@ export class EtcdClient {
   private readonly tlsFiles: { cert: Buffer; key: Buffer; ca: Buffer } | null;
 
   constructor(private readonly o: EtcdOptions) {
-    this.tlsFiles = o.tls ? { cert: readFileSync(o.tls.cert), key: readFileSync(o.tls.key), ca: readFileSync(o.tls.ca) } : null;
-    this.agent = this.tlsFiles ? new https.Agent({ keepAlive: true, maxSockets: 4 }) : new http.Agent({ keepAlive: true, maxSockets: 4 });
+    this.tlsFiles = o.tls
+      ? { cert: readFileSync(o.tls.cert), key: readFileSync(o.tls.key), ca: readFileSync(o.tls.ca) }
+      : null;
+    this.agent = this.tlsFiles
+      ? new https.Agent({ keepAlive: true, maxSockets: 4 })
+      : new http.Agent({ keepAlive: true, maxSockets: 4 });
   }
 
   close(): void {
@@ -90,7 +94,12 @@ export class EtcdClient {
     this.next++;
   }
 
-  private request(path: string, body: unknown, stream?: (obj: Record<string, unknown>) => void, signal?: AbortSignal): Promise<Record<string, unknown>> {
+  private request(
+    path: string,
+    body: unknown,
+    stream?: (obj: Record<string, unknown>) => void,
+    signal?: AbortSignal,
+  ): Promise<Record<string, unknown>> {
     const url = this.endpoint();
     const mod = url.protocol === 'https:' ? https : http;
     const payload = JSON.stringify(body);
@@ -102,7 +111,11 @@ export class EtcdClient {
           path,
           method: 'POST',
           agent: stream ? false : this.agent,
-          headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), ...(this.token ? { authorization: this.token } : {}) },
+          headers: {
+            'content-type': 'application/json',
+            'content-length': Buffer.byteLength(payload),
+            ...(this.token ? { authorization: this.token } : {}),
+          },
           ...(this.tlsFiles ?? {}),
           signal,
           timeout: stream ? 0 : 5000,
@@ -195,14 +208,26 @@ export class EtcdClient {
    * Watches `prefix` from `fromRevision` until the stream ends, fails or `signal` fires. Resolves
    * with the compacted revision when etcd no longer has `fromRevision` (the caller reads again).
    */
-  async watch(prefix: string, fromRevision: number, onEvents: (ev: WatchEvent[], revision: number) => void, signal: AbortSignal): Promise<{ compacted: boolean }> {
+  async watch(
+    prefix: string,
+    fromRevision: number,
+    onEvents: (ev: WatchEvent[], revision: number) => void,
+    signal: AbortSignal,
+  ): Promise<{ compacted: boolean }> {
     if (this.o.username !== undefined && this.token === null) await this.authenticate();
     let compacted = false;
     await this.request(
       '/v3/watch',
       { create_request: { key: b64(prefix), range_end: rangeEnd64(prefix), start_revision: String(fromRevision) } },
       (obj) => {
-        const res = obj.result as { events?: Array<{ type?: string; kv?: RawKv }>; header?: { revision?: string }; compact_revision?: string; canceled?: boolean } | undefined;
+        const res = obj.result as
+          | {
+              events?: Array<{ type?: string; kv?: RawKv }>;
+              header?: { revision?: string };
+              compact_revision?: string;
+              canceled?: boolean;
+            }
+          | undefined;
         if (obj.error !== undefined) throw new EtcdError(JSON.stringify(obj.error).slice(0, 200), 0);
         if (res === undefined) return;
         if (res.compact_revision !== undefined && res.compact_revision !== '0') {
@@ -211,7 +236,10 @@ export class EtcdClient {
           throw new EtcdError('watch revision compacted', 0);
         }
         if (!res.events?.length) return;
-        const evs: WatchEvent[] = res.events.map((e) => ({ type: e.type === 'DELETE' ? 'delete' : 'put', kv: kvOf(e.kv ?? {}) }));
+        const evs: WatchEvent[] = res.events.map((e) => ({
+          type: e.type === 'DELETE' ? 'delete' : 'put',
+          kv: kvOf(e.kv ?? {}),
+        }));
         onEvents(evs, Number(res.header?.revision ?? 0));
       },
       signal,

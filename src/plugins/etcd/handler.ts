@@ -50,7 +50,9 @@ export class EtcdHandler implements Handler {
     try {
       await this.load();
     } catch (e) {
-      this.log.warn(`etcd at ${this.o.client.endpoints.join(', ')} not readable yet (${(e as Error).message}); retrying`);
+      this.log.warn(
+        `etcd at ${this.o.client.endpoints.join(', ')} not readable yet (${(e as Error).message}); retrying`,
+      );
     }
     void this.run(this.abort.signal);
   }
@@ -81,13 +83,20 @@ export class EtcdHandler implements Handler {
     while (!signal.aborted) {
       try {
         if (!this.synced) await this.load();
-        const { compacted } = await this.client!.watch(this.o.path, this.revision + 1, (evs, rev) => this.apply(evs, rev), signal);
+        const { compacted } = await this.client!.watch(
+          this.o.path,
+          this.revision + 1,
+          (evs, rev) => this.apply(evs, rev),
+          signal,
+        );
         if (compacted) await this.load();
         delay = 500;
       } catch (e) {
         if (signal.aborted) return;
         const msg = e instanceof EtcdError ? e.message : (e as Error).message;
-        this.log.warn(`watch of "${this.o.path}" failed (${msg}); serving the last known records, retrying in ${delay} ms`);
+        this.log.warn(
+          `watch of "${this.o.path}" failed (${msg}); serving the last known records, retrying in ${delay} ms`,
+        );
         await new Promise((r) => setTimeout(r, delay).unref());
         delay = Math.min(delay * 2, BACKOFF_MAX_MS);
         // A gap may have lost events: read the whole prefix again.
@@ -129,7 +138,14 @@ export class EtcdHandler implements Handler {
           const ip = canonicalIP(s.host);
           const ns = pathToName(this.o.path, s.key);
           m.answers.push({ name: qname, type: QType.NS, class: QClass.IN, ttl: ttlOf(s), data: { target: ns } });
-          if (ip !== null) m.additionals.push({ name: ns, type: ip.includes(':') ? QType.AAAA : QType.A, class: QClass.IN, ttl: ttlOf(s), data: { address: ip } });
+          if (ip !== null)
+            m.additionals.push({
+              name: ns,
+              type: ip.includes(':') ? QType.AAAA : QType.A,
+              class: QClass.IN,
+              ttl: ttlOf(s),
+              data: { address: ip },
+            });
         }
         if (m.answers.length === 0) m.authorities.push(this.soa(zone));
       }
@@ -162,7 +178,15 @@ export class EtcdHandler implements Handler {
         break;
       }
       case QType.TXT:
-        for (const s of services) if (s.text !== '') m.answers.push({ name: qname, type: QType.TXT, class: QClass.IN, ttl: ttlOf(s), data: { texts: splitText(s.text) } });
+        for (const s of services)
+          if (s.text !== '')
+            m.answers.push({
+              name: qname,
+              type: QType.TXT,
+              class: QClass.IN,
+              ttl: ttlOf(s),
+              data: { texts: splitText(s.text) },
+            });
         break;
       case QType.SRV:
       case QType.MX: {
@@ -171,21 +195,57 @@ export class EtcdHandler implements Handler {
           if (req.qtype === QType.MX && !s.mail) continue;
           const ip = canonicalIP(s.host);
           const target = ip === null ? (s.host.endsWith('.') ? s.host : `${s.host}.`) : pathToName(this.o.path, s.key);
-          if (req.qtype === QType.MX) m.answers.push({ name: qname, type: QType.MX, class: QClass.IN, ttl: ttlOf(s), data: { preference: s.priority, exchange: target } });
+          if (req.qtype === QType.MX)
+            m.answers.push({
+              name: qname,
+              type: QType.MX,
+              class: QClass.IN,
+              ttl: ttlOf(s),
+              data: { preference: s.priority, exchange: target },
+            });
           else {
             // SkyDNS: without weights every service shares 100 equally.
             const weight = total === 0 ? Math.floor(100 / services.length) : s.weight;
-            m.answers.push({ name: qname, type: QType.SRV, class: QClass.IN, ttl: ttlOf(s), data: { priority: s.priority, weight, port: s.port, target } });
+            m.answers.push({
+              name: qname,
+              type: QType.SRV,
+              class: QClass.IN,
+              ttl: ttlOf(s),
+              data: { priority: s.priority, weight, port: s.port, target },
+            });
           }
-          if (ip !== null) m.additionals.push({ name: target, type: ip.includes(':') ? QType.AAAA : QType.A, class: QClass.IN, ttl: ttlOf(s), data: { address: ip } });
+          if (ip !== null)
+            m.additionals.push({
+              name: target,
+              type: ip.includes(':') ? QType.AAAA : QType.A,
+              class: QClass.IN,
+              ttl: ttlOf(s),
+              data: { address: ip },
+            });
         }
         break;
       }
       case QType.PTR:
-        for (const s of services) if (s.host !== '' && canonicalIP(s.host) === null) m.answers.push({ name: qname, type: QType.PTR, class: QClass.IN, ttl: ttlOf(s), data: { target: s.host.endsWith('.') ? s.host : `${s.host}.` } });
+        for (const s of services)
+          if (s.host !== '' && canonicalIP(s.host) === null)
+            m.answers.push({
+              name: qname,
+              type: QType.PTR,
+              class: QClass.IN,
+              ttl: ttlOf(s),
+              data: { target: s.host.endsWith('.') ? s.host : `${s.host}.` },
+            });
         break;
       case QType.CNAME:
-        for (const s of services) if (s.host !== '' && canonicalIP(s.host) === null) m.answers.push({ name: qname, type: QType.CNAME, class: QClass.IN, ttl: ttlOf(s), data: { target: s.host.endsWith('.') ? s.host : `${s.host}.` } });
+        for (const s of services)
+          if (s.host !== '' && canonicalIP(s.host) === null)
+            m.answers.push({
+              name: qname,
+              type: QType.CNAME,
+              class: QClass.IN,
+              ttl: ttlOf(s),
+              data: { target: s.host.endsWith('.') ? s.host : `${s.host}.` },
+            });
         break;
     }
     if (m.answers.length === 0 && cnames.length > 0 && req.depth < 8) {
@@ -210,7 +270,15 @@ export class EtcdHandler implements Handler {
       type: QType.SOA,
       class: QClass.IN,
       ttl: SOA_TTL,
-      data: { mname: `ns.dns.${zone === '.' ? '' : zone}`, rname: `hostmaster.${zone === '.' ? '' : zone}`, serial: this.revision >>> 0, refresh: 7200, retry: 1800, expire: 86400, minimum: SOA_TTL },
+      data: {
+        mname: `ns.dns.${zone === '.' ? '' : zone}`,
+        rname: `hostmaster.${zone === '.' ? '' : zone}`,
+        serial: this.revision >>> 0,
+        refresh: 7200,
+        retry: 1800,
+        expire: 86400,
+        minimum: SOA_TTL,
+      },
     };
   }
 }
@@ -222,4 +290,3 @@ function splitText(t: string): string[] {
   for (let i = 0; i < b.length; i += 255) out.push(b.slice(i, i + 255));
   return out.length ? out : [''];
 }
-

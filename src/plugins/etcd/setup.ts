@@ -28,7 +28,8 @@ export const setup: PluginSetup = (ds, ctx) => {
           } catch {
             throw directiveError(t, `etcd: endpoint "${t.text}" is not a URL`);
           }
-          if (u.protocol !== 'http:' && u.protocol !== 'https:') throw directiveError(t, `etcd: endpoint "${t.text}" must be http:// or https://`);
+          if (u.protocol !== 'http:' && u.protocol !== 'https:')
+            throw directiveError(t, `etcd: endpoint "${t.text}" must be http:// or https://`);
         }
         o.client.endpoints = p.args.map((t) => t.text);
         break;
@@ -46,7 +47,10 @@ export const setup: PluginSetup = (ds, ctx) => {
         break;
       case 'stubzones':
       case 'upstream':
-        throw directiveError(p, `etcd: '${p.name}' was removed from CoreDNS's etcd plugin; use forward for other names`);
+        throw directiveError(
+          p,
+          `etcd: '${p.name}' was removed from CoreDNS's etcd plugin; use forward for other names`,
+        );
       default:
         throw directiveError(p, `etcd: unknown property '${p.name}'`);
     }

@@ -22,7 +22,10 @@ export function nameToPath(base: string, name: string): string {
 
 /** `/skydns/org/example/www/x1` → `x1.www.example.org.` */
 export function pathToName(base: string, key: string): string {
-  const rest = key.slice(base.length + 1).split('/').filter(Boolean);
+  const rest = key
+    .slice(base.length + 1)
+    .split('/')
+    .filter(Boolean);
   return rest.length ? `${rest.reverse().join('.')}.` : '.';
 }
 
@@ -95,7 +98,8 @@ export class SkyStore {
     const exact = this.values.get(path);
     if (exact !== undefined) out.push(exact);
     const prefix = path + '/';
-    for (let i = this.lowerBound(prefix); i < this.keys.length && this.keys[i]!.startsWith(prefix); i++) out.push(this.values.get(this.keys[i]!)!);
+    for (let i = this.lowerBound(prefix); i < this.keys.length && this.keys[i]!.startsWith(prefix); i++)
+      out.push(this.values.get(this.keys[i]!)!);
     return out;
   }
 
@@ -108,7 +112,8 @@ export class SkyStore {
     return this.subtree(base).filter((s) => {
       const ks = s.key.split('/');
       if (ks.length < segs.length) return false;
-      for (let i = first; i < segs.length; i++) if (segs[i] !== '*' && segs[i] !== 'any' && segs[i] !== ks[i]) return false;
+      for (let i = first; i < segs.length; i++)
+        if (segs[i] !== '*' && segs[i] !== 'any' && segs[i] !== ks[i]) return false;
       return true;
     });
   }

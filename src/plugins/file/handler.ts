@@ -128,4 +128,3 @@ export class FileHandler implements Handler, ZoneTransferSource {
     }
   }
 }
-

@@ -14,7 +14,9 @@ export const setup: PluginSetup = (ds, ctx) =>
     if (!f) throw directiveError(d, 'file: missing the zone file name');
     const file = isAbsolute(f.text) ? f.text : resolve(dirname(ctx.corefile), f.text);
     const zones = zoneArgs(d.args.slice(1), ctx.block.zones);
-    for (const z of zones) if (!ctx.block.zones.some((bz) => isSubdomain(z, bz))) throw directiveError(d, `file: zone ${z} is not inside the server block's zones`);
+    for (const z of zones)
+      if (!ctx.block.zones.some((bz) => isSubdomain(z, bz)))
+        throw directiveError(d, `file: zone ${z} is not inside the server block's zones`);
     const o: FileOptions = { file, zones, reloadMs: 60_000, fallthrough: new Fallthrough(null) };
     for (const p of d.block ?? []) {
       switch (p.name) {

@@ -106,7 +106,14 @@ export class Zone {
   }
 
   lookup(qname: string, qtype: number): Lookup {
-    const out: Lookup = { rcode: Rcode.NOERROR, authoritative: true, answers: [], authorities: [], additionals: [], external: null };
+    const out: Lookup = {
+      rcode: Rcode.NOERROR,
+      authoritative: true,
+      answers: [],
+      authorities: [],
+      additionals: [],
+      external: null,
+    };
     let name = qname.toLowerCase();
     const seen = new Set<string>();
     // Follow CNAMEs inside the zone; each step adds to the answer.
@@ -135,7 +142,8 @@ export class Zone {
         out.authorities.push(this.soa);
         return out;
       }
-      const synth = (rr: ResourceRecord): ResourceRecord => (owner === name ? rr : { ...rr, name: hop === 0 && out.answers.length === 0 ? qname : name });
+      const synth = (rr: ResourceRecord): ResourceRecord =>
+        owner === name ? rr : { ...rr, name: hop === 0 && out.answers.length === 0 ? qname : name };
       const direct = found.filter((rr) => rr.type === qtype);
       if (direct.length) {
         out.answers.push(...direct.map(synth));

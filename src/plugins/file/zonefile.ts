@@ -106,7 +106,8 @@ function entries(text: string, file: string): Entry[] {
         i += 2;
         continue;
       }
-      if (d === ' ' || d === '\t' || d === '\r' || d === '\n' || d === ';' || d === '(' || d === ')' || d === '"') break;
+      if (d === ' ' || d === '\t' || d === '\r' || d === '\n' || d === ';' || d === '(' || d === ')' || d === '"')
+        break;
       s += d;
       i++;
     }
@@ -210,7 +211,11 @@ function parseInto(file: string, text: string, st: State, out: ResourceRecord[])
           err(e.line, `$INCLUDE: ${(x as NodeJS.ErrnoException).code ?? 'unreadable'}`);
         }
         // The included file gets its own origin (or ours); ours is back after it (RFC 1035 5.1).
-        const sub: State = { ...st, origin: w[2] ? absolute(w[2].text, e.line).toLowerCase() : st.origin, depth: st.depth + 1 };
+        const sub: State = {
+          ...st,
+          origin: w[2] ? absolute(w[2].text, e.line).toLowerCase() : st.origin,
+          depth: st.depth + 1,
+        };
         parseInto(path, inc!, sub, out);
         st.lastOwner = sub.lastOwner;
         st.lastTtl = sub.lastTtl;
@@ -250,7 +255,12 @@ function parseInto(file: string, text: string, st: State, out: ResourceRecord[])
     }
     if (type === undefined) err(e.line, 'the record has no type');
     const rdata = w.slice(k);
-    const data = parseRdata(type!, rdata, (n) => absolute(n, e.line), (what) => err(e.line, what));
+    const data = parseRdata(
+      type!,
+      rdata,
+      (n) => absolute(n, e.line),
+      (what) => err(e.line, what),
+    );
     if (type === QType.SOA && ttl === null && st.ttl === null) ttl = (data as { minimum: number }).minimum;
     const finalTtl = ttl ?? st.ttl ?? st.lastTtl;
     if (finalTtl === null) err(e.line, 'the record has no TTL (and there is no $TTL)');
@@ -305,7 +315,15 @@ function parseRdata(type: number, w: Word[], name: (n: string) => string, fail: 
         if (v === null) fail(`SOA field ${i + 1} is not a number`);
         return v!;
       };
-      return { mname: name(text(0)), rname: name(text(1)), serial: u(2, 32), refresh: t(3), retry: t(4), expire: t(5), minimum: t(6) };
+      return {
+        mname: name(text(0)),
+        rname: name(text(1)),
+        serial: u(2, 32),
+        refresh: t(3),
+        retry: t(4),
+        expire: t(5),
+        minimum: t(6),
+      };
     }
     default:
       if (NAME_TYPES.has(type)) {

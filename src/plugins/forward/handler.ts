@@ -84,7 +84,10 @@ export class Forward implements Handler {
   /** Each upstream as CoreDNS judges it (read by the status page). */
   upstreamHealth(): UpstreamHealth[] {
     const max = this.opts.maxFails;
-    return this.opts.upstreams.map((u) => ({ to: u.addr, state: u.down(max) ? 'down' : u.fails > 0 ? 'failing' : 'up' }));
+    return this.opts.upstreams.map((u) => ({
+      to: u.addr,
+      state: u.down(max) ? 'down' : u.fails > 0 ? 'failing' : 'up',
+    }));
   }
 }
 
@@ -219,7 +222,10 @@ class ForwardCall implements Outstanding {
       this.loop();
       return;
     }
-    if (o.nextIsForward && ((o.nextRcodes & (1 << rcode)) !== 0 || (o.nextOnNodata && rcode === Rcode.NOERROR && answerCount(msg) === 0))) {
+    if (
+      o.nextIsForward &&
+      ((o.nextRcodes & (1 << rcode)) !== 0 || (o.nextOnNodata && rcode === Rcode.NOERROR && answerCount(msg) === 0))
+    ) {
       let r: HandlerResult;
       try {
         r = this.next(this.req);

@@ -84,7 +84,8 @@ function perRcode(labels: (s: UpstreamStats, rcode: string) => Labels): () => Sa
   return () => {
     const out: Sample[] = [];
     for (const s of statsByTo.values()) {
-      for (let r = 0; r < 16; r++) if (s.responses[r] !== 0) out.push({ labels: labels(s, RCODE_LABELS[r]!), value: s.responses[r]! });
+      for (let r = 0; r < 16; r++)
+        if (s.responses[r] !== 0) out.push({ labels: labels(s, RCODE_LABELS[r]!), value: s.responses[r]! });
     }
     return out;
   };
@@ -118,25 +119,75 @@ function perProto(which: 'connHits' | 'connMisses') {
 
 // Current names (plugin/pkg/proxy and plugin/forward in CoreDNS 1.14).
 const PROXY_DURATION = 'coredns_proxy_request_duration_seconds';
-defineCollected(PROXY_DURATION, 'Histogram of the time each request took.', 'histogram', durations(PROXY_DURATION, (s, rcode) => ({ proxy_name: 'forward', to: s.to, rcode })));
+defineCollected(
+  PROXY_DURATION,
+  'Histogram of the time each request took.',
+  'histogram',
+  durations(PROXY_DURATION, (s, rcode) => ({ proxy_name: 'forward', to: s.to, rcode })),
+);
 defineCollected(
   'coredns_proxy_healthcheck_failures_total',
   'Counter of the number of failed healthchecks.',
   'counter',
-  perUpstream((s) => s.healthcheckFailures, (s) => ({ proxy_name: 'forward', to: s.to })),
+  perUpstream(
+    (s) => s.healthcheckFailures,
+    (s) => ({ proxy_name: 'forward', to: s.to }),
+  ),
 );
-defineCollected('coredns_proxy_conn_cache_hits_total', 'Counter of connection cache hits per upstream and protocol.', 'counter', perProto('connHits'));
-defineCollected('coredns_proxy_conn_cache_misses_total', 'Counter of connection cache misses per upstream and protocol.', 'counter', perProto('connMisses'));
-defineCollected('coredns_forward_healthcheck_broken_total', 'Counter of the number of complete failures of the healthchecks.', 'counter', () => [
-  { labels: {}, value: forwardTotals.healthcheckBroken },
-]);
-defineCollected('coredns_forward_max_concurrent_rejects_total', 'Counter of the number of queries rejected because the concurrent queries were at maximum.', 'counter', () => [
-  { labels: {}, value: forwardTotals.maxConcurrentRejects },
-]);
+defineCollected(
+  'coredns_proxy_conn_cache_hits_total',
+  'Counter of connection cache hits per upstream and protocol.',
+  'counter',
+  perProto('connHits'),
+);
+defineCollected(
+  'coredns_proxy_conn_cache_misses_total',
+  'Counter of connection cache misses per upstream and protocol.',
+  'counter',
+  perProto('connMisses'),
+);
+defineCollected(
+  'coredns_forward_healthcheck_broken_total',
+  'Counter of the number of complete failures of the healthchecks.',
+  'counter',
+  () => [{ labels: {}, value: forwardTotals.healthcheckBroken }],
+);
+defineCollected(
+  'coredns_forward_max_concurrent_rejects_total',
+  'Counter of the number of queries rejected because the concurrent queries were at maximum.',
+  'counter',
+  () => [{ labels: {}, value: forwardTotals.maxConcurrentRejects }],
+);
 
 // Deprecated in CoreDNS but still exported there, so dashboards built on them keep working.
 const FORWARD_DURATION = 'coredns_forward_request_duration_seconds';
-defineCollected('coredns_forward_requests_total', 'Counter of requests made per upstream.', 'counter', perUpstream((s) => s.requests, (s) => ({ to: s.to })));
-defineCollected('coredns_forward_responses_total', 'Counter of responses received per upstream.', 'counter', perRcode((s, rcode) => ({ to: s.to, rcode })));
-defineCollected(FORWARD_DURATION, 'Histogram of the time each request took.', 'histogram', durations(FORWARD_DURATION, (s, rcode) => ({ to: s.to, rcode })));
-defineCollected('coredns_forward_healthcheck_failures_total', 'Counter of the number of failed healthchecks.', 'counter', perUpstream((s) => s.healthcheckFailures, (s) => ({ to: s.to })));
+defineCollected(
+  'coredns_forward_requests_total',
+  'Counter of requests made per upstream.',
+  'counter',
+  perUpstream(
+    (s) => s.requests,
+    (s) => ({ to: s.to }),
+  ),
+);
+defineCollected(
+  'coredns_forward_responses_total',
+  'Counter of responses received per upstream.',
+  'counter',
+  perRcode((s, rcode) => ({ to: s.to, rcode })),
+);
+defineCollected(
+  FORWARD_DURATION,
+  'Histogram of the time each request took.',
+  'histogram',
+  durations(FORWARD_DURATION, (s, rcode) => ({ to: s.to, rcode })),
+);
+defineCollected(
+  'coredns_forward_healthcheck_failures_total',
+  'Counter of the number of failed healthchecks.',
+  'counter',
+  perUpstream(
+    (s) => s.healthcheckFailures,
+    (s) => ({ to: s.to }),
+  ),
+);

@@ -14,7 +14,9 @@ export function parseResolvConf(text: string): ResolvConfResult {
   const problems: ResolvConfResult['problems'] = [];
   const lines = text.split(/\r?\n/);
   for (let i = 0; i < lines.length; i++) {
-    const fields = lines[i]!.replace(/[#;].*$/, '').trim().split(/\s+/);
+    const fields = lines[i]!.replace(/[#;].*$/, '')
+      .trim()
+      .split(/\s+/);
     if (fields[0] !== 'nameserver') continue;
     const addr = fields[1];
     if (addr === undefined) {

@@ -71,7 +71,8 @@ function zoneArg(tok: Token): string {
 }
 
 function portArg(text: string, tok: Token): number {
-  if (!/^\d{1,5}$/.test(text) || Number(text) < 1 || Number(text) > 65535) throw err(tok, `invalid port '${text}' in '${tok.text}'`);
+  if (!/^\d{1,5}$/.test(text) || Number(text) < 1 || Number(text) > 65535)
+    throw err(tok, `invalid port '${text}' in '${tok.text}'`);
   return Number(text);
 }
 
@@ -97,8 +98,10 @@ function parseTo(tok: Token, baseDir: string, warn: (msg: string) => void): Upst
     scheme = m[1]!.toLowerCase();
     rest = m[2]!;
   }
-  if (scheme === 'https') throw err(tok, `DNS over HTTPS upstreams ('${text}') are not supported by clusterdns; use dns:// or tls://`);
-  if (scheme !== 'dns' && scheme !== 'tls') throw err(tok, `'${scheme}' is not supported as a destination protocol in forward: ${text}`);
+  if (scheme === 'https')
+    throw err(tok, `DNS over HTTPS upstreams ('${text}') are not supported by clusterdns; use dns:// or tls://`);
+  if (scheme !== 'dns' && scheme !== 'tls')
+    throw err(tok, `'${scheme}' is not supported as a destination protocol in forward: ${text}`);
   const isTls = scheme === 'tls';
   const defaultPort = isTls ? 853 : 53;
 
@@ -230,7 +233,8 @@ export function parseForward(d: Directive, corefile: string, warn: (msg: string)
         break;
       case 'policy': {
         const x = p.args[0]?.text;
-        if (x !== 'random' && x !== 'round_robin' && x !== 'sequential') throw err(p.args[0] ?? p, `unknown policy '${x ?? ''}'`);
+        if (x !== 'random' && x !== 'round_robin' && x !== 'sequential')
+          throw err(p.args[0] ?? p, `unknown policy '${x ?? ''}'`);
         cfg.policy = x;
         break;
       }
@@ -296,7 +300,10 @@ export function parseForward(d: Directive, corefile: string, warn: (msg: string)
   if (cfg.tlsServerName !== null) {
     for (const u of cfg.to) {
       if (u.serverName !== undefined) {
-        throw err(d, `both forward ('${cfg.tlsServerName}') and proxy level ('${u.serverName}') TLS servernames are set for upstream proxy '${u.host}'`);
+        throw err(
+          d,
+          `both forward ('${cfg.tlsServerName}') and proxy level ('${u.serverName}') TLS servernames are set for upstream proxy '${u.host}'`,
+        );
       }
     }
   }

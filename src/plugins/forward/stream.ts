@@ -130,7 +130,8 @@ export class StreamConn {
 
   private readonly onError = (e: NodeJS.ErrnoException): void => {
     if (this.connected) this.lastError = `read tcp ${this.label()}: ${goErrorText(e)}`;
-    else if (e.code !== undefined && e.syscall === 'connect') this.lastError = `dial tcp ${this.remote}: connect: ${goErrorText(e)}`;
+    else if (e.code !== undefined && e.syscall === 'connect')
+      this.lastError = `dial tcp ${this.remote}: connect: ${goErrorText(e)}`;
     else if (this.tlsConn) this.lastError = `dial tcp ${this.remote}: tls: ${e.message}`;
     else this.lastError = `dial tcp ${this.remote}: ${goErrorText(e)}`;
   };
@@ -256,7 +257,8 @@ export class StreamPool implements ConnOwner {
 
   private sweep(): void {
     const now = Date.now();
-    for (const c of [...this.conns]) if (!c.draining && c.inflight === 0 && now - c.lastUsed >= this.opts.expireMs) c.retire();
+    for (const c of [...this.conns])
+      if (!c.draining && c.inflight === 0 && now - c.lastUsed >= this.opts.expireMs) c.retire();
   }
 
   /** Open connections (for tests and status). */

@@ -52,9 +52,15 @@ export class HeaderHandler implements Handler {
   }
 }
 
-function parseRules(p: Directive, words: readonly { text: string }[], allowed: ReadonlySet<string>, what: string): Rule[] {
+function parseRules(
+  p: Directive,
+  words: readonly { text: string }[],
+  allowed: ReadonlySet<string>,
+  what: string,
+): Rule[] {
   const action = words[0]?.text;
-  if (action !== 'set' && action !== 'clear') throw directiveError(p, `header: unknown action "${action ?? ''}" (set or clear)`);
+  if (action !== 'set' && action !== 'clear')
+    throw directiveError(p, `header: unknown action "${action ?? ''}" (set or clear)`);
   if (words.length < 2) throw directiveError(p, `header: ${action} needs at least one flag`);
   return words.slice(1).map((w) => {
     const f = w.text.toLowerCase();

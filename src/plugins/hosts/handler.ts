@@ -78,7 +78,12 @@ export class HostsHandler implements Handler {
     }
     this.fileStamp = stamp;
     this.fileLines = lines;
-    this.table = HostsTable.build([...this.opts.inline, ...this.fileLines], this.opts.ttlSeconds, this.opts.reverse, this.opts.zones);
+    this.table = HostsTable.build(
+      [...this.opts.inline, ...this.fileLines],
+      this.opts.ttlSeconds,
+      this.opts.reverse,
+      this.opts.zones,
+    );
   }
 
   private answer(req: Request, recs: PreparedRecords): Response {

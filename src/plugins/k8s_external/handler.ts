@@ -79,7 +79,8 @@ export class ExternalHandler implements Handler {
           if (!names.includes(t.host)) names.push(t.host);
           continue;
         }
-        if ((want === 6) === v6 && !m.answers.some((rr) => (rr.data as { address: string }).address === t.host)) m.answers.push({ name: req.qname, type: req.qtype, class: QClass.IN, ttl, data: { address: t.host } });
+        if ((want === 6) === v6 && !m.answers.some((rr) => (rr.data as { address: string }).address === t.host))
+          m.answers.push({ name: req.qname, type: req.qtype, class: QClass.IN, ttl, data: { address: t.host } });
       }
       // A LoadBalancer with a host name (and no IP) is an alias, resolved through the server's chain.
       if (m.answers.length === 0 && names.length > 0) {
@@ -87,7 +88,8 @@ export class ExternalHandler implements Handler {
         if (req.depth < 4) {
           const r = this.resolve(req.derive(names[0]!, req.qtype));
           const done = (res: Response) => {
-            if (res.rcode === Rcode.NOERROR && !res.isBare && !res.dropped) m.answers.push(...res.toMessage(req).answers);
+            if (res.rcode === Rcode.NOERROR && !res.isBare && !res.dropped)
+              m.answers.push(...res.toMessage(req).answers);
             return Response.message(m, this.name);
           };
           return r instanceof Promise ? r.then(done, () => Response.message(m, this.name)) : done(r);
@@ -97,8 +99,21 @@ export class ExternalHandler implements Handler {
       const owner = (t: Target) => (t.host.endsWith('.') ? t.host : this.serviceName(req.name, zone));
       for (const t of targets) {
         if (t.port < 0) continue;
-        m.answers.push({ name: req.qname, type: QType.SRV, class: QClass.IN, ttl, data: { priority: 0, weight: 100, port: t.port, target: owner(t) } });
-        if (!t.host.endsWith('.')) m.additionals.push({ name: owner(t), type: t.host.includes(':') ? QType.AAAA : QType.A, class: QClass.IN, ttl, data: { address: t.host } });
+        m.answers.push({
+          name: req.qname,
+          type: QType.SRV,
+          class: QClass.IN,
+          ttl,
+          data: { priority: 0, weight: 100, port: t.port, target: owner(t) },
+        });
+        if (!t.host.endsWith('.'))
+          m.additionals.push({
+            name: owner(t),
+            type: t.host.includes(':') ? QType.AAAA : QType.A,
+            class: QClass.IN,
+            ttl,
+            data: { address: t.host },
+          });
       }
     }
     if (m.answers.length === 0) m.authorities.push(this.soa(zone, view));
@@ -113,7 +128,13 @@ export class ExternalHandler implements Handler {
     if (svc === undefined || forward === undefined) return next(req);
     const m = req.reply();
     m.aa = true;
-    m.answers.push({ name: req.qname, type: QType.PTR, class: QClass.IN, ttl: this.o.ttl, data: { target: `${svc.name}.${svc.namespace}.${forward}` } });
+    m.answers.push({
+      name: req.qname,
+      type: QType.PTR,
+      class: QClass.IN,
+      ttl: this.o.ttl,
+      data: { target: `${svc.name}.${svc.namespace}.${forward}` },
+    });
     return Response.message(m, this.name);
   }
 
@@ -143,7 +164,8 @@ export class ExternalHandler implements Handler {
     if (svc === undefined) return null;
     const out: Target[] = [];
     const ports = svc.ports.length ? svc.ports : [{ name: '', protocol: '', port: -1 }];
-    const portOk = (p: ClusterService['ports'][number]) => (port === '' || p.name === port) && (proto === '' || p.protocol === proto);
+    const portOk = (p: ClusterService['ports'][number]) =>
+      (port === '' || p.name === port) && (proto === '' || p.protocol === proto);
     if (svc.externalIPs.length === 0 && svc.externalHosts.length === 0 && this.o.headless && svc.kind === 'Headless') {
       for (const ep of svc.endpoints()) {
         if (endpoint !== '' && ep.host !== endpoint) continue;
@@ -152,7 +174,8 @@ export class ExternalHandler implements Handler {
       return out.length ? out : null;
     }
     if (endpoint !== '') return null;
-    for (const host of [...svc.externalIPs, ...svc.externalHosts]) for (const p of ports) if (portOk(p)) out.push({ host, port: p.port });
+    for (const host of [...svc.externalIPs, ...svc.externalHosts])
+      for (const p of ports) if (portOk(p)) out.push({ host, port: p.port });
     return out.length ? out : null;
   }
 
@@ -176,7 +199,14 @@ export class ExternalHandler implements Handler {
     if (req.qtype === QType.SOA) m.answers.push(this.soa(zone, view));
     else if (req.qtype === QType.NS) {
       m.answers.push({ name: req.qname, type: QType.NS, class: QClass.IN, ttl: this.o.ttl, data: { target: ns } });
-      for (const ip of view.nameserverAddresses()) m.additionals.push({ name: ns, type: ip.includes(':') ? QType.AAAA : QType.A, class: QClass.IN, ttl: this.o.ttl, data: { address: ip } });
+      for (const ip of view.nameserverAddresses())
+        m.additionals.push({
+          name: ns,
+          type: ip.includes(':') ? QType.AAAA : QType.A,
+          class: QClass.IN,
+          ttl: this.o.ttl,
+          data: { address: ip },
+        });
     } else m.authorities.push(this.soa(zone, view));
     return Response.message(m, this.name);
   }
@@ -187,7 +217,15 @@ export class ExternalHandler implements Handler {
     m.aa = true;
     if (req.name === `ns1.${sub}`) {
       const want = req.qtype === QType.A ? 4 : req.qtype === QType.AAAA ? 6 : 0;
-      for (const ip of view.nameserverAddresses()) if (want !== 0 && ip.includes(':') === (want === 6)) m.answers.push({ name: req.qname, type: req.qtype, class: QClass.IN, ttl: this.o.ttl, data: { address: ip } });
+      for (const ip of view.nameserverAddresses())
+        if (want !== 0 && ip.includes(':') === (want === 6))
+          m.answers.push({
+            name: req.qname,
+            type: req.qtype,
+            class: QClass.IN,
+            ttl: this.o.ttl,
+            data: { address: ip },
+          });
     } else if (req.name !== sub) m.rcode = Rcode.NXDOMAIN;
     if (m.answers.length === 0) m.authorities.push(this.soa(zone, view));
     return Response.message(m, this.name);

@@ -40,7 +40,8 @@ export const setup: PluginSetup = (ds, ctx) => {
     name: 'k8s_external',
     handler: h,
     startup() {
-      if (view() === undefined) throw directiveError(d, 'k8s_external: needs the kubernetes plugin in the same server block');
+      if (view() === undefined)
+        throw directiveError(d, 'k8s_external: needs the kubernetes plugin in the same server block');
       h.start();
     },
     shutdown: () => h.shutdown(),

@@ -46,7 +46,14 @@ const HOSTMASTER = Buffer.from('\x0ahostmaster', 'latin1');
  * `<zone> SOA ns.dns.<zone> hostmaster.<zone> serial 7200 1800 86400 <ttl>` at `at`, every
  * name a pointer to the zone in the question. TTL min(ttl, 300), as CoreDNS.
  */
-export function writeSoa(buf: Buffer, at: number, ownerOffset: number, zoneOff: number, ttl: number, serial: number): void {
+export function writeSoa(
+  buf: Buffer,
+  at: number,
+  ownerOffset: number,
+  zoneOff: number,
+  ttl: number,
+  serial: number,
+): void {
   const zonePtr = 0xc000 | zoneOff;
   buf.writeUInt16BE(0xc000 | ownerOffset, at);
   buf.writeUInt16BE(QType.SOA, at + 2);
@@ -143,7 +150,8 @@ export class AnswerWriter {
     }
     let p = owner;
     while (w.buf[p] !== 0 && (w.buf[p]! & 0xc0) !== 0xc0) p += 1 + w.buf[p]!;
-    if (w.buf[p] !== 0) w.bytes(Buffer.from(w.buf.subarray(owner, p + 2))); // ends in a pointer already
+    if (w.buf[p] !== 0)
+      w.bytes(Buffer.from(w.buf.subarray(owner, p + 2))); // ends in a pointer already
     else if (this.zone === '.') w.bytes(Buffer.from(w.buf.subarray(owner, p + 1)));
     else {
       w.bytes(Buffer.from(w.buf.subarray(owner, p + 1 - wireLength(this.zone))));

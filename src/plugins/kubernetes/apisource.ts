@@ -2,7 +2,12 @@
 // DNS needs — Services, EndpointSlices (unless `noendpoints`), Namespaces, and Pods with
 // `pods verified` — each projecting objects to the records DNS keeps.
 
-import { endpointConnection, inClusterConnection, kubeconfigConnection, type ApiConnection } from '../../kube/connection.js';
+import {
+  endpointConnection,
+  inClusterConnection,
+  kubeconfigConnection,
+  type ApiConnection,
+} from '../../kube/connection.js';
 import { KubeApiError, KubeClient, type Query, type StreamOptions } from '../../kube/http.js';
 import { ForbiddenError, Reflector } from '../../kube/reflector.js';
 import type { Logger } from '../../log.js';
@@ -34,18 +39,25 @@ class CountingKubeClient extends KubeClient {
       countRequest('200', 'GET', this.host);
       return body;
     } catch (err) {
-      if (!opts.signal?.aborted) countRequest(err instanceof KubeApiError ? String(err.status) : '<error>', 'GET', this.host);
+      if (!opts.signal?.aborted)
+        countRequest(err instanceof KubeApiError ? String(err.status) : '<error>', 'GET', this.host);
       throw err;
     }
   }
 
-  override async listItems(path: string, query: Query, onItem: (item: unknown) => void, opts: { signal?: AbortSignal } = {}): Promise<unknown> {
+  override async listItems(
+    path: string,
+    query: Query,
+    onItem: (item: unknown) => void,
+    opts: { signal?: AbortSignal } = {},
+  ): Promise<unknown> {
     try {
       const body = await super.listItems(path, query, onItem, opts);
       countRequest('200', 'GET', this.host);
       return body;
     } catch (err) {
-      if (!opts.signal?.aborted) countRequest(err instanceof KubeApiError ? String(err.status) : '<error>', 'GET', this.host);
+      if (!opts.signal?.aborted)
+        countRequest(err instanceof KubeApiError ? String(err.status) : '<error>', 'GET', this.host);
       throw err;
     }
   }
@@ -60,7 +72,8 @@ class CountingKubeClient extends KubeClient {
     try {
       await super.streamLines(path, query, { ...opts, onOpen });
     } catch (err) {
-      if (!opened && !opts.signal?.aborted) countRequest(err instanceof KubeApiError ? String(err.status) : '<error>', 'GET', this.host);
+      if (!opened && !opts.signal?.aborted)
+        countRequest(err instanceof KubeApiError ? String(err.status) : '<error>', 'GET', this.host);
       throw err;
     }
   }
@@ -88,7 +101,11 @@ export class ApiSource implements KubeSource {
   constructor(private readonly o: ApiSourceOptions) {
     const c = o.config;
     this.description =
-      c.kind === 'endpoint' ? `endpoint ${c.url}` : c.kind === 'kubeconfig' ? `kubeconfig ${c.file}${c.context ? ` (context ${c.context})` : ''}` : 'in-cluster';
+      c.kind === 'endpoint'
+        ? `endpoint ${c.url}`
+        : c.kind === 'kubeconfig'
+          ? `kubeconfig ${c.file}${c.context ? ` (context ${c.context})` : ''}`
+          : 'in-cluster';
   }
 
   private async connect(): Promise<ApiConnection> {
@@ -129,20 +146,48 @@ export class ApiSource implements KubeSource {
         report();
       },
     };
-    this.watch(client, common, 'Namespace', '/api/v1/namespaces', this.o.namespaceLabels || undefined, undefined, (obj) => projectNamespace(obj, p), (key, value) =>
-      sink({ op: 'upsert', kind: 'Namespace', key, value }),
+    this.watch(
+      client,
+      common,
+      'Namespace',
+      '/api/v1/namespaces',
+      this.o.namespaceLabels || undefined,
+      undefined,
+      (obj) => projectNamespace(obj, p),
+      (key, value) => sink({ op: 'upsert', kind: 'Namespace', key, value }),
     );
-    this.watch(client, common, 'Service', '/api/v1/services', labels, undefined, (obj) => projectService(obj, p), (key, value) =>
-      sink({ op: 'upsert', kind: 'Service', key, value }),
+    this.watch(
+      client,
+      common,
+      'Service',
+      '/api/v1/services',
+      labels,
+      undefined,
+      (obj) => projectService(obj, p),
+      (key, value) => sink({ op: 'upsert', kind: 'Service', key, value }),
     );
     if (this.o.watchSlices) {
-      this.watch(client, common, 'EndpointSlice', '/apis/discovery.k8s.io/v1/endpointslices', labels, undefined, (obj) => projectEndpointSlice(obj, p), (key, value) =>
-        sink({ op: 'upsert', kind: 'EndpointSlice', key, value }),
+      this.watch(
+        client,
+        common,
+        'EndpointSlice',
+        '/apis/discovery.k8s.io/v1/endpointslices',
+        labels,
+        undefined,
+        (obj) => projectEndpointSlice(obj, p),
+        (key, value) => sink({ op: 'upsert', kind: 'EndpointSlice', key, value }),
       );
     }
     if (this.o.watchPods) {
-      this.watch(client, common, 'Pod', '/api/v1/pods', labels, POD_FIELD_SELECTOR, (obj) => projectPod(obj, p), (key, value) =>
-        sink({ op: 'upsert', kind: 'Pod', key, value }),
+      this.watch(
+        client,
+        common,
+        'Pod',
+        '/api/v1/pods',
+        labels,
+        POD_FIELD_SELECTOR,
+        (obj) => projectPod(obj, p),
+        (key, value) => sink({ op: 'upsert', kind: 'Pod', key, value }),
       );
     }
     for (const r of this.reflectors) r.start();
@@ -189,7 +234,8 @@ export class ApiSource implements KubeSource {
       },
       onConnectionChange: (connected) => common.onConnection(path, connected),
       onError: (err) => {
-        if (err instanceof ForbiddenError) common.onForbidden(path, err.message.slice(err.message.indexOf('forbidden:')));
+        if (err instanceof ForbiddenError)
+          common.onForbidden(path, err.message.slice(err.message.indexOf('forbidden:')));
         const now = Date.now();
         if (err.message === lastError && now - lastErrorAt < ERROR_LOG_INTERVAL_MS) return;
         lastError = err.message;

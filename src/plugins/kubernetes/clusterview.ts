@@ -22,7 +22,8 @@ export function clusterView(index: ClusterIndex, lookup: Lookup): ClusterView {
     serviceByExternalIP(ip: string) {
       if (byExternal === null) {
         byExternal = new Map();
-        for (const [key, svc] of index.services) for (const e of svc.external?.ips ?? NONE) if (!byExternal.has(e)) byExternal.set(e, key);
+        for (const [key, svc] of index.services)
+          for (const e of svc.external?.ips ?? NONE) if (!byExternal.has(e)) byExternal.set(e, key);
       }
       const key = byExternal.get(ip);
       if (key === undefined) return undefined;
@@ -41,7 +42,8 @@ export function clusterView(index: ClusterIndex, lookup: Lookup): ClusterView {
         ports: svc.ports,
         endpoints() {
           const out: Array<{ host: string; ip: string }> = [];
-          for (const slice of index.slicesByService.get(key) ?? []) for (const ep of slice.endpoints) for (const ip of ep.ips) out.push({ host: endpointHostname(ep, ip), ip });
+          for (const slice of index.slicesByService.get(key) ?? [])
+            for (const ep of slice.endpoints) for (const ip of ep.ips) out.push({ host: endpointHostname(ep, ip), ip });
           return out;
         },
       };

@@ -244,7 +244,10 @@ export class KubernetesHandler implements Handler {
       // upstream's SERVFAIL, no `forward`): it drops it only when the lookup itself errors.
       const answers = sub?.answers ?? [];
       if (inZone ? answers.length > 0 : !lookupFailed) {
-        m.answers.push({ name: req.qname, type: QType.CNAME, class: QClass.IN, ttl: this.o.ttl, data: { target } }, ...answers);
+        m.answers.push(
+          { name: req.qname, type: QType.CNAME, class: QClass.IN, ttl: this.o.ttl, data: { target } },
+          ...answers,
+        );
         if (sub?.tc) m.tc = true;
       }
     }
@@ -260,14 +263,24 @@ export class KubernetesHandler implements Handler {
       type: QType.SOA,
       class: QClass.IN,
       ttl: Math.min(this.o.ttl, 300),
-      data: { mname: under('ns.dns'), rname: under('hostmaster'), serial: this.index.serial, refresh: 7200, retry: 1800, expire: 86400, minimum: this.o.ttl },
+      data: {
+        mname: under('ns.dns'),
+        rname: under('hostmaster'),
+        serial: this.index.serial,
+        refresh: 7200,
+        retry: 1800,
+        expire: 86400,
+        minimum: this.o.ttl,
+      },
     };
   }
 }
 
 /** Questions whose answers loadbalance shuffles (A, AAAA, MX records): kept whole until the server cuts them. */
 function mayShuffle(qtype: number): boolean {
-  return qtype === QType.A || qtype === QType.AAAA || qtype === QType.MX || qtype === QType.ANY || qtype === QType.CNAME;
+  return (
+    qtype === QType.A || qtype === QType.AAAA || qtype === QType.MX || qtype === QType.ANY || qtype === QType.CNAME
+  );
 }
 
 /** Header and question of `req`, then `records`, no OPT: for answers the server must truncate. */

@@ -6,7 +6,11 @@ import { ClusterIndex } from './clusterindex.js';
 import type { KubernetesHandler } from './handler.js';
 import type { KubernetesOptions } from './options.js';
 
-export type KubernetesInstance = PluginInstance & { index: ClusterIndex; handler: KubernetesHandler; options: KubernetesOptions };
+export type KubernetesInstance = PluginInstance & {
+  index: ClusterIndex;
+  handler: KubernetesHandler;
+  options: KubernetesOptions;
+};
 
 export function isKubernetesInstance(i: PluginInstance): i is KubernetesInstance {
   return i.name === 'kubernetes' && 'index' in i && i.index instanceof ClusterIndex && 'options' in i;

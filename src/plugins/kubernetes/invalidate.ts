@@ -8,7 +8,11 @@ import { ipToReverseName } from '../../dns/reverse.js';
 import type { ClusterChange } from './clusterindex.js';
 import { dashedIp } from './lookup.js';
 
-export function invalidateCaches(change: ClusterChange, forwardZones: readonly string[], allZones: readonly string[]): void {
+export function invalidateCaches(
+  change: ClusterChange,
+  forwardZones: readonly string[],
+  allZones: readonly string[],
+): void {
   // The apex answers carry the SOA serial, which every change moves.
   invalidateNames(allZones);
   for (const key of change.services) {
@@ -35,7 +39,8 @@ export function invalidateCaches(change: ClusterChange, forwardZones: readonly s
   }
   if (change.pods.length > 0) {
     const names: string[] = [];
-    for (const p of change.pods) if (p.ip) for (const z of forwardZones) names.push(`${dashedIp(p.ip)}.${p.namespace}.pod.${z}`);
+    for (const p of change.pods)
+      if (p.ip) for (const z of forwardZones) names.push(`${dashedIp(p.ip)}.${p.namespace}.pod.${z}`);
     invalidateNames(names);
   }
 }

@@ -96,7 +96,9 @@ export function dashedIp(ip: string): string {
 }
 
 function isReverseName(name: string): boolean {
-  return name.endsWith('.in-addr.arpa.') || name.endsWith('.ip6.arpa.') || name === 'in-addr.arpa.' || name === 'ip6.arpa.';
+  return (
+    name.endsWith('.in-addr.arpa.') || name.endsWith('.ip6.arpa.') || name === 'in-addr.arpa.' || name === 'ip6.arpa.'
+  );
 }
 
 export class Lookup {
@@ -188,11 +190,14 @@ export class Lookup {
     const label = r.service;
     let dashes = 0;
     for (let i = 0; i < label.length; i++) if (label.charCodeAt(i) === 0x2d) dashes++;
-    let ip = canonicalIP(dashes === 3 && !label.includes('--') ? label.replaceAll('-', '.') : label.replaceAll('-', ':'));
+    let ip = canonicalIP(
+      dashes === 3 && !label.includes('--') ? label.replaceAll('-', '.') : label.replaceAll('-', ':'),
+    );
     if (ip === null) return NOT_FOUND;
     // An IPv4-mapped name (--ffff-a00-1) is the IPv4 address, as Go's net.ParseIP reads it in CoreDNS.
     const v6 = ip.includes(':') ? parseIPv6(ip) : null;
-    if (v6 !== null && v6.readUInt32BE(0) === 0 && v6.readUInt32BE(4) === 0 && v6.readUInt32BE(8) === 0xffff) ip = formatIPv4(v6, 12);
+    if (v6 !== null && v6.readUInt32BE(0) === 0 && v6.readUInt32BE(4) === 0 && v6.readUInt32BE(8) === 0xffff)
+      ip = formatIPv4(v6, 12);
     if (this.o.pods === 'verified' && !this.index.hasPod(r.namespace, ip)) return NOT_FOUND;
     // Port 0, not -1 (port-less): CoreDNS answers SRV for a pod name with `0 100 0 <name>`.
     return found([{ ip, port: 0, target: `${label}.${r.namespace}.pod` }]);
@@ -236,7 +241,8 @@ export class Lookup {
         if (svc === undefined) continue;
         const base = `${svc.name}.${svc.namespace}.svc`;
         if (svc.kind === 'Headless') {
-          for (const ep of slice.endpoints) for (const ip of ep.ips) out.push({ ip, port: 0, target: `${endpointHostname(ep, ip)}.${base}` });
+          for (const ep of slice.endpoints)
+            for (const ip of ep.ips) out.push({ ip, port: 0, target: `${endpointHostname(ep, ip)}.${base}` });
         } else {
           for (const ip of svc.clusterIPs) out.push({ ip, port: 0, target: base });
         }

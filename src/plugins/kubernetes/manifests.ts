@@ -22,7 +22,6 @@ import {
 } from './objects.js';
 import type { LabelMatcher } from './selector.js';
 
-
 let yamlParser: typeof ParseAllDocuments | null = null;
 
 export interface ManifestSourceOptions {
@@ -69,7 +68,9 @@ export class ManifestSource implements KubeSource {
     try {
       await stat(this.o.path);
     } catch (err) {
-      throw new ManifestError(`manifests ${this.o.path}: ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file or directory' : (err as Error).message}`);
+      throw new ManifestError(
+        `manifests ${this.o.path}: ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file or directory' : (err as Error).message}`,
+      );
     }
     await this.check();
     sink({ op: 'synced' });
@@ -88,7 +89,10 @@ export class ManifestSource implements KubeSource {
     const s = await stat(this.o.path);
     if (!s.isDirectory()) return [this.o.path];
     const names = await readdir(this.o.path);
-    return names.filter((n) => EXTENSIONS.has(extname(n).toLowerCase()) && !n.startsWith('.')).sort().map((n) => join(this.o.path, n));
+    return names
+      .filter((n) => EXTENSIONS.has(extname(n).toLowerCase()) && !n.startsWith('.'))
+      .sort()
+      .map((n) => join(this.o.path, n));
   }
 
   /** Re-reads the files if any changed (name, size, mtime or inode). Never throws. */

@@ -58,7 +58,8 @@ withRegistry((registry, { Counter }) => {
 
 /** CoreDNS's programming-latency buckets: prometheus.ExponentialBuckets(0.001, 2, 20). */
 const PROGRAMMING_BUCKETS: readonly number[] = [
-  0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048, 4.096, 8.192, 16.384, 32.768, 65.536, 131.072, 262.144, 524.288,
+  0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048, 4.096, 8.192, 16.384, 32.768,
+  65.536, 131.072, 262.144, 524.288,
 ];
 
 /** Observations of one `service_kind`: counts per bucket (not cumulative; last slot +Inf) and their sum. */
@@ -77,7 +78,8 @@ const programming = new Map<string, Observed>();
 export const programmingDuration = {
   observe(labels: { service_kind: string }, seconds: number): void {
     let o = programming.get(labels.service_kind);
-    if (o === undefined) programming.set(labels.service_kind, (o = { counts: new Float64Array(PROGRAMMING_BUCKETS.length + 1), sum: 0 }));
+    if (o === undefined)
+      programming.set(labels.service_kind, (o = { counts: new Float64Array(PROGRAMMING_BUCKETS.length + 1), sum: 0 }));
     let b = 0;
     while (b < PROGRAMMING_BUCKETS.length && seconds > PROGRAMMING_BUCKETS[b]!) b++;
     o.counts[b]!++;
@@ -91,20 +93,36 @@ export const programmingDuration = {
  * controller, which only manages Services with a selector), any other `cluster_ip`. As in
  * CoreDNS, `headless_without_selector` is declared but never observed; ExternalName has no slices.
  */
-export function observeProgramming(slice: EndpointSliceRecord, service: ServiceRecord | undefined, now = Date.now()): void {
+export function observeProgramming(
+  slice: EndpointSliceRecord,
+  service: ServiceRecord | undefined,
+  now = Date.now(),
+): void {
   if (slice.triggerTime <= 0 || service === undefined || service.kind === 'ExternalName') return;
   const kind = service.kind === 'Headless' ? 'headless_with_selector' : 'cluster_ip';
   programmingDuration.observe({ service_kind: kind }, Math.max(0, now - slice.triggerTime) / 1000);
 }
 
-defineCollected('coredns_kubernetes_dns_programming_duration_seconds', 'Histogram of the time (in seconds) it took to program a dns instance.', 'histogram', () => {
-  const out: Sample[] = [];
-  for (const [kind, o] of programming) {
-    for (const s of histogramSamples('coredns_kubernetes_dns_programming_duration_seconds', { service_kind: kind }, PROGRAMMING_BUCKETS, o.counts, 0, o.sum)) {
-      // prom-client writes `le` before the histogram's own labels.
-      const { le, ...rest } = s.labels;
-      out.push(le === undefined ? s : { ...s, labels: { le, ...rest } });
+defineCollected(
+  'coredns_kubernetes_dns_programming_duration_seconds',
+  'Histogram of the time (in seconds) it took to program a dns instance.',
+  'histogram',
+  () => {
+    const out: Sample[] = [];
+    for (const [kind, o] of programming) {
+      for (const s of histogramSamples(
+        'coredns_kubernetes_dns_programming_duration_seconds',
+        { service_kind: kind },
+        PROGRAMMING_BUCKETS,
+        o.counts,
+        0,
+        o.sum,
+      )) {
+        // prom-client writes `le` before the histogram's own labels.
+        const { le, ...rest } = s.labels;
+        out.push(le === undefined ? s : { ...s, labels: { le, ...rest } });
+      }
     }
-  }
-  return out;
-});
+    return out;
+  },
+);

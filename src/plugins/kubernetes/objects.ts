@@ -92,7 +92,9 @@ function sharedPorts(list: readonly PortRecord[]): PortRecord[] {
   const found = portLists.get(key);
   if (found !== undefined) return found;
   if (portLists.size >= MAX_INTERNED) portLists.clear();
-  const shared = Object.freeze(list.map((p) => Object.freeze({ name: intern(p.name), protocol: intern(p.protocol), port: p.port }))) as PortRecord[];
+  const shared = Object.freeze(
+    list.map((p) => Object.freeze({ name: intern(p.name), protocol: intern(p.protocol), port: p.port })),
+  ) as PortRecord[];
   portLists.set(key, shared);
   return shared;
 }
@@ -111,7 +113,10 @@ export function joinKey(namespace: string, name: string): string {
  * Makes a record that arrived from another process (JSON over IPC: every string its own
  * copy) as compact as a projected one.
  */
-export function compactRecord<K extends 'Service' | 'EndpointSlice' | 'Namespace' | 'Pod'>(kind: K, value: RecordOf<K>): RecordOf<K> {
+export function compactRecord<K extends 'Service' | 'EndpointSlice' | 'Namespace' | 'Pod'>(
+  kind: K,
+  value: RecordOf<K>,
+): RecordOf<K> {
   switch (kind) {
     case 'Service': {
       const v = value as ServiceRecord;
@@ -190,7 +195,10 @@ function metaOf(obj: unknown, kind: string, namespaced: boolean, warn: Projectio
     return null;
   }
   if (namespaced && !DNS1123_LABEL.test(namespace)) {
-    warn(what, `${namespace === '' ? 'no metadata.namespace' : `namespace "${namespace.slice(0, 80)}" is not a DNS label of at most 63 characters`}; skipped`);
+    warn(
+      what,
+      `${namespace === '' ? 'no metadata.namespace' : `namespace "${namespace.slice(0, 80)}" is not a DNS label of at most 63 characters`}; skipped`,
+    );
     return null;
   }
   return {
@@ -271,8 +279,17 @@ export function projectService(obj: unknown, o: ProjectionOptions): ServiceRecor
     }
     // CoreDNS ignores an IP literal here (it is not a name to alias), so the service gives NXDOMAIN.
     const target = canonicalIP(raw) !== null ? null : externalTarget(raw);
-    if (target === null) o.warn(what, `externalName "${raw.slice(0, 80)}" is not a host name; the service will not resolve`);
-    return { name: meta.name, namespace: meta.namespace, kind: 'ExternalName', clusterIPs: NO_IPS, externalName: target ?? '', ports, selector };
+    if (target === null)
+      o.warn(what, `externalName "${raw.slice(0, 80)}" is not a host name; the service will not resolve`);
+    return {
+      name: meta.name,
+      namespace: meta.namespace,
+      kind: 'ExternalName',
+      clusterIPs: NO_IPS,
+      externalName: target ?? '',
+      ports,
+      selector,
+    };
   }
   let ips: unknown[] = [];
   if (Array.isArray(spec.clusterIPs) && spec.clusterIPs.length > 0) ips = spec.clusterIPs;
@@ -283,7 +300,15 @@ export function projectService(obj: unknown, o: ProjectionOptions): ServiceRecor
   }
   const external = projectExternal(spec, obj.status, what, o.warn);
   if (ips[0] === 'None') {
-    const h: ServiceRecord = { name: meta.name, namespace: meta.namespace, kind: 'Headless', clusterIPs: NO_IPS, externalName: '', ports, selector };
+    const h: ServiceRecord = {
+      name: meta.name,
+      namespace: meta.namespace,
+      kind: 'Headless',
+      clusterIPs: NO_IPS,
+      externalName: '',
+      ports,
+      selector,
+    };
     if (external !== undefined) h.external = external;
     return h;
   }
@@ -300,13 +325,26 @@ export function projectService(obj: unknown, o: ProjectionOptions): ServiceRecor
     }
     if (!clusterIPs.includes(ip)) clusterIPs.push(ip);
   }
-  const rec: ServiceRecord = { name: meta.name, namespace: meta.namespace, kind: 'ClusterIP', clusterIPs: exact(clusterIPs), externalName: '', ports, selector };
+  const rec: ServiceRecord = {
+    name: meta.name,
+    namespace: meta.namespace,
+    kind: 'ClusterIP',
+    clusterIPs: exact(clusterIPs),
+    externalName: '',
+    ports,
+    selector,
+  };
   if (external !== undefined) rec.external = external;
   return rec;
 }
 
 /** spec.externalIPs and status.loadBalancer.ingress[].ip/hostname; undefined when there are none. */
-function projectExternal(spec: Record<string, unknown>, status: unknown, what: string, warn: ProjectionOptions['warn']): ServiceRecord['external'] {
+function projectExternal(
+  spec: Record<string, unknown>,
+  status: unknown,
+  what: string,
+  warn: ProjectionOptions['warn'],
+): ServiceRecord['external'] {
   const ips: string[] = [];
   const hosts: string[] = [];
   const addIp = (v: unknown, where: string) => {
@@ -346,7 +384,14 @@ export function projectEndpointSlice(obj: unknown, o: ProjectionOptions): Endpoi
   const parsed = triggerText ? Date.parse(triggerText) : NaN;
   const triggerTime = Number.isFinite(parsed) ? parsed : 0;
   const addressType = obj.addressType;
-  const rec: EndpointSliceRecord = { name: meta.name, namespace: meta.namespace, service, ports: NO_PORTS, endpoints: NO_ENDPOINTS, triggerTime };
+  const rec: EndpointSliceRecord = {
+    name: meta.name,
+    namespace: meta.namespace,
+    service,
+    ports: NO_PORTS,
+    endpoints: NO_ENDPOINTS,
+    triggerTime,
+  };
   // FQDN slices (and unknown types) carry nothing DNS serves; keep an empty record rather than warn.
   if (addressType !== 'IPv4' && addressType !== 'IPv6') return rec;
   const v6 = addressType === 'IPv6';
@@ -379,7 +424,12 @@ export function projectEndpointSlice(obj: unknown, o: ProjectionOptions): Endpoi
       else o.warn(what, `endpoint hostname "${ep.hostname.slice(0, 80)}" is not a DNS label; named by its IP instead`);
     }
     let podName = '';
-    if (o.endpointPodNames && isRecord(ep.targetRef) && typeof ep.targetRef.name === 'string' && DNS1123_LABEL.test(ep.targetRef.name)) {
+    if (
+      o.endpointPodNames &&
+      isRecord(ep.targetRef) &&
+      typeof ep.targetRef.name === 'string' &&
+      DNS1123_LABEL.test(ep.targetRef.name)
+    ) {
       podName = ep.targetRef.name;
     }
     endpoints.push({ ips: exact(ips), hostname, podName });
@@ -410,7 +460,10 @@ export function projectPod(obj: unknown, o: ProjectionOptions): PodRecord | null
   }
   const ip = typeof status.podIP === 'string' ? canonicalIP(status.podIP) : null;
   if (ip === null) {
-    o.warn(describe('Pod', meta), `status.podIP ${JSON.stringify(status.podIP)} is not an IP address; the pod gets no name`);
+    o.warn(
+      describe('Pod', meta),
+      `status.podIP ${JSON.stringify(status.podIP)} is not an IP address; the pod gets no name`,
+    );
     return { namespace: meta.namespace, ip: '' };
   }
   return { namespace: meta.namespace, ip };

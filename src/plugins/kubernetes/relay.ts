@@ -10,7 +10,14 @@ import cluster, { type Worker } from 'node:cluster';
 import { createHash } from 'node:crypto';
 import { collectAfterBurst, listBegins, listEnds } from '../../heap.js';
 import { logger, type Logger } from '../../log.js';
-import { RELAY_ACK, RELAY_SUBSCRIBE, RELAY_UNSUBSCRIBE, type ClusterEvent, type ClusterSink, type KubeSource } from './events.js';
+import {
+  RELAY_ACK,
+  RELAY_SUBSCRIBE,
+  RELAY_UNSUBSCRIBE,
+  type ClusterEvent,
+  type ClusterSink,
+  type KubeSource,
+} from './events.js';
 import { ApiSource } from './apisource.js';
 import { ManifestSource } from './manifests.js';
 import { parseLabelSelector } from './selector.js';
@@ -34,11 +41,27 @@ const UNSUBSCRIBE = RELAY_UNSUBSCRIBE;
 const EVENTS = 'clusterdns:kube-events';
 const ACK = RELAY_ACK;
 
-interface SubscribeMessage { type: typeof SUBSCRIBE; id: string; spec: SourceSpec }
-interface UnsubscribeMessage { type: typeof UNSUBSCRIBE; id: string }
+interface SubscribeMessage {
+  type: typeof SUBSCRIBE;
+  id: string;
+  spec: SourceSpec;
+}
+interface UnsubscribeMessage {
+  type: typeof UNSUBSCRIBE;
+  id: string;
+}
 /** `seq` numbers a source's messages (increasing); the worker acknowledges each it applied. */
-interface EventsMessage { type: typeof EVENTS; id: string; seq: number; events: ClusterEvent[] }
-interface AckMessage { type: typeof ACK; id: string; seq: number }
+interface EventsMessage {
+  type: typeof EVENTS;
+  id: string;
+  seq: number;
+  events: ClusterEvent[];
+}
+interface AckMessage {
+  type: typeof ACK;
+  id: string;
+  seq: number;
+}
 
 /**
  * Incremental events a worker may have unacknowledged before the primary stops sending it
@@ -231,7 +254,9 @@ class SharedSource {
       (e: Error) => {
         if (this.stopped || source !== this.source) return;
         // Connection errors already start with where they come from ("in-cluster: ...").
-        const why = e.message.startsWith(source.description.split(' (')[0]!) ? e.message : `${source.description}: ${e.message}`;
+        const why = e.message.startsWith(source.description.split(' (')[0]!)
+          ? e.message
+          : `${source.description}: ${e.message}`;
         if (this.failure !== why) this.log.error(`${why}; retrying with backoff`);
         this.failure = why;
         this.sink({ op: 'connection', up: false, detail: why });
@@ -296,7 +321,9 @@ class SharedSource {
       // worker that has acknowledged everything is simply sent.
       if (sub.behind === null && sub.unackedEvents > 0 && sub.unackedEvents + events.length > MAX_UNACKED_EVENTS) {
         sub.behind = new Set();
-        this.log.warn(`worker ${sub.worker.process.pid} fell behind the watch (${sub.unackedEvents} events unacknowledged); it gets the current state once it catches up`);
+        this.log.warn(
+          `worker ${sub.worker.process.pid} fell behind the watch (${sub.unackedEvents} events unacknowledged); it gets the current state once it catches up`,
+        );
       }
       if (sub.behind !== null) {
         for (const ev of events) {
@@ -355,7 +382,9 @@ class SharedSource {
     if (sub.behindConnection && this.connection) events.push(this.connection);
     sub.behindSynced = sub.behindConnection = false;
     if (events.length) this.sendTo(sub, events, false);
-    this.log.info(`worker ${sub.worker.process.pid} caught up: sent the current state of ${keys.size} changed objects instead of the backlog`);
+    this.log.info(
+      `worker ${sub.worker.process.pid} caught up: sent the current state of ${keys.size} changed objects instead of the backlog`,
+    );
   }
 
   /** Sends everything known so far to one new subscriber. */

@@ -9,7 +9,8 @@ type Requirement =
   | { op: 'in' | 'notin'; key: string; values: string[] }
   | { op: 'exists' | 'absent'; key: string };
 
-const KEY = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
+const KEY =
+  /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
 const VALUE = /^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$/;
 
 export class SelectorError extends Error {
@@ -62,7 +63,11 @@ export function parseLabelSelector(selector: string): LabelMatcher {
       const values = m[3]!.split(',').map((v) => checkValue(v.trim(), selector));
       reqs.push({ op: m[2] === 'in' ? 'in' : 'notin', key: checkKey(m[1]!, selector), values });
     } else if ((m = s.match(/^([^=!\s]+)\s*(==|=|!=)\s*(\S*)$/))) {
-      reqs.push({ op: m[2] === '!=' ? 'neq' : 'eq', key: checkKey(m[1]!, selector), value: checkValue(m[3]!, selector) });
+      reqs.push({
+        op: m[2] === '!=' ? 'neq' : 'eq',
+        key: checkKey(m[1]!, selector),
+        value: checkValue(m[3]!, selector),
+      });
     } else if ((m = s.match(/^!\s*(\S+)$/))) {
       reqs.push({ op: 'absent', key: checkKey(m[1]!, selector) });
     } else if (/^\S+$/.test(s)) {

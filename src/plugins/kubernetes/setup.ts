@@ -20,7 +20,14 @@ import { invalidateCaches, invalidateZones } from './invalidate.js';
 import { RelayedSource, relayed, sourceFromSpec, type SourceSpec } from './relay.js';
 import { observeProgramming, trackApiState } from './metrics.js';
 import type { ProjectionOptions } from './objects.js';
-import { DEFAULT_STARTUP_TIMEOUT_MS, DEFAULT_TTL, MANIFEST_POLL_MS, type KubernetesOptions, type PodMode, type SourceConfig } from './options.js';
+import {
+  DEFAULT_STARTUP_TIMEOUT_MS,
+  DEFAULT_TTL,
+  MANIFEST_POLL_MS,
+  type KubernetesOptions,
+  type PodMode,
+  type SourceConfig,
+} from './options.js';
 import { parseLabelSelector, SelectorError } from './selector.js';
 import type { ApiSyncSource } from '../../status/sources.js';
 import { clusterTransfer } from './transfer.js';
@@ -181,7 +188,8 @@ export function parseOptions(d: Directive, ctx: SetupContext): KubernetesOptions
         o.fallthrough = p.args.length ? p.args.map((t) => canonicalZone(t.text)) : ['.'];
         break;
       case 'ignore':
-        if (p.args.length !== 1 || p.args[0]!.text !== 'empty_service') throw directiveError(p, 'kubernetes: ignore: expected empty_service');
+        if (p.args.length !== 1 || p.args[0]!.text !== 'empty_service')
+          throw directiveError(p, 'kubernetes: ignore: expected empty_service');
         o.ignoreEmptyService = true;
         break;
       case 'startup_timeout':
@@ -204,7 +212,8 @@ export function parseOptions(d: Directive, ctx: SetupContext): KubernetesOptions
   }
   let source: SourceConfig;
   if (manifests !== undefined) {
-    if (sourceAt !== undefined) throw directiveError(sourceAt, `kubernetes: ${sourceAt.name} cannot be used with manifests`);
+    if (sourceAt !== undefined)
+      throw directiveError(sourceAt, `kubernetes: ${sourceAt.name} cannot be used with manifests`);
     source = { kind: 'manifests', path: manifests };
   } else if (kubeconfig !== undefined) {
     // CoreDNS: kubeconfig takes precedence over endpoint.
@@ -284,7 +293,11 @@ function waitForSync(index: ClusterIndex, timeoutMs: number, log: Logger): Promi
 
 export { isKubernetesInstance, type KubernetesInstance } from './instance.js';
 
-export function createInstance(o: KubernetesOptions, ctx: SetupContext, at: Directive): KubernetesInstance & ApiSyncSource {
+export function createInstance(
+  o: KubernetesOptions,
+  ctx: SetupContext,
+  at: Directive,
+): KubernetesInstance & ApiSyncSource {
   const log = ctx.logger;
   const projection: ProjectionOptions = { endpointPodNames: o.endpointPodNames, warn: projectionWarnings(log) };
   const spec: SourceSpec = {
@@ -298,10 +311,17 @@ export function createInstance(o: KubernetesOptions, ctx: SetupContext, at: Dire
   };
   // In a worker the primary runs the one watcher and relays its events (relay.ts). The
   // index and its source outlive a reload that keeps the same source (feed.ts).
-  const feed = feedFor(spec, () => (relayed() ? new RelayedSource(spec, describeSource(o.source)) : sourceFromSpec(spec, projection, log)));
+  const feed = feedFor(spec, () =>
+    relayed() ? new RelayedSource(spec, describeSource(o.source)) : sourceFromSpec(spec, projection, log),
+  );
   const { index, source } = feed;
   let local: string[] | null = null;
-  const handler = new KubernetesHandler(o, index, (req) => ctx.resolve(req), () => (local ??= localAddresses(ctx)));
+  const handler = new KubernetesHandler(
+    o,
+    index,
+    (req) => ctx.resolve(req),
+    () => (local ??= localAddresses(ctx)),
+  );
   const forwardZones = o.zones.filter((z) => !isReverseZone(z));
   const listener: IndexListener = {
     onChange: (c) => {

@@ -30,7 +30,15 @@ export function clusterTransfer(index: ClusterIndex, o: KubernetesOptions, looku
         type: QType.SOA,
         class: QClass.IN,
         ttl: Math.min(ttl, 300),
-        data: { mname: at('ns.dns'), rname: at('hostmaster'), serial: index.serial, refresh: 7200, retry: 1800, expire: 86400, minimum: ttl },
+        data: {
+          mname: at('ns.dns'),
+          rname: at('hostmaster'),
+          serial: index.serial,
+          refresh: 7200,
+          retry: 1800,
+          expire: 86400,
+          minimum: ttl,
+        },
       });
       for (const ns of lookup.nsAddresses()) {
         add(zone, QType.NS, { target: at(ns.target) }, ns.target);
@@ -50,7 +58,12 @@ export function clusterTransfer(index: ClusterIndex, o: KubernetesOptions, looku
           for (const ip of svc.clusterIPs) add(base, addressType(ip), { address: ip }, ip);
           for (const p of svc.ports) {
             if (p.name === '' || p.port < 0) continue;
-            add(at(`_${p.name}._${p.protocol}.${svc.name}.${svc.namespace}.svc`), QType.SRV, { priority: 0, weight: 100, port: p.port, target: base }, `${p.port} ${base}`);
+            add(
+              at(`_${p.name}._${p.protocol}.${svc.name}.${svc.namespace}.svc`),
+              QType.SRV,
+              { priority: 0, weight: 100, port: p.port, target: base },
+              `${p.port} ${base}`,
+            );
           }
           continue;
         }
@@ -62,7 +75,12 @@ export function clusterTransfer(index: ClusterIndex, o: KubernetesOptions, looku
               add(host, addressType(ip), { address: ip }, ip);
               for (const p of slice.ports) {
                 if (p.name === '' || p.port < 0) continue;
-                add(at(`_${p.name}._${p.protocol}.${svc.name}.${svc.namespace}.svc`), QType.SRV, { priority: 0, weight: 100, port: p.port, target: host }, `${p.port} ${host}`);
+                add(
+                  at(`_${p.name}._${p.protocol}.${svc.name}.${svc.namespace}.svc`),
+                  QType.SRV,
+                  { priority: 0, weight: 100, port: p.port, target: host },
+                  `${p.port} ${host}`,
+                );
               }
             }
           }

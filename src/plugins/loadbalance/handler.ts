@@ -105,7 +105,9 @@ export function shuffleWireAnswers(buf: Buffer, questionEnd: number): boolean {
 
 /** Questions whose answer section can hold records worth shuffling. */
 function spreads(qtype: number): boolean {
-  return qtype === QType.A || qtype === QType.AAAA || qtype === QType.MX || qtype === QType.ANY || qtype === QType.CNAME;
+  return (
+    qtype === QType.A || qtype === QType.AAAA || qtype === QType.MX || qtype === QType.ANY || qtype === QType.CNAME
+  );
 }
 
 export class LoadBalanceHandler implements Handler {

@@ -41,7 +41,8 @@ export class LocalHandler implements Handler {
     if (zone === undefined) return next(req);
     const m = req.reply();
     m.aa = true;
-    const add = (type: number, data: ResourceRecord['data']) => m.answers.push({ name: req.qname, type, class: QClass.IN, ttl: TTL, data });
+    const add = (type: number, data: ResourceRecord['data']) =>
+      m.answers.push({ name: req.qname, type, class: QClass.IN, ttl: TTL, data });
     if (name === zone) {
       if (req.qtype === QType.A && name === 'localhost.') add(QType.A, { address: '127.0.0.1' });
       else if (req.qtype === QType.AAAA && name === 'localhost.') add(QType.AAAA, { address: '::1' });
@@ -64,8 +65,10 @@ export class LocalHandler implements Handler {
     localhostRequests.inc(req.server);
     const m = req.reply();
     m.aa = true;
-    if (req.qtype === QType.A) m.answers.push({ name: req.qname, type: QType.A, class: QClass.IN, ttl: TTL, data: { address: '127.0.0.1' } });
-    else if (req.qtype === QType.AAAA) m.answers.push({ name: req.qname, type: QType.AAAA, class: QClass.IN, ttl: TTL, data: { address: '::1' } });
+    if (req.qtype === QType.A)
+      m.answers.push({ name: req.qname, type: QType.A, class: QClass.IN, ttl: TTL, data: { address: '127.0.0.1' } });
+    else if (req.qtype === QType.AAAA)
+      m.answers.push({ name: req.qname, type: QType.AAAA, class: QClass.IN, ttl: TTL, data: { address: '::1' } });
     else m.authorities.push(soa('localhost.'));
     return Response.message(m, this.name);
   }

@@ -7,7 +7,8 @@ import { Response, type Handler, type HandlerResult, type Next, type Request } f
 import { countDroppedLine, logBacklogged, type Logger } from '../../log.js';
 import { classify, type ResponseClass } from '../responseclass.js';
 
-export const COMMON_FORMAT = '{remote}:{port} - {>id} "{type} {class} {name} {proto} {size} {>do} {>bufsize}" {rcode} {>rflags} {rsize} {duration}';
+export const COMMON_FORMAT =
+  '{remote}:{port} - {>id} "{type} {class} {name} {proto} {size} {>do} {>bufsize}" {rcode} {>rflags} {rsize} {duration}';
 export const COMBINED_FORMAT = COMMON_FORMAT + ' "{>opcode}"';
 
 export interface LogRule {

@@ -93,7 +93,9 @@ export class LoopHandler implements Handler {
     if (this.disabled || req.qtype !== QType.HINFO || !isSubdomain(req.name, this.zone)) return next(req);
     if (req.name === this.qname) this.seen++;
     if (this.seen > 2) {
-      const from = req.client.remoteAddress.includes(':') ? `[${req.client.remoteAddress}]:${req.client.remotePort}` : `${req.client.remoteAddress}:${req.client.remotePort}`;
+      const from = req.client.remoteAddress.includes(':')
+        ? `[${req.client.remoteAddress}]:${req.client.remotePort}`
+        : `${req.client.remoteAddress}:${req.client.remotePort}`;
       this.disable();
       this.exit(
         `Loop (${from} -> ${this.address}) detected for zone "${this.zone}", see https://coredns.io/plugins/loop#troubleshooting. Query: "HINFO ${this.qname}"`,

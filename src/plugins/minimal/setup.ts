@@ -18,12 +18,14 @@ export class MinimalHandler implements Handler {
     if (res.rcode !== Rcode.NOERROR || res.isBare || res.dropped) return res;
     const wire = res.peekWire();
     // A wire reply with nothing past its answers is already minimal.
-    if (wire !== null && wire.length >= 12 && wire.readUInt16BE(8) === 0 && wire.readUInt16BE(10) <= (req.edns ? 1 : 0)) return res;
+    if (wire !== null && wire.length >= 12 && wire.readUInt16BE(8) === 0 && wire.readUInt16BE(10) <= (req.edns ? 1 : 0))
+      return res;
     const m = res.toMessage(req);
     // NODATA and delegations keep their authority section (CoreDNS: only response.NoError is trimmed).
     if (m.answers.length === 0) return res;
     if (m.authorities.length === 0 && m.additionals.length === 0) return res;
-    if (m.authorities.some((rr) => rr.type === QType.SOA) && m.answers.every((rr) => rr.type === QType.CNAME)) return res;
+    if (m.authorities.some((rr) => rr.type === QType.SOA) && m.answers.every((rr) => rr.type === QType.CNAME))
+      return res;
     m.authorities = [];
     m.additionals = [];
     res.setMessage(m);

@@ -1,7 +1,14 @@
 // RFC 5001: when a query carries the NSID option, the reply's OPT carries this server's identifier.
 
 import { hostname } from 'node:os';
-import { hasRequestOption, type Handler, type HandlerResult, type Next, type Request, type Response } from '../../server/request.js';
+import {
+  hasRequestOption,
+  type Handler,
+  type HandlerResult,
+  type Next,
+  type Request,
+  type Response,
+} from '../../server/request.js';
 import type { PluginSetup } from '../plugin.js';
 import { noBlock, once } from '../args.js';
 
@@ -35,6 +42,8 @@ export const setup: PluginSetup = (ds) => {
   const d = once(ds, 'nsid');
   noBlock(d);
   // CoreDNS joins the arguments with spaces; without any, the host name.
-  const text = d.args.length ? d.args.map((t) => t.text).join(' ') : process.env['HOSTNAME'] || hostname() || 'localhost';
+  const text = d.args.length
+    ? d.args.map((t) => t.text).join(' ')
+    : process.env['HOSTNAME'] || hostname() || 'localhost';
   return { name: 'nsid', handler: new NsidHandler(Buffer.from(text, 'utf8')) };
 };

@@ -15,7 +15,9 @@ const MAX_SECONDS = 300;
 let busy = false;
 
 function post<T>(s: Session, method: string, params?: object): Promise<T> {
-  return new Promise((resolve, reject) => s.post(method, params ?? {}, (err, res) => (err ? reject(err) : resolve(res as T))));
+  return new Promise((resolve, reject) =>
+    s.post(method, params ?? {}, (err, res) => (err ? reject(err) : resolve(res as T))),
+  );
 }
 
 function refuse(res: ServerResponse, code: number, text: string): void {
@@ -26,7 +28,8 @@ function refuse(res: ServerResponse, code: number, text: string): void {
 async function cpuProfile(req: IncomingMessage, res: ServerResponse): Promise<void> {
   const q = new URL(req.url ?? '/', 'http://x').searchParams.get('seconds') ?? '30';
   const seconds = Number(q);
-  if (!Number.isInteger(seconds) || seconds < 1 || seconds > MAX_SECONDS) return refuse(res, 400, `seconds must be 1..${MAX_SECONDS}`);
+  if (!Number.isInteger(seconds) || seconds < 1 || seconds > MAX_SECONDS)
+    return refuse(res, 400, `seconds must be 1..${MAX_SECONDS}`);
   if (busy) return refuse(res, 409, 'another profile is being taken');
   busy = true;
   const s = new Session();
@@ -36,7 +39,10 @@ async function cpuProfile(req: IncomingMessage, res: ServerResponse): Promise<vo
     await post(s, 'Profiler.start');
     await new Promise((r) => setTimeout(r, seconds * 1000));
     const { profile } = await post<{ profile: unknown }>(s, 'Profiler.stop');
-    res.writeHead(200, { 'content-type': 'application/json', 'content-disposition': 'attachment; filename="clusterdns.cpuprofile"' });
+    res.writeHead(200, {
+      'content-type': 'application/json',
+      'content-disposition': 'attachment; filename="clusterdns.cpuprofile"',
+    });
     res.end(JSON.stringify(profile));
   } finally {
     s.disconnect();
@@ -50,7 +56,10 @@ async function heapSnapshot(_req: IncomingMessage, res: ServerResponse): Promise
   const s = new Session();
   s.connect();
   try {
-    res.writeHead(200, { 'content-type': 'application/json', 'content-disposition': 'attachment; filename="clusterdns.heapsnapshot"' });
+    res.writeHead(200, {
+      'content-type': 'application/json',
+      'content-disposition': 'attachment; filename="clusterdns.heapsnapshot"',
+    });
     // The snapshot arrives in chunks; each goes out as it comes instead of being held whole.
     s.on('HeapProfiler.addHeapSnapshotChunk', (m) => res.write((m.params as { chunk: string }).chunk));
     await post(s, 'HeapProfiler.takeHeapSnapshot', { reportProgress: false });
@@ -76,13 +85,15 @@ export const setup: PluginSetup = (ds, ctx) => {
       if (p.args.length) intArg(p.args[0], p, 'block', 0, 2 ** 31 - 1);
     } else unknownProperty(p, 'pprof');
   }
-  const wrap = (f: (req: IncomingMessage, res: ServerResponse) => Promise<void>) => (req: IncomingMessage, res: ServerResponse) => {
-    f(req, res).catch((e: unknown) => {
-      ctx.logger.error(`profile failed: ${(e as Error).message}`);
-      if (!res.headersSent) refuse(res, 500, 'profile failed');
-      else res.destroy();
-    });
-  };
+  const wrap =
+    (f: (req: IncomingMessage, res: ServerResponse) => Promise<void>) =>
+    (req: IncomingMessage, res: ServerResponse) => {
+      f(req, res).catch((e: unknown) => {
+        ctx.logger.error(`profile failed: ${(e as Error).message}`);
+        if (!res.headersSent) refuse(res, 500, 'profile failed');
+        else res.destroy();
+      });
+    };
   const releases: Array<() => Promise<void>> = [];
   return {
     name: 'pprof',

@@ -18,7 +18,8 @@ export const setup: PluginSetup = (ds, ctx) => {
     async startup() {
       defineCoreMetrics();
       serverStats.enabled = true;
-      for (const inst of ctx.blockInstances()) for (const z of ctx.block.zones) enabledPlugins.add(`${ctx.block.serverLabel} ${z} ${inst.name}`);
+      for (const inst of ctx.blockInstances())
+        for (const z of ctx.block.zones) enabledPlugins.add(`${ctx.block.serverLabel} ${z} ${inst.name}`);
       release = await ctx.http.route(address, '/metrics', (_req, res) => {
         exportedMetricsText().then(
           (text) => {

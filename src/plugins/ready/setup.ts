@@ -14,7 +14,8 @@ export const setup: PluginSetup = (ds, ctx) => {
   for (const p of d.block ?? []) {
     if (p.name === 'monitor') {
       const m = p.args[0]?.text;
-      if (p.args.length !== 1 || (m !== 'until-ready' && m !== 'continuously')) throw directiveError(p, 'monitor until-ready|continuously');
+      if (p.args.length !== 1 || (m !== 'until-ready' && m !== 'continuously'))
+        throw directiveError(p, 'monitor until-ready|continuously');
       continuously = m === 'continuously';
     } else unknownProperty(p, 'ready');
   }
@@ -34,7 +35,11 @@ export const setup: PluginSetup = (ds, ctx) => {
           const names = [...new Set(waiting.map((i) => i.name))].sort();
           if (names.length) {
             // CoreDNS's line of names first; then, one a line, what the user must fix.
-            const details = [...new Set(waiting.map((i) => (i.readyDetail?.() ? `${i.name}: ${i.readyDetail()}` : '')).filter(Boolean))];
+            const details = [
+              ...new Set(
+                waiting.map((i) => (i.readyDetail?.() ? `${i.name}: ${i.readyDetail()}` : '')).filter(Boolean),
+              ),
+            ];
             res.writeHead(503, { 'content-type': 'text/plain; charset=utf-8' });
             res.end([names.join(','), ...details].join('\n'));
             return;

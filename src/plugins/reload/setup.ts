@@ -19,11 +19,13 @@ export const setup: PluginSetup = (ds, ctx) => {
   let jitter = 15_000;
   if (d.args[0]) {
     interval = durationArg(d.args[0], d, 'reload interval');
-    if (interval < 2000) throw directiveError(d.args[0], `interval value must be greater or equal to 2s: ${d.args[0].text}`);
+    if (interval < 2000)
+      throw directiveError(d.args[0], `interval value must be greater or equal to 2s: ${d.args[0].text}`);
   }
   if (d.args[1]) {
     jitter = durationArg(d.args[1], d, 'reload jitter');
-    if (jitter < 1000) throw directiveError(d.args[1], `jitter value must be greater or equal to 1s: ${d.args[1].text}`);
+    if (jitter < 1000)
+      throw directiveError(d.args[1], `jitter value must be greater or equal to 1s: ${d.args[1].text}`);
   }
   if (jitter > interval / 2) jitter = interval / 2;
   const files = [...ctx.configFiles];

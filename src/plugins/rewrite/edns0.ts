@@ -39,7 +39,15 @@ function clientIp(req: Request): string {
 }
 
 /** The variables CoreDNS's EDNS0_LOCAL data may name. */
-export const EDNS0_VARIABLES: ReadonlySet<string> = new Set(['{qname}', '{qtype}', '{client_ip}', '{client_port}', '{protocol}', '{server_ip}', '{server_port}']);
+export const EDNS0_VARIABLES: ReadonlySet<string> = new Set([
+  '{qname}',
+  '{qtype}',
+  '{client_ip}',
+  '{client_port}',
+  '{protocol}',
+  '{server_ip}',
+  '{server_port}',
+]);
 
 function variableData(req: Request, variable: string): Buffer | null {
   switch (variable) {

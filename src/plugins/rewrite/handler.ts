@@ -5,7 +5,14 @@
 import { QType, Rcode } from '../../dns/constants.js';
 import { emptyMessage, encodeMessage, type Message, type ResourceRecord } from '../../dns/message.js';
 import { parseQuery } from '../../dns/query.js';
-import { Request, requestOptions, Response, type Handler, type HandlerResult, type Next } from '../../server/request.js';
+import {
+  Request,
+  requestOptions,
+  Response,
+  type Handler,
+  type HandlerResult,
+  type Next,
+} from '../../server/request.js';
 import { isValidName, type NameMatch } from './names.js';
 import { AutoAnswerRule, RewriteState, type Rule } from './rules.js';
 import { rebuildQuery, swapQuestion } from './wire.js';
@@ -83,7 +90,9 @@ export class RewriteHandler implements Handler {
     }
     if (!done) return next(req);
     const cnames = (st as CnameState).cnames;
-    const inner = !st.changed ? req : (st.options === null && rebuildQuery(req, st.qname, st.qtype, st.qclass)) || rebuild(req, st);
+    const inner = !st.changed
+      ? req
+      : (st.options === null && rebuildQuery(req, st.qname, st.qtype, st.qclass)) || rebuild(req, st);
     if (inner === null) return Response.rcode(Rcode.SERVFAIL, this.name, `invalid name after rewrite: ${st.qname}`);
     if (inner === req && st.responseRules.length === 0 && cnames === undefined) return next(req);
     const r = next(inner);
@@ -92,10 +101,22 @@ export class RewriteHandler implements Handler {
   }
 
   /** The answer to `inner` made an answer to `req`: its question, the response rules, the reverts. */
-  private answer(req: Request, inner: Request, res: Response, st: RewriteState, cnames: CnameRule[] | undefined): HandlerResult {
+  private answer(
+    req: Request,
+    inner: Request,
+    res: Response,
+    st: RewriteState,
+    cnames: CnameRule[] | undefined,
+  ): HandlerResult {
     const wire = res.peekWire();
     const only = st.responseRules.length === 1 ? st.responseRules[0] : undefined;
-    if (wire !== null && cnames === undefined && st.revertCodes.length === 0 && only instanceof AutoAnswerRule && only.mapsQuestionOnly) {
+    if (
+      wire !== null &&
+      cnames === undefined &&
+      st.revertCodes.length === 0 &&
+      only instanceof AutoAnswerRule &&
+      only.mapsQuestionOnly
+    ) {
       const swapped = swapQuestion(req, inner, wire);
       if (swapped !== null) {
         const out = Response.wire(swapped, res.plugin);
@@ -110,7 +131,9 @@ export class RewriteHandler implements Handler {
       answers: copyRecords(src.answers),
       authorities: copyRecords(src.authorities),
       additionals: copyRecords(src.additionals),
-      edns: src.edns ? { ...src.edns, options: src.edns.options.filter((o) => !st.revertCodes.includes(o.code)) } : null,
+      edns: src.edns
+        ? { ...src.edns, options: src.edns.options.filter((o) => !st.revertCodes.includes(o.code)) }
+        : null,
     };
     // Last rule first: a chain of `continue` rules is undone back to the name the client asked.
     for (let i = st.responseRules.length - 1; i >= 0; i--) st.responseRules[i]!.apply(m, req);
@@ -126,7 +149,11 @@ export class RewriteHandler implements Handler {
   /** CoreDNS's cname target rule: a matching CNAME gets the new target, whose records replace the rest. */
   private async followCnames(m: Message, inner: Request, cnames: CnameRule[]): Promise<void> {
     for (const rule of cnames) {
-      const cname = m.answers.find((rr) => rr.type === QType.CNAME && rule.match.rewrite((rr.data as { target: string }).target.toLowerCase(), rule.to) !== null);
+      const cname = m.answers.find(
+        (rr) =>
+          rr.type === QType.CNAME &&
+          rule.match.rewrite((rr.data as { target: string }).target.toLowerCase(), rule.to) !== null,
+      );
       if (cname === undefined) continue;
       const target = rule.match.rewrite((cname.data as { target: string }).target.toLowerCase(), rule.to)!;
       if (!isValidName(target)) continue;

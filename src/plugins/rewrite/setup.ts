@@ -9,7 +9,15 @@ import type { PluginSetup } from '../plugin.js';
 import { Edns0LocalRule, Edns0NsidRule, Edns0SubnetRule, EDNS0_VARIABLES, type Edns0Action } from './edns0.js';
 import { CnameRule, RewriteHandler } from './handler.js';
 import { groupsUsed, MATCH_TYPES, NameMatch, normalizeName, type MatchType } from './names.js';
-import { FieldRule, NameRule, RcodeResponseRule, ResponseOnlyRule, TtlResponseRule, type AnswerOption, type Rule } from './rules.js';
+import {
+  FieldRule,
+  NameRule,
+  RcodeResponseRule,
+  ResponseOnlyRule,
+  TtlResponseRule,
+  type AnswerOption,
+  type Rule,
+} from './rules.js';
 import { isMetadataLabel } from '../../server/metadata.js';
 
 class RuleError extends Error {
@@ -29,7 +37,10 @@ function regex(tok: Token, replacement: string | null, what: string): RegExp {
     throw new RuleError(`invalid regex ${what}pattern: ${tok.text}`, tok);
   }
   if (replacement !== null && groupsUsed(replacement) > groupCount(re)) {
-    throw new RuleError(`the rewrite regex pattern (${replacement}) uses more subexpressions than its corresponding matching regex pattern (${tok.text})`, tok);
+    throw new RuleError(
+      `the rewrite regex pattern (${replacement}) uses more subexpressions than its corresponding matching regex pattern (${tok.text})`,
+      tok,
+    );
   }
   return re;
 }
@@ -48,7 +59,11 @@ function splitMatch(args: Token[], restLen: number): { type: MatchType; name: To
   if (args.length === restLen + 1) return { type: 'exact', name: args[0]!, rest: args.slice(1) };
   if (args.length !== restLen + 2) throw new RuleError(`wrong number of arguments (${args.length})`);
   const type = args[0]!.text.toLowerCase();
-  if (!MATCH_TYPES.has(type)) throw new RuleError(`supports only exact, prefix, suffix, substring, and regex name matching, received: ${args[0]!.text}`, args[0]);
+  if (!MATCH_TYPES.has(type))
+    throw new RuleError(
+      `supports only exact, prefix, suffix, substring, and regex name matching, received: ${args[0]!.text}`,
+      args[0],
+    );
   return { type: type as MatchType, name: args[1]!, rest: args.slice(2) };
 }
 
@@ -58,7 +73,11 @@ function nameRule(stop: boolean, args: Token[]): Rule {
   let rest = args;
   if (args.length >= 3) {
     const t = args[0]!.text.toLowerCase();
-    if (!MATCH_TYPES.has(t)) throw new RuleError(`name rule supports only exact, prefix, suffix, substring, and regex name matching, received: ${args[0]!.text}`, args[0]);
+    if (!MATCH_TYPES.has(t))
+      throw new RuleError(
+        `name rule supports only exact, prefix, suffix, substring, and regex name matching, received: ${args[0]!.text}`,
+        args[0],
+      );
     type = t as MatchType;
     rest = args.slice(1);
   }
@@ -74,7 +93,7 @@ function nameRule(stop: boolean, args: Token[]): Rule {
   const match = matchOf(type, fromTok);
   const answers: AnswerOption[] = [];
   const opts = rest.slice(2);
-  for (let i = 0; i < opts.length; ) {
+  for (let i = 0; i < opts.length;) {
     // `answer` may be left out after the first option (CoreDNS's chained response rewrites).
     if (opts[i]!.text.toLowerCase() === 'answer') i++;
     else if (answers.length === 0) throw new RuleError(`unexpected "${opts[i]!.text}" (expected "answer")`, opts[i]);
@@ -88,7 +107,11 @@ function nameRule(stop: boolean, args: Token[]): Rule {
       if (!f || !t) throw new RuleError(`answer ${kind} needs FROM and TO`, opts[i]);
       answers.push({ kind, pattern: regex(f, t.text, 'answer '), replacement: normalizeName(t.text) });
       i += 3;
-    } else throw new RuleError(`invalid answer rule "${opts[i]?.text ?? ''}" (auto, name FROM TO or value FROM TO)`, opts[i] ?? opts[i - 1]);
+    } else
+      throw new RuleError(
+        `invalid answer rule "${opts[i]?.text ?? ''}" (auto, name FROM TO or value FROM TO)`,
+        opts[i] ?? opts[i - 1],
+      );
   }
   return new NameRule(stop, match, to, answers);
 }
@@ -126,19 +149,23 @@ function edns0Rule(stop: boolean, args: Token[]): Rule {
   }
   const kind = args[0]!.text.toLowerCase();
   const action = args[1]!.text.toLowerCase();
-  if (action !== 'set' && action !== 'replace' && action !== 'append' && action !== 'unset') throw new RuleError(`invalid action: "${args[1]!.text}"`, args[1]);
+  if (action !== 'set' && action !== 'replace' && action !== 'append' && action !== 'unset')
+    throw new RuleError(`invalid action: "${args[1]!.text}"`, args[1]);
   const a = action as Edns0Action;
   switch (kind) {
     case 'local': {
-      if (a === 'unset' ? args.length !== 3 : args.length !== 4) throw new RuleError(`EDNS0 local rules require exactly ${a === 'unset' ? 'two' : 'three'} args`);
+      if (a === 'unset' ? args.length !== 3 : args.length !== 4)
+        throw new RuleError(`EDNS0 local rules require exactly ${a === 'unset' ? 'two' : 'three'} args`);
       const codeTok = args[2]!;
       const code = Number(codeTok.text);
-      if (!/^(0x[0-9a-f]+|\d+)$/i.test(codeTok.text) || code > 0xffff) throw new RuleError(`invalid EDNS0 local code "${codeTok.text}"`, codeTok);
+      if (!/^(0x[0-9a-f]+|\d+)$/i.test(codeTok.text) || code > 0xffff)
+        throw new RuleError(`invalid EDNS0 local code "${codeTok.text}"`, codeTok);
       const dataTok = args[3];
       if (dataTok === undefined) return new Edns0LocalRule(stop, a, code, Buffer.alloc(0), null, revert);
       const d = dataTok.text;
       if (d.startsWith('{') && d.endsWith('}')) {
-        if (!EDNS0_VARIABLES.has(d) && !isMetadataLabel(d.slice(1, -1))) throw new RuleError(`unsupported variable name "${d}"`, dataTok);
+        if (!EDNS0_VARIABLES.has(d) && !isMetadataLabel(d.slice(1, -1)))
+          throw new RuleError(`unsupported variable name "${d}"`, dataTok);
         return new Edns0LocalRule(stop, a, code, null, d, revert);
       }
       let data: Buffer;
@@ -152,12 +179,15 @@ function edns0Rule(stop: boolean, args: Token[]): Rule {
       if (args.length !== 2) throw new RuleError('EDNS0 NSID rules do not accept args');
       return new Edns0NsidRule(stop, a, revert);
     case 'subnet': {
-      if (a === 'unset' ? args.length !== 2 : args.length !== 4) throw new RuleError('EDNS0 subnet rules require exactly three args');
+      if (a === 'unset' ? args.length !== 2 : args.length !== 4)
+        throw new RuleError('EDNS0 subnet rules require exactly three args');
       if (a === 'unset') return new Edns0SubnetRule(stop, a, 0, 0, revert);
       const v4 = Number(args[2]!.text);
       const v6 = Number(args[3]!.text);
-      if (!/^\d+$/.test(args[2]!.text) || v4 > 32) throw new RuleError(`invalid IPv4 bit mask length ${args[2]!.text}`, args[2]);
-      if (!/^\d+$/.test(args[3]!.text) || v6 > 128) throw new RuleError(`invalid IPv6 bit mask length ${args[3]!.text}`, args[3]);
+      if (!/^\d+$/.test(args[2]!.text) || v4 > 32)
+        throw new RuleError(`invalid IPv4 bit mask length ${args[2]!.text}`, args[2]);
+      if (!/^\d+$/.test(args[3]!.text) || v6 > 128)
+        throw new RuleError(`invalid IPv6 bit mask length ${args[3]!.text}`, args[3]);
       return new Edns0SubnetRule(stop, a, v4, v6, revert);
     }
     default:
@@ -205,7 +235,11 @@ export function newRule(args: Token[]): Rule {
     case 'rcode': {
       if (rest.length < 3) throw new RuleError(`too few (${rest.length}) arguments for a rcode rule`);
       const { type, name, rest: r } = splitMatch(rest, 2);
-      return new ResponseOnlyRule(stop, matchOf(type, name), new RcodeResponseRule(rcodeOf(r[0]!, 'matching'), rcodeOf(r[1]!, 'replacement')));
+      return new ResponseOnlyRule(
+        stop,
+        matchOf(type, name),
+        new RcodeResponseRule(rcodeOf(r[0]!, 'matching'), rcodeOf(r[1]!, 'replacement')),
+      );
     }
     case 'cname': {
       if (rest.length < 2) throw new RuleError(`too few (${rest.length}) arguments for a cname rule`);
@@ -226,7 +260,8 @@ function ruleArgs(d: Directive): Token[] {
     for (const p of d.block ?? []) {
       args.push({ text: p.name, file: p.file, line: p.line, quoted: false }, ...p.args);
     }
-  } else if (d.block && d.block.length) throw directiveError(d.block[0]!, 'rewrite: a block follows only `rewrite [continue|stop]`');
+  } else if (d.block && d.block.length)
+    throw directiveError(d.block[0]!, 'rewrite: a block follows only `rewrite [continue|stop]`');
   return args;
 }
 

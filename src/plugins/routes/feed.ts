@@ -153,7 +153,17 @@ export class RouteFeed {
   snapshot(namespaces: ReadonlySet<string> | null): string {
     const routes: Route[] = [];
     for (const r of this.routes.values()) if (namespaces === null || namespaces.has(r.namespace)) routes.push(r);
-    routes.sort((a, b) => (a.namespace === b.namespace ? (a.name < b.name ? -1 : a.name > b.name ? 1 : 0) : a.namespace < b.namespace ? -1 : 1));
+    routes.sort((a, b) =>
+      a.namespace === b.namespace
+        ? a.name < b.name
+          ? -1
+          : a.name > b.name
+            ? 1
+            : 0
+        : a.namespace < b.namespace
+          ? -1
+          : 1,
+    );
     return `${JSON.stringify({ type: 'SNAPSHOT', resourceVersion: this.version, routes })}\n`;
   }
 

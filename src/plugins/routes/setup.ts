@@ -122,7 +122,8 @@ export function parseRoutes(d: Directive, corefile: string): RoutesConfig {
         } catch {
           url = null;
         }
-        if (url === null || (url.protocol !== 'http:' && url.protocol !== 'https:')) throw err(u!, `endpoint: "${u!.text}" is not an http(s) URL`);
+        if (url === null || (url.protocol !== 'http:' && url.protocol !== 'https:'))
+          throw err(u!, `endpoint: "${u!.text}" is not an http(s) URL`);
         setSource(p, { kind: 'endpoint', url: u!.text, tls: null });
         break;
       }
@@ -139,7 +140,11 @@ export function parseRoutes(d: Directive, corefile: string): RoutesConfig {
     }
   }
   if (token === null) throw err(d, 'a token or tokenfile is required (the stream is never served without one)');
-  if (zoneAt !== null && sourceAt !== null) throw err(zoneAt, `zone chooses a kubernetes plugin to follow; it cannot be used with ${(sourceAt as Directive).name}`);
+  if (zoneAt !== null && sourceAt !== null)
+    throw err(
+      zoneAt,
+      `zone chooses a kubernetes plugin to follow; it cannot be used with ${(sourceAt as Directive).name}`,
+    );
   return { ...cfg, token };
 }
 
@@ -169,7 +174,9 @@ function ownSource(source: SourceConfig, log: Logger): KubeSource {
       log.warn(line);
     }
   };
-  return relayed() ? new RelayedSource(spec, `routes ${source.kind}`) : sourceFromSpec(spec, { endpointPodNames: false, warn }, log);
+  return relayed()
+    ? new RelayedSource(spec, `routes ${source.kind}`)
+    : sourceFromSpec(spec, { endpointPodNames: false, warn }, log);
 }
 
 export const setup: PluginSetup = (ds, ctx): PluginInstance => {
@@ -200,7 +207,12 @@ export const setup: PluginSetup = (ds, ctx): PluginInstance => {
       if (k8s !== undefined) {
         feed.attach(k8s.index);
       } else {
-        if (cfg.zone !== null) throw new CorefileError(d.file, d.line, `routes: no kubernetes plugin in this configuration serves zone ${cfg.zone}`);
+        if (cfg.zone !== null)
+          throw new CorefileError(
+            d.file,
+            d.line,
+            `routes: no kubernetes plugin in this configuration serves zone ${cfg.zone}`,
+          );
         const index = new ClusterIndex();
         feed.attach(index);
         source = ownSource(cfg.source ?? { kind: 'in-cluster' }, ctx.logger);

@@ -94,7 +94,9 @@ export class RouteStream {
       return;
     }
     if (!this.authorized(req)) {
-      fail(res, 401, 'a valid "Authorization: Bearer TOKEN" header is required', { 'www-authenticate': 'Bearer realm="clusterdns routes"' });
+      fail(res, 401, 'a valid "Authorization: Bearer TOKEN" header is required', {
+        'www-authenticate': 'Bearer realm="clusterdns routes"',
+      });
       return;
     }
     const url = new URL(req.url ?? '/', 'http://routes');
@@ -126,7 +128,11 @@ export class RouteStream {
       fail(res, 503, `more than ${MAX_SUBSCRIBERS} streams open`, { 'retry-after': '10' });
       return;
     }
-    res.writeHead(200, { 'content-type': 'application/x-ndjson', 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
+    res.writeHead(200, {
+      'content-type': 'application/x-ndjson',
+      'cache-control': 'no-store',
+      'x-content-type-options': 'nosniff',
+    });
     res.flushHeaders();
     res.socket?.setNoDelay(true);
     const sub = new Subscriber(this.feed, res, namespaces);

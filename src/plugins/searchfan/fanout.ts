@@ -33,8 +33,7 @@ export type Outcome =
 
 export type FanResult =
   /** `reply` is the upstream's answer for `names[index]`, ID not yet the client's. */
-  | { kind: 'answer'; reply: Buffer; index: number }
-  | { kind: 'servfail'; error: string };
+  { kind: 'answer'; reply: Buffer; index: number } | { kind: 'servfail'; error: string };
 
 /** Counts a resolution reports as it goes. */
 export interface FanCounters {

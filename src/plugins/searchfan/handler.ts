@@ -97,7 +97,8 @@ export class SearchFan implements Handler {
       this.counters.failures++;
       return Response.rcode(Rcode.SERVFAIL, NAME, s.error);
     }
-    if (s.answer.questionEnd !== req.questionEnd) return Response.rcode(Rcode.SERVFAIL, NAME, 'searchfan: question changed');
+    if (s.answer.questionEnd !== req.questionEnd)
+      return Response.rcode(Rcode.SERVFAIL, NAME, 'searchfan: question changed');
     return Response.wire(writeAnswer(req, s, clock.ms), NAME);
   }
 

@@ -44,12 +44,42 @@ function perServer(pick: (c: SearchFanCounters) => number): () => Sample[] {
   return () => [...byServer].map(([server, c]) => ({ labels: { server }, value: pick(c) }));
 }
 
-defineCollected('coredns_searchfan_requests_total', 'Queries the searchfan plugin answered.', 'counter', perServer((c) => c.requests));
-defineCollected('coredns_searchfan_cache_hits_total', 'Queries answered from the searchfan cache.', 'counter', perServer((c) => c.cacheHits));
-defineCollected('coredns_searchfan_coalesced_total', 'Cache misses that joined an identical lookup already in flight.', 'counter', perServer((c) => c.coalesced));
-defineCollected('coredns_searchfan_cancelled_total', 'Upstream queries cancelled once the answer was known.', 'counter', perServer((c) => c.cancelled));
-defineCollected('coredns_searchfan_failures_total', 'Queries answered SERVFAIL because no candidate name could be resolved.', 'counter', perServer((c) => c.failures));
-defineCollected('coredns_searchfan_max_concurrent_rejects_total', 'Queries refused because max_concurrent lookups were in flight.', 'counter', perServer((c) => c.refused));
+defineCollected(
+  'coredns_searchfan_requests_total',
+  'Queries the searchfan plugin answered.',
+  'counter',
+  perServer((c) => c.requests),
+);
+defineCollected(
+  'coredns_searchfan_cache_hits_total',
+  'Queries answered from the searchfan cache.',
+  'counter',
+  perServer((c) => c.cacheHits),
+);
+defineCollected(
+  'coredns_searchfan_coalesced_total',
+  'Cache misses that joined an identical lookup already in flight.',
+  'counter',
+  perServer((c) => c.coalesced),
+);
+defineCollected(
+  'coredns_searchfan_cancelled_total',
+  'Upstream queries cancelled once the answer was known.',
+  'counter',
+  perServer((c) => c.cancelled),
+);
+defineCollected(
+  'coredns_searchfan_failures_total',
+  'Queries answered SERVFAIL because no candidate name could be resolved.',
+  'counter',
+  perServer((c) => c.failures),
+);
+defineCollected(
+  'coredns_searchfan_max_concurrent_rejects_total',
+  'Queries refused because max_concurrent lookups were in flight.',
+  'counter',
+  perServer((c) => c.refused),
+);
 defineCollected('coredns_searchfan_upstream_requests_total', 'Queries sent to each upstream.', 'counter', () => {
   const out: Sample[] = [];
   for (const [server, c] of byServer) for (const [to, n] of c.sentTo) out.push({ labels: { server, to }, value: n });

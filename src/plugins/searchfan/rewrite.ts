@@ -4,7 +4,14 @@
 // renames every answer record instead, which puts a CNAME and an A record on one owner.
 
 import { QType } from '../../dns/constants.js';
-import { decodeMessage, encodeMessage, type Message, type ResourceRecord, type SoaData, type TargetData } from '../../dns/message.js';
+import {
+  decodeMessage,
+  encodeMessage,
+  type Message,
+  type ResourceRecord,
+  type SoaData,
+  type TargetData,
+} from '../../dns/message.js';
 import { skipName } from '../../dns/name.js';
 import type { PreparedReply } from '../cache/reply.js';
 
@@ -26,7 +33,8 @@ export interface PreparedAnswer extends PreparedReply {
 function renamed(rr: ResourceRecord, from: string, to: string): ResourceRecord {
   let out = rr;
   if (rr.name.toLowerCase() === from) out = { ...out, name: to };
-  if (rr.type === QType.CNAME && (rr.data as TargetData).target.toLowerCase() === from) out = { ...out, data: { target: to } };
+  if (rr.type === QType.CNAME && (rr.data as TargetData).target.toLowerCase() === from)
+    out = { ...out, data: { target: to } };
   return out;
 }
 
@@ -61,7 +69,13 @@ function cacheSecondsOf(m: Message): number {
  * The upstream `reply` for `expanded`, rewritten for `original` (letter case as asked),
  * encoded once and walked for its TTL offsets. Throws DecodeError/EncodeError on garbage.
  */
-export function prepareAnswer(reply: Buffer, expanded: string, original: string, qtype: number, qclass: number): PreparedAnswer {
+export function prepareAnswer(
+  reply: Buffer,
+  expanded: string,
+  original: string,
+  qtype: number,
+  qclass: number,
+): PreparedAnswer {
   const up = decodeMessage(reply);
   const from = expanded.toLowerCase();
   const m: Message = {

@@ -47,7 +47,8 @@ function err(at: Directive | Token, what: string): Error {
 }
 
 function portArg(text: string, tok: Token): number {
-  if (!/^\d{1,5}$/.test(text) || Number(text) < 1 || Number(text) > 65535) throw err(tok, `invalid port '${text}' in '${tok.text}'`);
+  if (!/^\d{1,5}$/.test(text) || Number(text) < 1 || Number(text) > 65535)
+    throw err(tok, `invalid port '${text}' in '${tok.text}'`);
   return Number(text);
 }
 
@@ -55,7 +56,8 @@ function portArg(text: string, tok: Token): number {
 function addressTo(tok: Token): UpstreamTarget | null {
   let text = tok.text;
   if (text.toLowerCase().startsWith('dns://')) text = text.slice(6);
-  else if (/^[a-z][a-z0-9+.-]*:\/\//i.test(text)) throw err(tok, `'${tok.text}': only plain DNS upstreams (dns://) are supported`);
+  else if (/^[a-z][a-z0-9+.-]*:\/\//i.test(text))
+    throw err(tok, `'${tok.text}': only plain DNS upstreams (dns://) are supported`);
   let host = text;
   let port = 53;
   const br = /^\[([^\]]+)\](?::(.*))?$/.exec(text);
@@ -145,7 +147,8 @@ export function parseSearchFan(d: Directive, corefile: string): SearchFanConfig 
         break;
       case 'timeout':
         cfg.timeoutMs = durationArg(p.args[0], p, 'searchfan: timeout');
-        if (cfg.timeoutMs <= 0 || cfg.timeoutMs > 60_000) throw err(p.args[0]!, 'timeout must be more than 0 and at most 1m');
+        if (cfg.timeoutMs <= 0 || cfg.timeoutMs > 60_000)
+          throw err(p.args[0]!, 'timeout must be more than 0 and at most 1m');
         break;
       case 'max_concurrent':
         cfg.maxConcurrent = intArg(p.args[0], p, 'searchfan: max_concurrent', 1, 1_000_000);

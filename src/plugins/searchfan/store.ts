@@ -40,7 +40,15 @@ export class StoredAnswer {
       const ttl = ttls[i]! - age;
       body.writeUInt32BE(ttl < 1 ? 1 : ttl, offs[i]!);
     }
-    this.aged = { body, an: a.an, ns: a.ns, ar: a.ar, flags: a.flags, ttlOffsets: a.ttlOffsets, questionEnd: a.questionEnd };
+    this.aged = {
+      body,
+      an: a.an,
+      ns: a.ns,
+      ar: a.ar,
+      flags: a.flags,
+      ttlOffsets: a.ttlOffsets,
+      questionEnd: a.questionEnd,
+    };
     this.age = age;
     return this.aged;
   }

@@ -126,7 +126,9 @@ function tokenize(body: string, name: string): Tok[] {
       i = j + 1;
       continue;
     }
-    const num = /^[-+]?(0[xX][0-9a-fA-F_]+|0[oO]?[0-7_]+|0[bB][01_]+|\d[\d_]*(\.\d+)?([eE][-+]?\d+)?)/.exec(body.slice(i));
+    const num = /^[-+]?(0[xX][0-9a-fA-F_]+|0[oO]?[0-7_]+|0[bB][01_]+|\d[\d_]*(\.\d+)?([eE][-+]?\d+)?)/.exec(
+      body.slice(i),
+    );
     if (num && (c !== '-' && c !== '+' ? true : /\d/.test(body[i + 1] ?? ''))) {
       const s = num[0].replace(/_/g, '');
       const neg = s.startsWith('-');
@@ -168,7 +170,22 @@ function tokenize(body: string, name: string): Tok[] {
 
 // ------------------------------------------------------------------ parsing
 
-const BUILTINS = new Set(['and', 'or', 'not', 'len', 'index', 'print', 'printf', 'println', 'eq', 'ne', 'lt', 'le', 'gt', 'ge']);
+const BUILTINS = new Set([
+  'and',
+  'or',
+  'not',
+  'len',
+  'index',
+  'print',
+  'printf',
+  'println',
+  'eq',
+  'ne',
+  'lt',
+  'le',
+  'gt',
+  'ge',
+]);
 
 class PipeParser {
   private i = 0;
@@ -268,7 +285,9 @@ export class GoTemplate {
     const names = new Set(funcs.keys());
     // A stack of open blocks: the list nodes go to, and the if/with node being filled.
     const root: Node[] = [];
-    const stack: Array<{ list: Node[]; node: Extract<Node, { kind: 'if' | 'with' }> | null; chained: number }> = [{ list: root, node: null, chained: 0 }];
+    const stack: Array<{ list: Node[]; node: Extract<Node, { kind: 'if' | 'with' }> | null; chained: number }> = [
+      { list: root, node: null, chained: 0 },
+    ];
     const pipe = (body: string) => new PipeParser(tokenize(body, name), name, names).parseAll();
     for (const a of actions) {
       const top = stack[stack.length - 1]!;
@@ -281,17 +300,24 @@ export class GoTemplate {
       const word = /^[a-z]+/.exec(body)?.[0] ?? '';
       const rest = body.slice(word.length);
       if (word === 'if' || word === 'with') {
-        const node = { kind: word, pipe: pipe(rest), then: [] as Node[], else: null } as Extract<Node, { kind: 'if' | 'with' }>;
+        const node = { kind: word, pipe: pipe(rest), then: [] as Node[], else: null } as Extract<
+          Node,
+          { kind: 'if' | 'with' }
+        >;
         top.list.push(node);
         stack.push({ list: node.then, node, chained: 0 });
       } else if (word === 'else') {
-        if (top.node === null || top.node.else !== null) throw new TemplateError(`template: ${name}: unexpected {{else}}`);
+        if (top.node === null || top.node.else !== null)
+          throw new TemplateError(`template: ${name}: unexpected {{else}}`);
         const r = rest.trim();
         top.node.else = [];
         if (r.startsWith('if ') || r.startsWith('with ')) {
           // {{else if X}} is an if inside the else that closes with the same {{end}}.
           const w = r.startsWith('if ') ? 'if' : 'with';
-          const inner = { kind: w, pipe: pipe(r.slice(w.length)), then: [] as Node[], else: null } as Extract<Node, { kind: 'if' | 'with' }>;
+          const inner = { kind: w, pipe: pipe(r.slice(w.length)), then: [] as Node[], else: null } as Extract<
+            Node,
+            { kind: 'if' | 'with' }
+          >;
           top.node.else.push(inner);
           stack.pop();
           stack.push({ list: inner.then, node: inner, chained: top.chained + 1 });
@@ -302,7 +328,14 @@ export class GoTemplate {
       } else if (word === 'end') {
         if (rest.trim() !== '' || top.node === null) throw new TemplateError(`template: ${name}: unexpected {{end}}`);
         stack.pop();
-      } else if (word === 'range' || word === 'template' || word === 'define' || word === 'block' || word === 'break' || word === 'continue') {
+      } else if (
+        word === 'range' ||
+        word === 'template' ||
+        word === 'define' ||
+        word === 'block' ||
+        word === 'break' ||
+        word === 'continue'
+      ) {
         throw new TemplateError(`template: ${name}: {{${word}}} is not supported by clusterdns's template plugin`);
       } else {
         top.list.push({ kind: 'action', pipe: pipe(body) });
@@ -391,7 +424,8 @@ export class GoTemplate {
     if (first.kind === 'field') {
       const f = this.field(first, dot, root);
       if (typeof f === 'function') return f(...args());
-      if (cmd.length > 1 || extra.length) throw this.err(`can't give argument to non-function ${'.' + first.path.join('.')}`);
+      if (cmd.length > 1 || extra.length)
+        throw this.err(`can't give argument to non-function ${'.' + first.path.join('.')}`);
       return f;
     }
     if (cmd.length > 1 || extra.length) throw this.err(`can't give argument to non-function`);
@@ -423,7 +457,8 @@ export class GoTemplate {
       const key = o.path[i]!;
       if (typeof v === 'function' && i > 0) v = v();
       if (v === null || v === undefined) throw this.err(`nil pointer evaluating .${o.path.slice(0, i + 1).join('.')}`);
-      if (typeof v !== 'object' || Array.isArray(v)) throw this.err(`can't evaluate field ${key} in type ${typeName(v)}`);
+      if (typeof v !== 'object' || Array.isArray(v))
+        throw this.err(`can't evaluate field ${key} in type ${typeName(v)}`);
       if (!Object.prototype.hasOwnProperty.call(v, key)) {
         // A map gives "no value" for a missing key; a struct has no such field (an error).
         if ((v as { [MAP]?: boolean })[MAP]) return undefined;
@@ -472,11 +507,13 @@ export class GoTemplate {
         let v = args[0];
         for (const k of args.slice(1)) {
           if (Array.isArray(v)) {
-            if (typeof k !== 'number' || !Number.isInteger(k)) throw this.err(`cannot index slice/array with type ${typeName(k)}`);
+            if (typeof k !== 'number' || !Number.isInteger(k))
+              throw this.err(`cannot index slice/array with type ${typeName(k)}`);
             if (k < 0 || k >= v.length) throw this.err(`error calling index: index out of range: ${k}`);
             v = v[k];
           } else if (typeof v === 'string') {
-            if (typeof k !== 'number' || k < 0 || k >= v.length) throw this.err(`error calling index: index out of range: ${String(k)}`);
+            if (typeof k !== 'number' || k < 0 || k >= v.length)
+              throw this.err(`error calling index: index out of range: ${String(k)}`);
             v = v.charCodeAt(k);
           } else if (v && typeof v === 'object') {
             v = Object.prototype.hasOwnProperty.call(v, String(k)) ? (v as ValueObject)[String(k)] : '';
@@ -562,7 +599,12 @@ export function format(v: Value): string {
   if (typeof v === 'function') return '<func>';
   if (Object.prototype.hasOwnProperty.call(v, 'toString')) return String(v);
   const s = String(v);
-  return s === '[object Object]' ? `map[${Object.keys(v).sort().map((k) => `${k}:${format(v[k])}`).join(' ')}]` : s;
+  return s === '[object Object]'
+    ? `map[${Object.keys(v)
+        .sort()
+        .map((k) => `${k}:${format(v[k])}`)
+        .join(' ')}]`
+    : s;
 }
 
 /** fmt.Sprint: spaces between operands when neither is a string. */
@@ -578,50 +620,54 @@ function goSprint(args: Value[]): string {
 /** fmt.Sprintf for the verbs templates use: %s %v %d %x %X %o %b %c %q %f and %%, with flags and width. */
 export function sprintf(fmt: string, args: Value[]): string {
   let ai = 0;
-  return fmt.replace(/%([-+# 0]*)(\d*)(?:\.(\d+))?([a-zA-Z%])/g, (all, flags: string, width: string, prec: string | undefined, verb: string) => {
-    if (verb === '%') return '%';
-    if (ai >= args.length) return `%!${verb}(MISSING)`;
-    const a = args[ai++];
-    let s: string;
-    const int = typeof a === 'number' && Number.isInteger(a);
-    switch (verb) {
-      case 'd':
-        s = int ? String(a) : `%!d(${typeName(a)}=${format(a)})`;
-        break;
-      case 'x':
-      case 'X':
-        s = int ? (a as number).toString(16) : Buffer.from(format(a), 'latin1').toString('hex');
-        if (verb === 'X') s = s.toUpperCase();
-        break;
-      case 'o':
-        s = int ? (a as number).toString(8) : `%!o(${format(a)})`;
-        break;
-      case 'b':
-        s = int ? (a as number).toString(2) : `%!b(${format(a)})`;
-        break;
-      case 'c':
-        s = int ? String.fromCharCode(a as number) : `%!c(${format(a)})`;
-        break;
-      case 'q':
-        s = JSON.stringify(format(a));
-        break;
-      case 'f':
-        s = typeof a === 'number' ? a.toFixed(prec === undefined ? 6 : Number(prec)) : `%!f(${format(a)})`;
-        break;
-      case 's':
-      case 'v':
-        s = format(a);
-        if (prec !== undefined && verb === 's') s = s.slice(0, Number(prec));
-        break;
-      default:
-        return `%!${verb}(${format(a)})`;
-    }
-    const w = Number(width || 0);
-    if (s.length < w) {
-      if (flags.includes('-')) s = s.padEnd(w);
-      else if (flags.includes('0') && verb !== 's' && verb !== 'q' && verb !== 'v') s = s.startsWith('-') ? '-' + s.slice(1).padStart(w - 1, '0') : s.padStart(w, '0');
-      else s = s.padStart(w);
-    }
-    return s;
-  });
+  return fmt.replace(
+    /%([-+# 0]*)(\d*)(?:\.(\d+))?([a-zA-Z%])/g,
+    (all, flags: string, width: string, prec: string | undefined, verb: string) => {
+      if (verb === '%') return '%';
+      if (ai >= args.length) return `%!${verb}(MISSING)`;
+      const a = args[ai++];
+      let s: string;
+      const int = typeof a === 'number' && Number.isInteger(a);
+      switch (verb) {
+        case 'd':
+          s = int ? String(a) : `%!d(${typeName(a)}=${format(a)})`;
+          break;
+        case 'x':
+        case 'X':
+          s = int ? (a as number).toString(16) : Buffer.from(format(a), 'latin1').toString('hex');
+          if (verb === 'X') s = s.toUpperCase();
+          break;
+        case 'o':
+          s = int ? (a as number).toString(8) : `%!o(${format(a)})`;
+          break;
+        case 'b':
+          s = int ? (a as number).toString(2) : `%!b(${format(a)})`;
+          break;
+        case 'c':
+          s = int ? String.fromCharCode(a as number) : `%!c(${format(a)})`;
+          break;
+        case 'q':
+          s = JSON.stringify(format(a));
+          break;
+        case 'f':
+          s = typeof a === 'number' ? a.toFixed(prec === undefined ? 6 : Number(prec)) : `%!f(${format(a)})`;
+          break;
+        case 's':
+        case 'v':
+          s = format(a);
+          if (prec !== undefined && verb === 's') s = s.slice(0, Number(prec));
+          break;
+        default:
+          return `%!${verb}(${format(a)})`;
+      }
+      const w = Number(width || 0);
+      if (s.length < w) {
+        if (flags.includes('-')) s = s.padEnd(w);
+        else if (flags.includes('0') && verb !== 's' && verb !== 'q' && verb !== 'v')
+          s = s.startsWith('-') ? '-' + s.slice(1).padStart(w - 1, '0') : s.padStart(w, '0');
+        else s = s.padStart(w);
+      }
+      return s;
+    },
+  );
 }

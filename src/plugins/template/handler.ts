@@ -70,7 +70,10 @@ function withText(o: ValueObject, text: string): ValueObject {
 
 /** miekg/dns's Question.String(): `;name.\tIN\t A`. */
 function questionView(req: Request): ValueObject {
-  return withText({ Name: req.qname, Qtype: req.qtype, Qclass: req.qclass }, `;${req.qname}\t${classToString(req.qclass)}\t ${typeToString(req.qtype)}`);
+  return withText(
+    { Name: req.qname, Qtype: req.qtype, Qclass: req.qclass },
+    `;${req.qname}\t${classToString(req.qclass)}\t ${typeToString(req.qtype)}`,
+  );
 }
 
 /** What `.Message` shows: the query's header and question, as miekg/dns prints a message. */
@@ -133,7 +136,14 @@ export class TemplateHandler implements Handler {
     return next(req);
   }
 
-  private answer(req: Request, t: Template, zone: string, regex: RegExp, m: RegExpExecArray, cacheOn: boolean): HandlerResult {
+  private answer(
+    req: Request,
+    t: Template,
+    zone: string,
+    regex: RegExp,
+    m: RegExpExecArray,
+    cacheOn: boolean,
+  ): HandlerResult {
     const cls = classToString(req.qclass);
     const type = typeToString(req.qtype);
     const metricKey = labelKey(this.server, zone, '', cls, type);
@@ -177,7 +187,13 @@ export class TemplateHandler implements Handler {
           throw e;
         }
         out.push(rr);
-        if (section === 'answer' && t.upstream && (req.qtype === QType.A || req.qtype === QType.AAAA) && rr.type === QType.CNAME) cnames.push(rr);
+        if (
+          section === 'answer' &&
+          t.upstream &&
+          (req.qtype === QType.A || req.qtype === QType.AAAA) &&
+          rr.type === QType.CNAME
+        )
+          cnames.push(rr);
       }
     }
     if (t.ede !== null) addEde(msg, req, t.ede);
@@ -236,6 +252,11 @@ function addEde(msg: Message, req: Request, ede: { code: number; text: string })
   const data = Buffer.alloc(2 + Buffer.byteLength(ede.text));
   data.writeUInt16BE(ede.code, 0);
   data.write(ede.text, 2);
-  msg.edns = { udpSize: req.edns ? Math.max(512, req.edns.udpSize) : 4096, version: 0, do: req.do, zflags: 0, options: [{ code: EDE, data }] };
+  msg.edns = {
+    udpSize: req.edns ? Math.max(512, req.edns.udpSize) : 4096,
+    version: 0,
+    do: req.do,
+    zflags: 0,
+    options: [{ code: EDE, data }],
+  };
 }
-

@@ -24,6 +24,12 @@ function samples(c: PlainCounter, names: readonly string[]) {
   });
 }
 
-defineCollected('coredns_template_matches_total', 'Counter of template regex matches.', 'counter', () => samples(templateMatches, MATCH_LABELS));
-defineCollected('coredns_template_template_failures_total', 'Counter of go template failures.', 'counter', () => samples(templateFailures, FAILURE_LABELS));
-defineCollected('coredns_template_rr_failures_total', 'Counter of mis-templated RRs.', 'counter', () => samples(rrFailures, FAILURE_LABELS));
+defineCollected('coredns_template_matches_total', 'Counter of template regex matches.', 'counter', () =>
+  samples(templateMatches, MATCH_LABELS),
+);
+defineCollected('coredns_template_template_failures_total', 'Counter of go template failures.', 'counter', () =>
+  samples(templateFailures, FAILURE_LABELS),
+);
+defineCollected('coredns_template_rr_failures_total', 'Counter of mis-templated RRs.', 'counter', () =>
+  samples(rrFailures, FAILURE_LABELS),
+);

@@ -23,7 +23,8 @@ const CLASSES: ReadonlyMap<string, number> = new Map([
 
 /** CoreDNS registers strconv.ParseUint as parseInt: (s, base, bitSize) → unsigned, or an error. */
 function parseUint(s: Value, base: Value, bits: Value): Value {
-  if (typeof s !== 'string' || typeof base !== 'number' || typeof bits !== 'number') throw new TemplateError('error calling parseInt: wrong argument types (string, int, int)');
+  if (typeof s !== 'string' || typeof base !== 'number' || typeof bits !== 'number')
+    throw new TemplateError('error calling parseInt: wrong argument types (string, int, int)');
   let text = s.replace(/_/g, '');
   let b = base;
   if (b === 0) {
@@ -37,17 +38,23 @@ function parseUint(s: Value, base: Value, bits: Value): Value {
   let v = 0n;
   for (const c of text.toLowerCase()) v = v * BigInt(b) + BigInt(digits.indexOf(c));
   const size = bits === 0 ? 64 : bits;
-  if (v >= 1n << BigInt(size)) throw new TemplateError(`error calling parseInt: strconv.ParseUint: parsing ${JSON.stringify(s)}: value out of range`);
+  if (v >= 1n << BigInt(size))
+    throw new TemplateError(
+      `error calling parseInt: strconv.ParseUint: parsing ${JSON.stringify(s)}: value out of range`,
+    );
   return Number(v);
 }
 
-const FUNCS: ReadonlyMap<string, (...a: Value[]) => Value> = new Map([['parseInt', parseUint as (...a: Value[]) => Value]]);
+const FUNCS: ReadonlyMap<string, (...a: Value[]) => Value> = new Map([
+  ['parseInt', parseUint as (...a: Value[]) => Value],
+]);
 
 function compile(tok: Token, section: string): GoTemplate {
   try {
     return GoTemplate.parse(section, tok.text, FUNCS);
   } catch (e) {
-    if (e instanceof TemplateError) throw directiveError(tok, `template: could not compile template: ${tok.text}, ${e.message}`);
+    if (e instanceof TemplateError)
+      throw directiveError(tok, `template: could not compile template: ${tok.text}, ${e.message}`);
     throw e;
   }
 }
@@ -108,7 +115,13 @@ export const setup: PluginSetup = (ds, ctx) => {
         }
         case 'ederror': {
           const code = intArg(p.args[0], p, 'template: ederror', 0, 0xffff);
-          t.ede = { code, text: p.args.slice(1).map((a) => a.text).join(' ') };
+          t.ede = {
+            code,
+            text: p.args
+              .slice(1)
+              .map((a) => a.text)
+              .join(' '),
+          };
           break;
         }
         case 'fallthrough':
@@ -126,5 +139,8 @@ export const setup: PluginSetup = (ds, ctx) => {
     templates.push(t);
     for (const z of t.zones) if (!allZones.includes(z)) allZones.push(z);
   }
-  return { name: 'template', handler: new TemplateHandler(allZones, templates, ctx.block.serverLabel, (req) => ctx.resolve(req)) };
+  return {
+    name: 'template',
+    handler: new TemplateHandler(allZones, templates, ctx.block.serverLabel, (req) => ctx.resolve(req)),
+  };
 };

@@ -36,7 +36,7 @@ function sameAddress(a: string, b: string): boolean {
 
 /** Serial arithmetic (RFC 1982): true when `a` is the same as or newer than `b`. */
 function serialAtLeast(a: number, b: number): boolean {
-  return a === b || ((a - b) >>> 0) < 0x80000000;
+  return a === b || (a - b) >>> 0 < 0x80000000;
 }
 
 export class TransferHandler implements Handler {
@@ -56,7 +56,8 @@ export class TransferHandler implements Handler {
     if (rule === undefined) return next(req);
     const src = this.source(req.name);
     if (src === undefined) return next(req);
-    if (!rule.to.some((t) => t.any || sameAddress(req.client.remoteAddress, t.host))) return Response.rcode(Rcode.REFUSED, this.name, 'transfer not allowed');
+    if (!rule.to.some((t) => t.any || sameAddress(req.client.remoteAddress, t.host)))
+      return Response.rcode(Rcode.REFUSED, this.name, 'transfer not allowed');
     const records = src.transferRecords(req.name);
     if (records === null || records.length === 0) return Response.rcode(Rcode.SERVFAIL, this.name, 'zone not loaded');
     const soa = records[0]!;
@@ -64,13 +65,14 @@ export class TransferHandler implements Handler {
     if (req.qtype === QType.IXFR) {
       // RFC 1995 section 2 and 4: a client as new as we are, or asking over UDP, gets our SOA alone.
       const theirs = ixfrSerial(req);
-      if (req.client.proto === 'udp' || (theirs !== null && serialAtLeast(theirs, serial))) return Response.message(this.header(req, [soa], true), this.name);
+      if (req.client.proto === 'udp' || (theirs !== null && serialAtLeast(theirs, serial)))
+        return Response.message(this.header(req, [soa], true), this.name);
     } else if (req.client.proto === 'udp') {
       return Response.rcode(Rcode.REFUSED, this.name, 'AXFR over UDP');
     }
     const all = [...records, soa];
     const out: Buffer[] = [];
-    for (let i = 0; i < all.length; ) {
+    for (let i = 0; i < all.length;) {
       let n = Math.min(RECORDS_PER_MESSAGE, all.length - i);
       let wire = encodeMessage(this.header(req, all.slice(i, i + n), i === 0));
       while (wire.length > MAX_MESSAGE && n > 1) {
@@ -80,7 +82,9 @@ export class TransferHandler implements Handler {
       out.push(wire);
       i += n;
     }
-    this.log.info(`Outgoing transfer of ${all.length} records of zone "${req.name}" to ${req.client.remoteAddress} for ${serial} SOA serial`);
+    this.log.info(
+      `Outgoing transfer of ${all.length} records of zone "${req.name}" to ${req.client.remoteAddress} for ${serial} SOA serial`,
+    );
     const r = Response.wire(out[0]!, this.name);
     r.more = out.slice(1);
     return r;

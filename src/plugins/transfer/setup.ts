@@ -19,7 +19,8 @@ function target(t: Token): TransferTarget {
     port = Number(p);
   }
   const ip = canonicalIP(host);
-  if (ip === null || !Number.isInteger(port) || port < 1 || port > 65535) throw directiveError(t, `transfer: to: "${t.text}" is not an IP address with an optional port, nor *`);
+  if (ip === null || !Number.isInteger(port) || port < 1 || port > 65535)
+    throw directiveError(t, `transfer: to: "${t.text}" is not an IP address with an optional port, nor *`);
   return { any: false, host: ip, port };
 }
 

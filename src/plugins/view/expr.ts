@@ -305,10 +305,11 @@ class Parser {
         }
         this.expect(')');
         const name = t.text;
-        return (env) => env.call(
-          name,
-          args.map((a) => a(env)),
-        );
+        return (env) =>
+          env.call(
+            name,
+            args.map((a) => a(env)),
+          );
       }
       default:
         throw new ExprError('unexpected end of expression', t.at);

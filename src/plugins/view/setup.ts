@@ -11,10 +11,29 @@ import { cidrContains, clientBytes, parseCidr, type Cidr } from '../acl/cidr.js'
 import { compileExpr, ExprError, type ExprEnv, type Value } from './expr.js';
 
 const FUNCTIONS: ReadonlySet<string> = new Set([
-  'bufsize', 'class', 'client_ip', 'do', 'id', 'name', 'opcode', 'port', 'proto', 'server_ip', 'server_port', 'size', 'type', 'incidr', 'metadata',
+  'bufsize',
+  'class',
+  'client_ip',
+  'do',
+  'id',
+  'name',
+  'opcode',
+  'port',
+  'proto',
+  'server_ip',
+  'server_port',
+  'size',
+  'type',
+  'incidr',
+  'metadata',
 ]);
 
-const bracketed = (ip: string) => (ip.includes(':') && !(ip.startsWith('::ffff:') && ip.includes('.')) ? `[${ip}]` : ip.startsWith('::ffff:') && ip.includes('.') ? ip.slice(7) : ip);
+const bracketed = (ip: string) =>
+  ip.includes(':') && !(ip.startsWith('::ffff:') && ip.includes('.'))
+    ? `[${ip}]`
+    : ip.startsWith('::ffff:') && ip.includes('.')
+      ? ip.slice(7)
+      : ip;
 
 /** CIDRs written in expressions, parsed once each. */
 const cidrs = new Map<string, Cidr | null>();

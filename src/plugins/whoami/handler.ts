@@ -13,7 +13,13 @@ export class WhoamiHandler implements Handler {
     let ip = c.remoteAddress;
     if (ip.startsWith('::ffff:') && ip.indexOf('.') > 0) ip = ip.slice(7);
     const v6 = ip.indexOf(':') >= 0;
-    m.additionals.push({ name: req.qname, type: v6 ? QType.AAAA : QType.A, class: QClass.IN, ttl: 0, data: { address: ip } });
+    m.additionals.push({
+      name: req.qname,
+      type: v6 ? QType.AAAA : QType.A,
+      class: QClass.IN,
+      ttl: 0,
+      data: { address: ip },
+    });
     m.additionals.push({
       name: `_${c.proto}.${req.qname === '.' ? '' : req.qname}`,
       type: QType.SRV,
