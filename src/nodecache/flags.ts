@@ -2,7 +2,7 @@
 // `-name=value`, `--name`, booleans only as `-name` or `-name=false`), validated up front.
 
 import { isIP } from 'node:net';
-import { parseDurationMs } from '../plugins/args.js';
+import { parseDurationMs } from '../corefile/args.js';
 
 export class NodeCacheFlagError extends Error {
   readonly code = 'NODECACHE_ERR_FLAG';

@@ -1,7 +1,7 @@
 import { directiveError } from '../../corefile/errors.js';
 import { typeFromString } from '../../dns/constants.js';
 import type { PluginSetup } from '../plugin.js';
-import { zoneArgs } from '../args.js';
+import { zoneArgs } from '../../corefile/args.js';
 import { AclHandler, type Action, type Rule } from './handler.js';
 import { parseCidr, type Cidr } from './cidr.js';
 

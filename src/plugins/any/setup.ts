@@ -3,7 +3,7 @@
 import { QClass, QType } from '../../dns/constants.js';
 import { Response, type Handler, type HandlerResult, type Next, type Request } from '../../server/request.js';
 import type { PluginSetup } from '../plugin.js';
-import { noArgs, noBlock, once } from '../args.js';
+import { noArgs, noBlock, once } from '../../corefile/args.js';
 
 /** HINFO RDATA: two character-strings, "ANY obsoleted" and "See RFC 8482". */
 const HINFO_RDATA = (() => {

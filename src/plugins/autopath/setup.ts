@@ -10,7 +10,7 @@ import { CorefileError, directiveError } from '../../corefile/errors.js';
 import type { Directive } from '../../corefile/types.js';
 import { canonicalZone } from '../../dns/name.js';
 import { parseResolvConf } from '../../diagnose/resolvconf.js';
-import { once, unknownProperty } from '../args.js';
+import { once, unknownProperty } from '../../corefile/args.js';
 import { isKubernetesInstance } from '../kubernetes/instance.js';
 import type { PluginSetup } from '../plugin.js';
 import { AutoPath } from './handler.js';

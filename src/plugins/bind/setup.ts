@@ -2,7 +2,7 @@ import { networkInterfaces } from 'node:os';
 import { directiveError } from '../../corefile/errors.js';
 import { canonicalIP } from '../../dns/ip.js';
 import type { PluginSetup } from '../plugin.js';
-import { unknownProperty } from '../args.js';
+import { unknownProperty } from '../../corefile/args.js';
 
 /** `bind ADDRESS|INTERFACE... { except ADDRESS... }`: listen only on these addresses. */
 export const setup: PluginSetup = (ds, ctx) => {

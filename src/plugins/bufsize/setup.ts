@@ -1,5 +1,5 @@
 import type { PluginSetup } from '../plugin.js';
-import { intArg, noBlock, once } from '../args.js';
+import { intArg, noBlock, once } from '../../corefile/args.js';
 import { directiveError } from '../../corefile/errors.js';
 import { BufsizeHandler, DEFAULT_BUFSIZE } from './handler.js';
 

@@ -6,7 +6,7 @@ import { directiveError } from '../../corefile/errors.js';
 import type { Directive, Token } from '../../corefile/types.js';
 import { canonicalZone } from '../../dns/name.js';
 import type { PluginSetup } from '../plugin.js';
-import { durationArg, once, unknownProperty } from '../args.js';
+import { durationArg, once, unknownProperty } from '../../corefile/args.js';
 import { CacheHandler, type CacheOptions, type TtlLimits } from './handler.js';
 
 /** CoreDNS's defaults (plugin/cache/cache.go, plugin/pkg/dnsutil/ttl.go). */

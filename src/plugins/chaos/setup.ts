@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import type { PluginSetup } from '../plugin.js';
-import { noBlock, once } from '../args.js';
+import { noBlock, once } from '../../corefile/args.js';
 import { VERSION } from '../../version.js';
 import { ChaosHandler } from './handler.js';
 

@@ -2,7 +2,7 @@
 
 import { setDebug } from '../../log.js';
 import type { PluginSetup } from '../plugin.js';
-import { noArgs, noBlock, once } from '../args.js';
+import { noArgs, noBlock, once } from '../../corefile/args.js';
 
 /** Running instances: a reload starts the new configuration before it stops the old one. */
 let active = 0;

@@ -2,7 +2,7 @@ import { directiveError } from '../../corefile/errors.js';
 import type { Token } from '../../corefile/types.js';
 import { parseIPv6 } from '../../dns/ip.js';
 import type { PluginSetup } from '../plugin.js';
-import { once } from '../args.js';
+import { once } from '../../corefile/args.js';
 import { Dns64Handler, type Dns64Options } from './handler.js';
 
 const LENGTHS = new Set([32, 40, 48, 56, 64, 96]);

@@ -1,6 +1,6 @@
 import { directiveError } from '../../corefile/errors.js';
 import type { PluginSetup } from '../plugin.js';
-import { durationArg, noArgs, once, unknownProperty } from '../args.js';
+import { durationArg, noArgs, once, unknownProperty } from '../../corefile/args.js';
 import { ErrorsHandler, type ConsolidateRule } from './handler.js';
 
 export const setup: PluginSetup = (ds, ctx) => {

@@ -1,7 +1,7 @@
 import { directiveError } from '../../corefile/errors.js';
 import { canonicalZone } from '../../dns/name.js';
 import type { PluginSetup } from '../plugin.js';
-import { once, zoneArgs } from '../args.js';
+import { once, zoneArgs } from '../../corefile/args.js';
 import { Fallthrough } from '../fallthrough.js';
 import { EtcdHandler, type EtcdPluginOptions } from './handler.js';
 

@@ -3,7 +3,7 @@ import { directiveError } from '../../corefile/errors.js';
 import { CorefileError } from '../../corefile/errors.js';
 import { canonicalZone, isSubdomain } from '../../dns/name.js';
 import type { PluginSetup } from '../plugin.js';
-import { durationArg, zoneArgs } from '../args.js';
+import { durationArg, zoneArgs } from '../../corefile/args.js';
 import { Fallthrough } from '../fallthrough.js';
 import { FileHandler, loadZones, type FileOptions } from './handler.js';
 import { ZoneFileError } from './zonefile.js';

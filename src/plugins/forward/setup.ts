@@ -10,7 +10,7 @@ import { rcodeFromString, Rcode } from '../../dns/constants.js';
 import { canonicalIP } from '../../dns/ip.js';
 import { canonicalZone, nameToLabels } from '../../dns/name.js';
 import { cidrToReverseZones } from '../../dns/reverse.js';
-import { durationArg, intArg, noArgs, unknownProperty } from '../args.js';
+import { durationArg, intArg, noArgs, unknownProperty } from '../../corefile/args.js';
 import type { PluginInstance, PluginSetup } from '../plugin.js';
 import { Forward, type ForwardOptions } from './handler.js';
 import { makePolicy, type PolicyName } from './policy.js';

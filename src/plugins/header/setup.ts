@@ -5,7 +5,7 @@ import type { Directive } from '../../corefile/types.js';
 import type { Message } from '../../dns/message.js';
 import type { Handler, HandlerResult, Next, Request, Response } from '../../server/request.js';
 import type { PluginSetup } from '../plugin.js';
-import { once } from '../args.js';
+import { once } from '../../corefile/args.js';
 
 type Flag = 'aa' | 'ra' | 'rd' | 'cd' | 'ad';
 interface Rule {

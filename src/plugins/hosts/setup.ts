@@ -5,7 +5,7 @@ import { directiveError } from '../../corefile/errors.js';
 import { canonicalIP } from '../../dns/ip.js';
 import { canonicalZone } from '../../dns/name.js';
 import type { PluginSetup } from '../plugin.js';
-import { durationArg, intArg, once } from '../args.js';
+import { durationArg, intArg, once } from '../../corefile/args.js';
 import { HostsHandler, type HostsOptions } from './handler.js';
 import type { ParsedLine } from './hostsfile.js';
 

@@ -10,7 +10,7 @@ import { canonicalIP } from '../../dns/ip.js';
 import { canonicalZone } from '../../dns/name.js';
 import { cidrToReverseZones, isReverseZone } from '../../dns/reverse.js';
 import type { Logger } from '../../log.js';
-import { durationArg, intArg, once, unknownProperty } from '../args.js';
+import { durationArg, intArg, once, unknownProperty } from '../../corefile/args.js';
 import type { PluginSetup, SetupContext, PluginInstance } from '../plugin.js';
 import type { ClusterIndex, IndexListener } from './clusterindex.js';
 import { feedFor, type FeedHold } from './feed.js';

@@ -1,6 +1,6 @@
 import { directiveError } from '../../corefile/errors.js';
 import type { PluginSetup } from '../plugin.js';
-import { noBlock, once } from '../args.js';
+import { noBlock, once } from '../../corefile/args.js';
 import { LoadBalanceHandler } from './handler.js';
 
 export const setup: PluginSetup = (ds) => {

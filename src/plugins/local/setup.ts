@@ -1,5 +1,5 @@
 import type { PluginSetup } from '../plugin.js';
-import { noArgs, noBlock, once } from '../args.js';
+import { noArgs, noBlock, once } from '../../corefile/args.js';
 import { LocalHandler } from './handler.js';
 
 export const setup: PluginSetup = (ds, ctx) => {

@@ -2,7 +2,7 @@ import { logger } from '../../log.js';
 import { directiveError } from '../../corefile/errors.js';
 import { canonicalZone } from '../../dns/name.js';
 import type { PluginSetup } from '../plugin.js';
-import { unknownProperty } from '../args.js';
+import { unknownProperty } from '../../corefile/args.js';
 import { COMBINED_FORMAT, COMMON_FORMAT, LogHandler, type LogRule } from './handler.js';
 import type { ResponseClass } from '../responseclass.js';
 

@@ -1,5 +1,5 @@
 import { logger } from '../../log.js';
-import { noArgs, noBlock, once } from '../args.js';
+import { noArgs, noBlock, once } from '../../corefile/args.js';
 import type { PluginSetup } from '../plugin.js';
 import { fatalExit, LoopHandler } from './handler.js';
 

@@ -1,6 +1,6 @@
 import { canonicalZone } from '../../dns/name.js';
 import type { PluginSetup } from '../plugin.js';
-import { noBlock, once } from '../args.js';
+import { noBlock, once } from '../../corefile/args.js';
 import { MetadataHandler } from './handler.js';
 
 export const setup: PluginSetup = (ds, ctx) => {

@@ -3,7 +3,7 @@
 import { QType, Rcode } from '../../dns/constants.js';
 import type { Handler, HandlerResult, Next, Request, Response } from '../../server/request.js';
 import type { PluginSetup } from '../plugin.js';
-import { noArgs, noBlock, once } from '../args.js';
+import { noArgs, noBlock, once } from '../../corefile/args.js';
 
 export class MinimalHandler implements Handler {
   readonly name = 'minimal';

@@ -10,7 +10,7 @@ import {
   type Response,
 } from '../../server/request.js';
 import type { PluginSetup } from '../plugin.js';
-import { noBlock, once } from '../args.js';
+import { noBlock, once } from '../../corefile/args.js';
 
 const NSID = 3;
 

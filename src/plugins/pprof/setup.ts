@@ -6,7 +6,7 @@ import { Session } from 'node:inspector';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { directiveError } from '../../corefile/errors.js';
 import type { PluginSetup } from '../plugin.js';
-import { intArg, once, unknownProperty } from '../args.js';
+import { intArg, once, unknownProperty } from '../../corefile/args.js';
 
 /** Longest CPU profile one request may ask for (pprof's own limit is the client's timeout). */
 const MAX_SECONDS = 300;

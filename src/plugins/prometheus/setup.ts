@@ -1,6 +1,6 @@
 import { directiveError } from '../../corefile/errors.js';
 import type { PluginSetup } from '../plugin.js';
-import { noBlock, once } from '../args.js';
+import { noBlock, once } from '../../corefile/args.js';
 import { serverStats } from '../../server/stats.js';
 import { exportedMetricsText } from '../../metrics/cluster.js';
 import { registry } from '../../metrics/registry.js';

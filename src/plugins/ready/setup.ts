@@ -1,6 +1,6 @@
 import { directiveError } from '../../corefile/errors.js';
 import type { PluginSetup } from '../plugin.js';
-import { once, unknownProperty } from '../args.js';
+import { once, unknownProperty } from '../../corefile/args.js';
 
 /**
  * `ready [ADDRESS] { monitor until-ready|continuously }`: GET /ready is 200 OK once every

@@ -4,7 +4,7 @@ import { readFile } from 'node:fs/promises';
 import { directiveError } from '../../corefile/errors.js';
 import type { PluginSetup } from '../plugin.js';
 import { leadProcess } from '../../log.js';
-import { durationArg, noBlock, once } from '../args.js';
+import { durationArg, noBlock, once } from '../../corefile/args.js';
 
 /**
  * `reload [INTERVAL [JITTER]]` (defaults 30s and 15s): checks the Corefile and its imports

@@ -10,7 +10,7 @@ import { CorefileError, directiveError } from '../../corefile/errors.js';
 import type { Directive, Token } from '../../corefile/types.js';
 import { canonicalZone } from '../../dns/name.js';
 import type { Logger } from '../../log.js';
-import { durationArg, intArg, once, unknownProperty } from '../args.js';
+import { durationArg, intArg, once, unknownProperty } from '../../corefile/args.js';
 import { ClusterIndex } from '../kubernetes/clusterindex.js';
 import type { KubeSource } from '../kubernetes/events.js';
 import { MANIFEST_POLL_MS, type SourceConfig } from '../kubernetes/options.js';

@@ -10,7 +10,7 @@ import type { Directive, Token } from '../../corefile/types.js';
 import { canonicalIP } from '../../dns/ip.js';
 import { canonicalZone, nameToLabels } from '../../dns/name.js';
 import { MAX_NDOTS, parseResolvConf, type ResolvConf } from '../../diagnose/resolvconf.js';
-import { durationArg, intArg, once, unknownProperty } from '../args.js';
+import { durationArg, intArg, once, unknownProperty } from '../../corefile/args.js';
 import type { PluginSetup } from '../plugin.js';
 import { SearchFan } from './handler.js';
 import { joinHostPort } from '../forward/exchange.js';

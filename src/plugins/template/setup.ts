@@ -9,7 +9,7 @@ import { QClass, rcodeFromString, typeFromString } from '../../dns/constants.js'
 import { canonicalZone } from '../../dns/name.js';
 import { Fallthrough } from '../fallthrough.js';
 import type { PluginSetup } from '../plugin.js';
-import { intArg, unknownProperty } from '../args.js';
+import { intArg, unknownProperty } from '../../corefile/args.js';
 import { GoTemplate, TemplateError, type Value } from './gotemplate.js';
 import { TemplateHandler, type Template } from './handler.js';
 

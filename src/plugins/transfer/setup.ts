@@ -2,7 +2,7 @@ import { directiveError } from '../../corefile/errors.js';
 import type { Token } from '../../corefile/types.js';
 import { canonicalIP } from '../../dns/ip.js';
 import type { PluginSetup } from '../plugin.js';
-import { zoneArgs } from '../args.js';
+import { zoneArgs } from '../../corefile/args.js';
 import { TransferHandler, type TransferRule, type TransferTarget } from './handler.js';
 
 function target(t: Token): TransferTarget {

@@ -6,7 +6,7 @@ import { directiveError } from '../../corefile/errors.js';
 import { classToString, typeToString } from '../../dns/constants.js';
 import type { Request } from '../../server/request.js';
 import type { PluginSetup } from '../plugin.js';
-import { once } from '../args.js';
+import { once } from '../../corefile/args.js';
 import { cidrContains, clientBytes, parseCidr, type Cidr } from '../acl/cidr.js';
 import { compileExpr, ExprError, type ExprEnv, type Value } from './expr.js';
 

@@ -1,8 +1,8 @@
 // Helpers for plugins' setup code: durations, numbers, once-only directives, all reporting
 // errors as `FILE:LINE - Error during parsing: ...`.
 
-import { directiveError } from '../corefile/errors.js';
-import type { Directive, Token } from '../corefile/types.js';
+import { directiveError } from './errors.js';
+import type { Directive, Token } from './types.js';
 import { canonicalZone } from '../dns/name.js';
 import { cidrToReverseZones } from '../dns/reverse.js';
 
