@@ -8,12 +8,12 @@ import { Rcode } from '../../dns/constants.js';
 import { isSubdomain } from '../../dns/name.js';
 import { bareReply } from '../../server/reply.js';
 import { Response, type Handler, type HandlerResult, type Next, type Request } from '../../server/request.js';
-import { frameFor, type Outstanding, type UpstreamProto } from './exchange.js';
+import { frameFor, type Outstanding, type UpstreamProto } from '../../upstream/exchange.js';
 import { forwardTotals } from './metrics.js';
-import type { Policy } from './policy.js';
+import type { Policy } from '../../upstream/policy.js';
 import type { Upstream } from './upstream.js';
 import type { UpstreamHealth } from '../../status/sources.js';
-import { answerCount, emptyTruncated, FLAG_TC, headerRcode, randomBelow, recordsFit } from './wire.js';
+import { answerCount, emptyTruncated, FLAG_TC, headerRcode, randomBelow, recordsFit } from '../../upstream/wire.js';
 
 /** CoreDNS's overall deadline for one query. */
 export const QUERY_DEADLINE_MS = 5000;

@@ -13,7 +13,7 @@ import { cidrToReverseZones } from '../../dns/reverse.js';
 import { durationArg, intArg, noArgs, unknownProperty } from '../../corefile/args.js';
 import type { PluginInstance, PluginSetup } from '../plugin.js';
 import { Forward, type ForwardOptions } from './handler.js';
-import { makePolicy, type PolicyName } from './policy.js';
+import { makePolicy, type PolicyName } from '../../upstream/policy.js';
 import { parseResolvConf } from './resolvconf.js';
 import { Upstream, type HealthCheckSettings, type UpstreamAddress } from './upstream.js';
 

@@ -6,10 +6,10 @@
 import type tls from 'node:tls';
 import { emptyMessage, encodeMessage } from '../../dns/message.js';
 import { QClass, QType } from '../../dns/constants.js';
-import { frameFor, joinHostPort, type Outstanding, type UpstreamProto } from './exchange.js';
+import { frameFor, joinHostPort, type Outstanding, type UpstreamProto } from '../../upstream/exchange.js';
 import { upstreamStats, type UpstreamStats } from './metrics.js';
-import { StreamConn, StreamPool } from './stream.js';
-import { UdpChannel, UdpPool } from './udp.js';
+import { StreamConn, StreamPool } from '../../upstream/stream.js';
+import { UdpChannel, UdpPool } from '../../upstream/udp.js';
 
 /** Where and how to reach an upstream, as parsed from a TO. */
 export interface UpstreamAddress {

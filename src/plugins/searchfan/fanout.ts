@@ -8,10 +8,10 @@
 
 import { emptyMessage, encodeMessage } from '../../dns/message.js';
 import { Rcode } from '../../dns/constants.js';
-import { frameFor, type Outstanding } from '../forward/exchange.js';
-import { StreamConn } from '../forward/stream.js';
-import { UdpChannel } from '../forward/udp.js';
-import { FLAG_TC, recordsFit } from '../forward/wire.js';
+import { frameFor, type Outstanding } from '../../upstream/exchange.js';
+import { StreamConn } from '../../upstream/stream.js';
+import { UdpChannel } from '../../upstream/udp.js';
+import { FLAG_TC, recordsFit } from '../../upstream/wire.js';
 import type { UpstreamTarget } from './setup.js';
 
 /** EDNS buffer size asked of upstreams (the DNS flag day's 1232). */

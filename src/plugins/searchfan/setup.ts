@@ -13,7 +13,7 @@ import { MAX_NDOTS, parseResolvConf, type ResolvConf } from '../../diagnose/reso
 import { durationArg, intArg, once, unknownProperty } from '../../corefile/args.js';
 import type { PluginSetup } from '../plugin.js';
 import { SearchFan } from './handler.js';
-import { joinHostPort } from '../forward/exchange.js';
+import { joinHostPort } from '../../upstream/exchange.js';
 
 /** KubeVPN's resolv.conf, and what a plugin without TOs reads. */
 export const DEFAULT_RESOLV_CONF = '/etc/resolv.conf';

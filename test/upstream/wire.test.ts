@@ -2,9 +2,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { QType } from '../../src/dns/constants.js';
-import { answersQuestion, emptyTruncated, randomId, recordsFit } from '../../src/plugins/forward/wire.js';
+import { answersQuestion, emptyTruncated, randomId, recordsFit } from '../../src/upstream/wire.js';
 import { buildQuery } from '../helpers/dns.js';
-import { answer } from './upstreams.js';
+import { answer } from '../forward/upstreams.js';
 
 const qEnd = (q: Buffer) => {
   let p = 12;

@@ -6,7 +6,7 @@ import net from 'node:net';
 import tls from 'node:tls';
 import { answersQuestion, randomId } from './wire.js';
 import { goErrorText, joinHostPort, type Outstanding } from './exchange.js';
-import type { UpstreamStats } from './metrics.js';
+import type { UpstreamStats } from '../plugins/forward/metrics.js';
 
 /** Queries in flight on one connection before another is opened. */
 const MAX_PIPELINE = 64;

@@ -6,7 +6,7 @@
 import dgram from 'node:dgram';
 import { answersQuestion, randomBelow, randomId } from './wire.js';
 import { goErrorText, joinHostPort, type Outstanding } from './exchange.js';
-import type { UpstreamStats } from './metrics.js';
+import type { UpstreamStats } from '../plugins/forward/metrics.js';
 
 /** Sockets per upstream; each query takes one at random. */
 const SLOTS = 4;
