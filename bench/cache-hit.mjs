@@ -13,7 +13,7 @@ import { Request, Response } from '../dist/src/server/request.js';
 import { finalizeReply } from '../dist/src/server/reply.js';
 import { CacheHandler } from '../dist/src/plugins/cache/handler.js';
 import { parseCache } from '../dist/src/plugins/cache/setup.js';
-import { clock } from '../dist/src/plugins/cache/clock.js';
+import { clock } from '../dist/src/server/clock.js';
 
 const { values } = parseArgs({ options: { n: { type: 'string', default: '2000000' } } });
 const N = Number(values.n);

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import dgram from 'node:dgram';
 import { QType, Rcode } from '../../src/dns/constants.js';
 import { decodeMessage, type Message } from '../../src/dns/message.js';
-import { advanceClock, freezeClock } from '../../src/plugins/cache/clock.js';
+import { advanceClock, freezeClock } from '../../src/server/clock.js';
 import { registry } from '../../src/metrics/registry.js';
 import { invalidateNames, invalidateSuffix } from '../../src/server/invalidation.js';
 import { buildQuery, query, sendTcp, sendUdp } from '../helpers/dns.js';

@@ -3,7 +3,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { CacheEntry, CacheStore, EntryKind, parentName } from '../../src/plugins/cache/store.js';
-import type { PreparedReply } from '../../src/plugins/cache/reply.js';
+import type { PreparedReply } from '../../src/server/prepared-reply.js';
 
 const reply: PreparedReply = {
   body: Buffer.alloc(0),

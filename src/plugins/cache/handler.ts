@@ -6,7 +6,7 @@ import { encodeMessage } from '../../dns/message.js';
 import { isSubdomain } from '../../dns/name.js';
 import { Request, Response, type Handler, type HandlerResult, type Next } from '../../server/request.js';
 import { matchZone } from '../fallthrough.js';
-import { clock, releaseClock, retainClock } from './clock.js';
+import { clock, releaseClock, retainClock } from '../../server/clock.js';
 import { selfProbeNames } from '../../server/probes.js';
 import { attachCache, type InvalidationTarget } from '../../server/invalidation.js';
 import { CacheCounters, metricLabels, trackCache, untrackCache, type CacheMetricSource } from './metrics.js';
@@ -20,7 +20,7 @@ import {
   writeReply,
   type PreparedReply,
   type ResponseFacts,
-} from './reply.js';
+} from '../../server/prepared-reply.js';
 import { CacheEntry, CacheStore, EntryKind } from './store.js';
 
 export const NAME = 'cache';

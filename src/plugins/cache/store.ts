@@ -7,7 +7,7 @@
 // walks from the oldest entry toward the newest, clearing bits, and evicts the first entry
 // whose bit is clear. Entries expired past any stale window are evicted on sight.
 
-import type { PreparedReply } from './reply.js';
+import type { PreparedReply } from '../../server/prepared-reply.js';
 
 export const enum EntryKind {
   Success = 0,

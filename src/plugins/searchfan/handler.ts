@@ -5,7 +5,7 @@
 
 import { Rcode } from '../../dns/constants.js';
 import { Response, type Handler, type HandlerResult, type Next, type Request } from '../../server/request.js';
-import { clock, releaseClock, retainClock } from '../cache/clock.js';
+import { clock, releaseClock, retainClock } from '../../server/clock.js';
 import { expand } from './candidates.js';
 import { FanOut, type FanResult } from './fanout.js';
 import { countersFor, trackEntries, untrackEntries, type SearchFanCounters } from './metrics.js';

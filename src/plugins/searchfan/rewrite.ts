@@ -13,7 +13,7 @@ import {
   type TargetData,
 } from '../../dns/message.js';
 import { skipName } from '../../dns/name.js';
-import type { PreparedReply } from '../cache/reply.js';
+import type { PreparedReply } from '../../server/prepared-reply.js';
 
 /** KubeVPN's caps: positive answers 30 min, negative ones 30 s. */
 export const MAX_POSITIVE_TTL = 1800;

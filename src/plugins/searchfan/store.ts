@@ -4,7 +4,7 @@
 // below 1, as KubeVPN serves them), then an OPT echoing the asker's.
 
 import type { Request } from '../../server/request.js';
-import { replyFlags, writeReply, type PreparedReply } from '../cache/reply.js';
+import { replyFlags, writeReply, type PreparedReply } from '../../server/prepared-reply.js';
 import type { PreparedAnswer } from './rewrite.js';
 
 /** KubeVPN's capacity. */

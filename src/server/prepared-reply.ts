@@ -3,10 +3,10 @@
 // every reply echoes the asker's own), and the offset of every TTL field is recorded so a
 // hit patches TTLs in place without decoding anything.
 
-import { QType } from '../../dns/constants.js';
-import { decodeName, skipName } from '../../dns/name.js';
-import type { Request } from '../../server/request.js';
-import { writeOptEcho } from '../../server/reply.js';
+import { QType } from '../dns/constants.js';
+import { decodeName, skipName } from '../dns/name.js';
+import type { Request } from './request.js';
+import { writeOptEcho } from './reply.js';
 
 const OPT_LEN = 11;
 export const FLAG_AA = 0x0400;
