@@ -5,7 +5,7 @@ import { defineCollected } from '../../metrics/collected.js';
 import { labelKey, PlainCounter, splitLabelKey } from '../../metrics/registry.js';
 import { matchZone } from '../fallthrough.js';
 import { Response, type Handler, type HandlerResult, type Next, type Request } from '../../server/request.js';
-import { cidrContains, clientBytes, type Cidr } from './cidr.js';
+import { cidrContains, clientBytes, type Cidr } from '../../dns/cidr.js';
 
 export type Action = 'allow' | 'block' | 'filter' | 'drop';
 

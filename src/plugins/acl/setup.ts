@@ -3,7 +3,7 @@ import { typeFromString } from '../../dns/constants.js';
 import type { PluginSetup } from '../plugin.js';
 import { zoneArgs } from '../../corefile/args.js';
 import { AclHandler, type Action, type Rule } from './handler.js';
-import { parseCidr, type Cidr } from './cidr.js';
+import { parseCidr, type Cidr } from '../../dns/cidr.js';
 
 const ACTIONS: ReadonlySet<string> = new Set(['allow', 'block', 'filter', 'drop']);
 

@@ -7,7 +7,7 @@ import { classToString, typeToString } from '../../dns/constants.js';
 import type { Request } from '../../server/request.js';
 import type { PluginSetup } from '../plugin.js';
 import { once } from '../../corefile/args.js';
-import { cidrContains, clientBytes, parseCidr, type Cidr } from '../acl/cidr.js';
+import { cidrContains, clientBytes, parseCidr, type Cidr } from '../../dns/cidr.js';
 import { compileExpr, ExprError, type ExprEnv, type Value } from './expr.js';
 
 const FUNCTIONS: ReadonlySet<string> = new Set([

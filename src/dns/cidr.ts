@@ -1,6 +1,6 @@
 // Address ranges for `net`: an IP or CIDR in either family, matched against a client address.
 
-import { parseIP } from '../../dns/ip.js';
+import { parseIP } from './ip.js';
 
 export interface Cidr {
   readonly bytes: Buffer;
