@@ -12,7 +12,7 @@ import { nameToLabels, NameError } from '../dns/name.js';
 import { inClusterConnection, kubeconfigConnection, type ApiConnection } from '../kube/connection.js';
 import { KubeClient } from '../kube/http.js';
 import { parseDurationMs } from '../corefile/args.js';
-import { planCandidates } from './candidates.js';
+import { planCandidates } from '../dns/search.js';
 import { brokenStep, checkClusterDns, listServices } from './cluster.js';
 import { candidatesJson, REPORT_VERSION, roundMs, type ClusterJson, type DiagnoseReport } from './report.js';
 import { renderText, wantColour } from './render.js';

@@ -13,7 +13,7 @@ import type {
   OpaqueData,
 } from '../dns/message.js';
 import { quotedCharacterString } from '../dns/name.js';
-import type { CandidatePhase } from './candidates.js';
+import type { CandidatePhase } from '../dns/search.js';
 import type { CheckStatus, CheckStep } from './cluster.js';
 import type { CandidateOutcome, TypeResult } from './lookup.js';
 import type { ResolvConfProblem } from './resolvconf.js';

@@ -11,7 +11,7 @@
 // the last query's.
 
 import { performance } from 'node:perf_hooks';
-import type { Candidate, CandidatePlan } from './candidates.js';
+import type { Candidate, CandidatePlan } from '../dns/search.js';
 import { lookupCandidate, type CandidateOutcome, type CandidateResult, type LookupSettings } from './lookup.js';
 
 export interface WalkStep {

@@ -4,7 +4,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { QType } from '../../src/dns/constants.js';
-import { planCandidates } from '../../src/diagnose/candidates.js';
+import { planCandidates } from '../../src/dns/search.js';
 import { lookupCandidate, tryTimeoutMs, type LookupSettings } from '../../src/diagnose/lookup.js';
 import { serverAddress, type ServerAddress } from '../../src/diagnose/transport.js';
 import { walkCandidates } from '../../src/diagnose/walk.js';

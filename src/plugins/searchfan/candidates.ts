@@ -3,7 +3,7 @@
 // as it is first. The order is glibc's, worked out by the same code `clusterdns diagnose`
 // uses to explain a pod's lookups.
 
-import { planCandidates } from '../../diagnose/candidates.js';
+import { planCandidates } from '../../dns/search.js';
 
 export interface Expansion {
   /** Fully qualified names, in the order they are preferred. */

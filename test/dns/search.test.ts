@@ -1,7 +1,7 @@
 // The names a glibc resolver tries, in its order (res_search's rules).
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { planCandidates } from '../../src/diagnose/candidates.js';
+import { planCandidates } from '../../src/dns/search.js';
 
 const POD = ['default.svc.cluster.local', 'svc.cluster.local', 'cluster.local'];
 const names = (input: string, search: string[], ndots: number, noTldQuery = false) =>

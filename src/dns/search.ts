@@ -3,7 +3,7 @@
 // is first and then the search list; fewer dots mean the search list first and the bare
 // name last. Which of them are actually sent depends on the answers (see walk.ts).
 
-import { nameToLabels, NameError } from '../dns/name.js';
+import { nameToLabels, NameError } from './name.js';
 
 export type CandidatePhase = 'as-is-first' | 'search' | 'as-is-last';
 
