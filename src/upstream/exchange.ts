@@ -4,6 +4,12 @@
 
 export type UpstreamProto = 'udp' | 'tcp' | 'tcp-tls';
 
+/** Connection reuse a pool counts, by transport (0 UDP, 1 TCP, 2 TLS): forward's coredns_proxy_conn_cache_*. */
+export interface ConnStats {
+  readonly connHits: Float64Array;
+  readonly connMisses: Float64Array;
+}
+
 export interface Outstanding {
   /** The ID on the wire for the current try, set by the transport. */
   id: number;

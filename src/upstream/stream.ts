@@ -5,8 +5,7 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import { answersQuestion, randomId } from './wire.js';
-import { goErrorText, joinHostPort, type Outstanding } from './exchange.js';
-import type { UpstreamStats } from '../plugins/forward/metrics.js';
+import { goErrorText, joinHostPort, type ConnStats, type Outstanding } from './exchange.js';
 
 /** Queries in flight on one connection before another is opened. */
 const MAX_PIPELINE = 64;
@@ -188,7 +187,7 @@ export class StreamPool implements ConnOwner {
   constructor(
     private readonly target: StreamTarget,
     private readonly opts: StreamPoolOptions,
-    private readonly stats: UpstreamStats,
+    private readonly stats: ConnStats,
   ) {
     this.proto = target.tls ? 2 : 1;
   }

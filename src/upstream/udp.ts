@@ -5,8 +5,7 @@
 
 import dgram from 'node:dgram';
 import { answersQuestion, randomBelow, randomId } from './wire.js';
-import { goErrorText, joinHostPort, type Outstanding } from './exchange.js';
-import type { UpstreamStats } from '../plugins/forward/metrics.js';
+import { goErrorText, joinHostPort, type ConnStats, type Outstanding } from './exchange.js';
 
 /** Sockets per upstream; each query takes one at random. */
 const SLOTS = 4;
@@ -152,7 +151,7 @@ export class UdpPool {
   constructor(
     private readonly host: string,
     private readonly port: number,
-    private readonly stats: UpstreamStats,
+    private readonly stats: ConnStats,
   ) {}
 
   send(o: Outstanding, timeoutMs: number): void {
