@@ -34,6 +34,32 @@ export interface Outstanding {
   onMismatch(): void;
 }
 
+/**
+ * The state every query sent upstream carries (forward's client queries and health checks,
+ * searchfan's branches): its frame and the transport's bookkeeping. Subclasses say what an
+ * answer, a failure and a mismatch mean.
+ */
+export abstract class OutstandingQuery implements Outstanding {
+  id = 0;
+  timer: NodeJS.Timeout | null = null;
+  reused = false;
+  readonly frame: Buffer;
+  readonly query: Buffer;
+
+  constructor(
+    message: Buffer,
+    readonly questionEnd: number,
+  ) {
+    const f = frameFor(message);
+    this.frame = f.frame;
+    this.query = f.query;
+  }
+
+  abstract onAnswer(reply: Buffer): void;
+  abstract onFailure(error: string, cachedClosed: boolean): void;
+  abstract onMismatch(): void;
+}
+
 /** A frame for `message`: two bytes of room for the TCP length, then the message. */
 export function frameFor(message: Buffer, from = 0, to = message.length): { frame: Buffer; query: Buffer } {
   const len = to - from;

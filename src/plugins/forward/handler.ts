@@ -8,7 +8,7 @@ import { Rcode } from '../../dns/constants.js';
 import { isSubdomain } from '../../dns/name.js';
 import { bareReply } from '../../server/reply.js';
 import { Response, type Handler, type HandlerResult, type Next, type Request } from '../../server/request.js';
-import { frameFor, type Outstanding, type UpstreamProto } from '../../upstream/exchange.js';
+import { OutstandingQuery, type UpstreamProto } from '../../upstream/exchange.js';
 import { forwardTotals } from './metrics.js';
 import type { Policy } from '../../upstream/policy.js';
 import type { Upstream } from './upstream.js';
@@ -96,13 +96,7 @@ function resumeCall(call: ForwardCall): void {
 }
 
 /** One client query on its way through the upstreams. */
-class ForwardCall implements Outstanding {
-  id = 0;
-  timer: NodeJS.Timeout | null = null;
-  reused = false;
-  readonly frame: Buffer;
-  readonly query: Buffer;
-  readonly questionEnd: number;
+class ForwardCall extends OutstandingQuery {
   readonly promise: Promise<Response>;
   private resolve!: (r: HandlerResult) => void;
   private readonly list: readonly Upstream[];
@@ -124,13 +118,10 @@ class ForwardCall implements Outstanding {
     private readonly req: Request,
     private readonly next: Next,
   ) {
-    const f = frameFor(req.raw);
-    this.frame = f.frame;
-    this.query = f.query;
-    this.questionEnd = req.questionEnd;
+    super(req.raw, req.questionEnd);
     // The upstream may send as much over UDP as the client takes, but never less than 512.
     const edns = req.edns;
-    if (edns !== null && edns.udpSize < 512) f.query.writeUInt16BE(512, edns.optOffset + 3);
+    if (edns !== null && edns.udpSize < 512) this.query.writeUInt16BE(512, edns.optOffset + 3);
     this.overTcp = this.startsOverTcp();
     this.promise = new Promise<Response>((resolve) => {
       this.resolve = resolve;

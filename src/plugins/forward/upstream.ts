@@ -6,7 +6,7 @@
 import type tls from 'node:tls';
 import { emptyMessage, encodeMessage } from '../../dns/message.js';
 import { QClass, QType } from '../../dns/constants.js';
-import { frameFor, joinHostPort, type Outstanding, type UpstreamProto } from '../../upstream/exchange.js';
+import { joinHostPort, OutstandingQuery, type Outstanding, type UpstreamProto } from '../../upstream/exchange.js';
 import { upstreamStats, type UpstreamStats } from './metrics.js';
 import { StreamConn, StreamPool } from '../../upstream/stream.js';
 import { UdpChannel, UdpPool } from '../../upstream/udp.js';
@@ -41,14 +41,7 @@ export interface TransportSettings {
 }
 
 /** A health check in flight: an Outstanding whose answer (any answer) means healthy. */
-class HealthProbe implements Outstanding {
-  id = 0;
-  timer: NodeJS.Timeout | null = null;
-  reused = false;
-  readonly frame: Buffer;
-  readonly query: Buffer;
-  readonly questionEnd: number;
-
+class HealthProbe extends OutstandingQuery {
   constructor(
     private readonly upstream: Upstream,
     settings: HealthCheckSettings,
@@ -57,10 +50,7 @@ class HealthProbe implements Outstanding {
     m.rd = settings.recursionDesired;
     m.questions.push({ name: settings.domain, type: QType.NS, class: QClass.IN });
     const wire = encodeMessage(m);
-    const f = frameFor(wire);
-    this.frame = f.frame;
-    this.query = f.query;
-    this.questionEnd = wire.length;
+    super(wire, wire.length);
   }
 
   onAnswer(): void {

@@ -8,7 +8,7 @@
 
 import { emptyMessage, encodeMessage } from '../../dns/message.js';
 import { Rcode } from '../../dns/constants.js';
-import { frameFor, type Outstanding } from '../../upstream/exchange.js';
+import { OutstandingQuery } from '../../upstream/exchange.js';
 import { StreamConn } from '../../upstream/stream.js';
 import { UdpChannel } from '../../upstream/udp.js';
 import { FLAG_TC, recordsFit } from '../../upstream/wire.js';
@@ -55,13 +55,7 @@ class Candidate {
 }
 
 /** One candidate name asked of one upstream. */
-class Branch implements Outstanding {
-  id = 0;
-  timer: NodeJS.Timeout | null = null;
-  reused = false;
-  readonly frame: Buffer;
-  readonly query: Buffer;
-  readonly questionEnd: number;
+class Branch extends OutstandingQuery {
   done = false;
   private udp: UdpChannel | null = null;
   private tcp: StreamConn | null = null;
@@ -73,10 +67,7 @@ class Branch implements Outstanding {
     wire: Buffer,
     questionEnd: number,
   ) {
-    const f = frameFor(wire);
-    this.frame = f.frame;
-    this.query = f.query;
-    this.questionEnd = questionEnd;
+    super(wire, questionEnd);
   }
 
   start(timeoutMs: number): void {
