@@ -245,7 +245,7 @@ export interface Handler {
   serveDNS(req: Request, next: Next): HandlerResult;
 }
 
-/** True for types a zone apex can be asked about without being about a name below it. */
+/** AXFR or IXFR: the question asks for a whole zone (the one check every plugin uses). */
 export function isZoneTransfer(qtype: number): boolean {
   return qtype === QType.AXFR || qtype === QType.IXFR;
 }

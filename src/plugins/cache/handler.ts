@@ -4,7 +4,14 @@
 import { QType, Rcode } from '../../dns/constants.js';
 import { encodeMessage } from '../../dns/message.js';
 import { isSubdomain } from '../../dns/name.js';
-import { Request, Response, type Handler, type HandlerResult, type Next } from '../../server/request.js';
+import {
+  isZoneTransfer,
+  Request,
+  Response,
+  type Handler,
+  type HandlerResult,
+  type Next,
+} from '../../server/request.js';
 import { matchZone } from '../fallthrough.js';
 import { clock, releaseClock, retainClock } from '../../server/clock.js';
 import { selfProbeNames } from '../../server/probes.js';
@@ -173,7 +180,7 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
   serveDNS(req: Request, next: Next): HandlerResult {
     const name = req.name;
     if (!this.allZones && matchZone(this.opts.zones, name) === undefined) return next(req);
-    if (req.opcode !== 0 || req.qtype === QType.AXFR || req.qtype === QType.IXFR) return next(req);
+    if (req.opcode !== 0 || isZoneTransfer(req.qtype)) return next(req);
     const c = this.counters;
     c.requests++;
     if (this.bypassBoth && this.disabledBoth(name)) {

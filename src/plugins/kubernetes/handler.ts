@@ -8,7 +8,14 @@ import { decodeMessage, type Message, type ResourceRecord } from '../../dns/mess
 import { isSubdomain } from '../../dns/name.js';
 import { isReverseZone, reverseNameToIp } from '../../dns/reverse.js';
 import { recordsReply, replyFlags } from '../../server/reply.js';
-import { Response, type Handler, type HandlerResult, type Next, type Request } from '../../server/request.js';
+import {
+  isZoneTransfer,
+  Response,
+  type Handler,
+  type HandlerResult,
+  type Next,
+  type Request,
+} from '../../server/request.js';
 import { Fallthrough, matchZone } from '../fallthrough.js';
 import { AnswerWriter, soaAuthority, wireLength, zoneOffset, type Prepared } from './answer.js';
 import type { ClusterChange, ClusterIndex } from './clusterindex.js';
@@ -88,7 +95,7 @@ export class KubernetesHandler implements Handler {
     if (zone === undefined) return next(req);
     const qtype = req.qtype;
     // Zone transfers belong to the transfer plugin, which clusterdns does not have: REFUSED, as CoreDNS.
-    if (qtype === QType.AXFR || qtype === QType.IXFR) return Response.rcode(Rcode.REFUSED, this.name);
+    if (isZoneTransfer(qtype)) return Response.rcode(Rcode.REFUSED, this.name);
     const w = new AnswerWriter(req.questionEnd, zone, this.o.ttl);
     const lookup = this.lookup;
     let scope: Scope = GLOBAL_SCOPE;

@@ -5,7 +5,14 @@
 import { QType, Rcode } from '../../dns/constants.js';
 import type { ResourceRecord } from '../../dns/message.js';
 import { skipName } from '../../dns/name.js';
-import type { Handler, HandlerResult, Next, Request, Response } from '../../server/request.js';
+import {
+  isZoneTransfer,
+  type Handler,
+  type HandlerResult,
+  type Next,
+  type Request,
+  type Response,
+} from '../../server/request.js';
 
 function shuffleInPlace<T>(list: T[]): void {
   for (let i = list.length - 1; i > 0; i--) {
@@ -121,7 +128,7 @@ export class LoadBalanceHandler implements Handler {
 
   private balance(req: Request, res: Response): Response {
     if (res.rcode !== Rcode.NOERROR || res.isBare) return res;
-    if (req.qtype === QType.AXFR || req.qtype === QType.IXFR) return res;
+    if (isZoneTransfer(req.qtype)) return res;
     const w = res.peekWire();
     if (w !== null && !spreads(req.qtype)) {
       // An answer to any other question holds no address or MX record to spread clients over

@@ -6,7 +6,14 @@ import { randomInt } from 'node:crypto';
 import { Opcode, QClass, QType, Rcode } from '../../dns/constants.js';
 import { decodeMessage, emptyMessage, encodeMessage, type Message, type ResourceRecord } from '../../dns/message.js';
 import { parseIP } from '../../dns/ip.js';
-import { Response, type Handler, type HandlerResult, type Next, type Request } from '../../server/request.js';
+import {
+  isZoneTransfer,
+  Response,
+  type Handler,
+  type HandlerResult,
+  type Next,
+  type Request,
+} from '../../server/request.js';
 import type { Logger } from '../../log.js';
 import type { PluginInstance, ZoneTransferSource } from '../plugin.js';
 
@@ -51,7 +58,7 @@ export class TransferHandler implements Handler {
   ) {}
 
   serveDNS(req: Request, next: Next): HandlerResult {
-    if (req.qtype !== QType.AXFR && req.qtype !== QType.IXFR) return next(req);
+    if (!isZoneTransfer(req.qtype)) return next(req);
     const rule = this.rules.find((r) => r.zones.includes(req.name));
     if (rule === undefined) return next(req);
     const src = this.source(req.name);
