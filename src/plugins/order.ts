@@ -4,7 +4,7 @@
 
 import cluster, { type Worker } from 'node:cluster';
 import type { PluginSetup } from './plugin.js';
-import { RELAY_ACK, RELAY_SUBSCRIBE, RELAY_UNSUBSCRIBE } from './kubernetes/events.js';
+import { RELAY_ACK, RELAY_SUBSCRIBE, RELAY_UNSUBSCRIBE } from '../cluster/events.js';
 
 type SetupModule = { setup: PluginSetup };
 
@@ -83,7 +83,7 @@ export const primaryServices: ReadonlyArray<() => void> = [
     let relay: Promise<(w: Worker, m: unknown) => void> | null = null;
     cluster.on('message', (w: Worker, m: { type?: unknown } | null) => {
       if (m?.type !== RELAY_SUBSCRIBE && m?.type !== RELAY_UNSUBSCRIBE && m?.type !== RELAY_ACK) return;
-      const handler = (relay ??= import('./kubernetes/relay.js').then((r) => r.serveKubeRelay()));
+      const handler = (relay ??= import('../cluster/relay.js').then((r) => r.serveKubeRelay()));
       // Messages that come while the code loads are handled in the order they came.
       void handler.then((handle) => handle(w, m));
     });

@@ -10,7 +10,7 @@ import {
   projectPod,
   projectService,
   type ProjectionOptions,
-} from '../../src/plugins/kubernetes/objects.js';
+} from '../../src/cluster/objects.js';
 import { objectKey } from '../../src/kube/types.js';
 import { pod, service, slice } from './fixtures.js';
 

@@ -6,8 +6,8 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { feedFor, feedKey } from '../../src/plugins/kubernetes/feed.js';
-import type { ClusterSink, KubeSource } from '../../src/plugins/kubernetes/events.js';
-import type { SourceSpec } from '../../src/plugins/kubernetes/relay.js';
+import type { ClusterSink, KubeSource } from '../../src/cluster/events.js';
+import type { SourceSpec } from '../../src/cluster/relay.js';
 
 function spec(file: string, labels = ''): SourceSpec {
   return {

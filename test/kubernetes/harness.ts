@@ -10,8 +10,8 @@ import { HttpServices } from '../../src/server/http.js';
 import { finalizeReply } from '../../src/server/reply.js';
 import { Request, Response, type ClientInfo, type HandlerResult } from '../../src/server/request.js';
 import type { SetupContext } from '../../src/plugins/plugin.js';
-import { ClusterIndex } from '../../src/plugins/kubernetes/clusterindex.js';
-import type { ClusterEvent } from '../../src/plugins/kubernetes/events.js';
+import { ClusterIndex } from '../../src/cluster/clusterindex.js';
+import type { ClusterEvent } from '../../src/cluster/events.js';
 import { KubernetesHandler } from '../../src/plugins/kubernetes/handler.js';
 import {
   projectEndpointSlice,
@@ -20,7 +20,7 @@ import {
   projectService,
   recordKey,
   type ProjectionOptions,
-} from '../../src/plugins/kubernetes/objects.js';
+} from '../../src/cluster/objects.js';
 import type { KubernetesOptions } from '../../src/plugins/kubernetes/options.js';
 import { parseOptions } from '../../src/plugins/kubernetes/setup.js';
 import type { Obj } from './fixtures.js';

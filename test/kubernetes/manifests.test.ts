@@ -6,9 +6,9 @@ import { mkdtempSync, rmSync, writeFileSync, mkdirSync, renameSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setLogSink, logger } from '../../src/log.js';
-import type { ClusterEvent } from '../../src/plugins/kubernetes/events.js';
-import { ManifestError, ManifestSource } from '../../src/plugins/kubernetes/manifests.js';
-import { parseLabelSelector } from '../../src/plugins/kubernetes/selector.js';
+import type { ClusterEvent } from '../../src/cluster/events.js';
+import { ManifestError, ManifestSource } from '../../src/cluster/manifests.js';
+import { parseLabelSelector } from '../../src/cluster/selector.js';
 
 function source(path: string): { src: ManifestSource; events: ClusterEvent[]; warnings: string[] } {
   const warnings: string[] = [];

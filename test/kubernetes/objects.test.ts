@@ -8,8 +8,8 @@ import {
   projectPod,
   projectService,
   type ProjectionOptions,
-} from '../../src/plugins/kubernetes/objects.js';
-import { parseLabelSelector, SelectorError } from '../../src/plugins/kubernetes/selector.js';
+} from '../../src/cluster/objects.js';
+import { parseLabelSelector, SelectorError } from '../../src/cluster/selector.js';
 import { pod, service, slice } from './fixtures.js';
 
 function withWarnings(endpointPodNames = false): { o: ProjectionOptions; warnings: string[] } {

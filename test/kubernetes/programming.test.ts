@@ -2,9 +2,9 @@
 // slice is headless_with_selector, any other cluster_ip; no trigger time or no Service, nothing.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { observeProgramming } from '../../src/plugins/kubernetes/metrics.js';
+import { observeProgramming } from '../../src/cluster/metrics.js';
 import { metricsRegistry } from '../../src/metrics/registry.js';
-import type { EndpointSliceRecord, ServiceRecord } from '../../src/plugins/kubernetes/objects.js';
+import type { EndpointSliceRecord, ServiceRecord } from '../../src/cluster/objects.js';
 
 const svc = (kind: ServiceRecord['kind'], selector: boolean): ServiceRecord => ({
   name: 's',

@@ -5,7 +5,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { QType } from '../../src/dns/constants.js';
 import type { Request } from '../../src/server/request.js';
-import type { EndpointSliceRecord, ServiceRecord } from '../../src/plugins/kubernetes/objects.js';
+import type { EndpointSliceRecord, ServiceRecord } from '../../src/cluster/objects.js';
 import { makeRequest, rig, type Rig } from './harness.js';
 
 const Z = 'cluster.local.';

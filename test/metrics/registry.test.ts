@@ -60,7 +60,7 @@ describe('the metrics registry is made on first use', () => {
 
   test('the programming-latency histogram reads as prom-client writes a Histogram', async () => {
     const out = await fresh(`
-      const { programmingDuration } = await import('${dist}plugins/kubernetes/metrics.js');
+      const { programmingDuration } = await import('${dist}cluster/metrics.js');
       const { registry } = await import('${dist}metrics/registry.js');
       programmingDuration.observe({ service_kind: 'cluster_ip' }, 0.003);
       programmingDuration.observe({ service_kind: 'cluster_ip' }, 1.5);

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { parseCorefile } from '../../src/corefile/parser.js';
 import { Rcode } from '../../src/dns/constants.js';
-import { ClusterIndex } from '../../src/plugins/kubernetes/clusterindex.js';
+import { ClusterIndex } from '../../src/cluster/clusterindex.js';
 import { KubernetesHandler } from '../../src/plugins/kubernetes/handler.js';
 import type { KubernetesInstance } from '../../src/plugins/kubernetes/instance.js';
 import type { PluginInstance } from '../../src/plugins/plugin.js';

@@ -4,7 +4,7 @@
 // [<ns>.svc.<zone>, svc.<zone>, <zone>, <this server's resolv.conf search...>, ""].
 
 import { matchZone } from '../fallthrough.js';
-import { keysOf } from '../kubernetes/clusterindex.js';
+import { keysOf } from '../../cluster/clusterindex.js';
 import type { KubernetesInstance } from '../kubernetes/instance.js';
 import type { Request } from '../../server/request.js';
 

@@ -2,7 +2,7 @@
 // read from this instance's own index, so a plugin like k8s_external needs no second watch.
 
 import type { ClusterService, ClusterView } from '../plugin.js';
-import type { ClusterIndex } from './clusterindex.js';
+import type { ClusterIndex } from '../../cluster/clusterindex.js';
 import { endpointHostname, type Lookup } from './lookup.js';
 
 const NONE: readonly string[] = [];

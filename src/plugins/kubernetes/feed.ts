@@ -9,9 +9,9 @@
 
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { ClusterIndex } from './clusterindex.js';
-import type { KubeSource } from './events.js';
-import { specKey, type SourceSpec } from './relay.js';
+import { ClusterIndex } from '../../cluster/clusterindex.js';
+import type { KubeSource } from '../../cluster/events.js';
+import { specKey, type SourceSpec } from '../../cluster/relay.js';
 
 export interface Feed {
   readonly key: string;

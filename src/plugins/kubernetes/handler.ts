@@ -18,7 +18,7 @@ import {
 } from '../../server/request.js';
 import { Fallthrough, matchZone } from '../fallthrough.js';
 import { AnswerWriter, soaAuthority, wireLength, zoneOffset, type Prepared } from './answer.js';
-import type { ClusterChange, ClusterIndex } from './clusterindex.js';
+import type { ClusterChange, ClusterIndex } from '../../cluster/clusterindex.js';
 import { Lookup, parseRequest, type Found } from './lookup.js';
 import type { KubernetesOptions } from './options.js';
 import { GLOBAL_SCOPE, PreparedAnswers } from './prepared.js';

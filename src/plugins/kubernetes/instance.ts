@@ -2,7 +2,7 @@
 // autopath reads its pod index, routes follows its Services.
 
 import type { PluginInstance } from '../plugin.js';
-import { ClusterIndex } from './clusterindex.js';
+import { ClusterIndex } from '../../cluster/clusterindex.js';
 import type { KubernetesHandler } from './handler.js';
 import type { KubernetesOptions } from './options.js';
 

@@ -5,7 +5,7 @@
 
 import { invalidateNames, invalidateSuffix } from '../../server/invalidation.js';
 import { ipToReverseName } from '../../dns/reverse.js';
-import type { ClusterChange } from './clusterindex.js';
+import type { ClusterChange } from '../../cluster/clusterindex.js';
 import { dashedIp } from './lookup.js';
 
 export function invalidateCaches(

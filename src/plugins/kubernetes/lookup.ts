@@ -4,8 +4,8 @@
 // Which records a qtype then gets is answer.ts's business.
 
 import { canonicalIP, formatIPv4, parseIPv6 } from '../../dns/ip.js';
-import { keysOf, type ClusterIndex } from './clusterindex.js';
-import type { EndpointRecord, PortRecord } from './objects.js';
+import { keysOf, type ClusterIndex } from '../../cluster/clusterindex.js';
+import type { EndpointRecord, PortRecord } from '../../cluster/objects.js';
 import type { KubernetesOptions } from './options.js';
 
 /** `[endpoint.|_port._proto.]service.namespace.(svc|pod)` after the zone is taken off. */

@@ -5,7 +5,7 @@
 import type { Metadata } from '../../server/metadata.js';
 import type { Request } from '../../server/request.js';
 import { matchZone } from '../fallthrough.js';
-import { keysOf, type ClusterIndex } from './clusterindex.js';
+import { keysOf, type ClusterIndex } from '../../cluster/clusterindex.js';
 import { parseRequest } from './lookup.js';
 import type { KubernetesOptions } from './options.js';
 

@@ -12,14 +12,14 @@ import { cidrToReverseZones, isReverseZone } from '../../dns/reverse.js';
 import type { Logger } from '../../log.js';
 import { durationArg, intArg, once, unknownProperty } from '../../corefile/args.js';
 import type { PluginSetup, SetupContext, PluginInstance } from '../plugin.js';
-import type { ClusterIndex, IndexListener } from './clusterindex.js';
+import type { ClusterIndex, IndexListener } from '../../cluster/clusterindex.js';
 import { feedFor, type FeedHold } from './feed.js';
 import { KubernetesHandler } from './handler.js';
 import type { KubernetesInstance } from './instance.js';
 import { invalidateCaches, invalidateZones } from './invalidate.js';
-import { RelayedSource, relayed, sourceFromSpec, type SourceSpec } from './relay.js';
-import { observeProgramming, trackApiState } from './metrics.js';
-import type { ProjectionOptions } from './objects.js';
+import { RelayedSource, relayed, sourceFromSpec, type SourceSpec } from '../../cluster/relay.js';
+import { observeProgramming, trackApiState } from '../../cluster/metrics.js';
+import type { ProjectionOptions } from '../../cluster/objects.js';
 import {
   DEFAULT_STARTUP_TIMEOUT_MS,
   DEFAULT_TTL,
@@ -28,7 +28,7 @@ import {
   type PodMode,
   type SourceConfig,
 } from './options.js';
-import { parseLabelSelector, SelectorError } from './selector.js';
+import { parseLabelSelector, SelectorError } from '../../cluster/selector.js';
 import type { ApiSyncSource } from '../../status/sources.js';
 import { clusterTransfer } from './transfer.js';
 import { clusterView } from './clusterview.js';

@@ -5,7 +5,7 @@
 import { QClass, QType } from '../../dns/constants.js';
 import type { RecordData, ResourceRecord } from '../../dns/message.js';
 import type { ZoneTransferSource } from '../plugin.js';
-import type { ClusterIndex } from './clusterindex.js';
+import type { ClusterIndex } from '../../cluster/clusterindex.js';
 import { endpointHostname, type Lookup } from './lookup.js';
 import type { KubernetesOptions } from './options.js';
 

@@ -5,8 +5,8 @@
 // serialised once and the same line written to every subscriber that wants it.
 
 import { randomInt } from 'node:crypto';
-import type { ClusterChange, ClusterIndex } from '../kubernetes/clusterindex.js';
-import type { ServiceRecord } from '../kubernetes/objects.js';
+import type { ClusterChange, ClusterIndex } from '../../cluster/clusterindex.js';
+import type { ServiceRecord } from '../../cluster/objects.js';
 
 export interface Route {
   name: string;

@@ -10,8 +10,8 @@
 // (an array grown by push keeps room for 16 more). compactRecord() does the same for
 // records that arrive from another process.
 
-import { canonicalIP } from '../../dns/ip.js';
-import { isRecord, stringMap } from '../../kube/types.js';
+import { canonicalIP } from '../dns/ip.js';
+import { isRecord, stringMap } from '../kube/types.js';
 
 export interface PortRecord {
   /** '' for an unnamed port. */

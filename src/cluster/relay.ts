@@ -8,8 +8,8 @@
 
 import cluster, { type Worker } from 'node:cluster';
 import { createHash } from 'node:crypto';
-import { collectAfterBurst, listBegins, listEnds } from '../../heap.js';
-import { logger, type Logger } from '../../log.js';
+import { collectAfterBurst, listBegins, listEnds } from '../heap.js';
+import { logger, type Logger } from '../log.js';
 import {
   RELAY_ACK,
   RELAY_SUBSCRIBE,
@@ -23,7 +23,7 @@ import { ManifestSource } from './manifests.js';
 import { parseLabelSelector } from './selector.js';
 import { compactRecord, type ProjectionOptions } from './objects.js';
 import { observeProgramming } from './metrics.js';
-import type { SourceConfig } from './options.js';
+import type { SourceConfig } from '../plugins/kubernetes/options.js';
 
 /** Everything that decides what a source emits; equal specs share one watcher. */
 export interface SourceSpec {

@@ -1,8 +1,8 @@
 // The kubernetes plugin's metrics. None is touched on the query path: they count API
 // requests and watch events, and read the sources' state when /metrics is scraped.
 
-import { defineCollected, histogramSamples, type Sample } from '../../metrics/collected.js';
-import { labelKey, PlainCounter, splitLabelKey, withRegistry } from '../../metrics/registry.js';
+import { defineCollected, histogramSamples, type Sample } from '../metrics/collected.js';
+import { labelKey, PlainCounter, splitLabelKey, withRegistry } from '../metrics/registry.js';
 import type { EndpointSliceRecord, ServiceRecord } from './objects.js';
 
 /** What the api_up gauge reads from each running plugin instance. */

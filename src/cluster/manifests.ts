@@ -8,9 +8,9 @@ import { readdir, readFile, stat } from 'node:fs/promises';
 import { extname, join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import type { parseAllDocuments as ParseAllDocuments } from 'yaml';
-import { contentFreeMessage } from '../../corefile/errors.js';
-import { isRecord, stringMap } from '../../kube/types.js';
-import type { Logger } from '../../log.js';
+import { contentFreeMessage } from '../corefile/errors.js';
+import { isRecord, stringMap } from '../kube/types.js';
+import type { Logger } from '../log.js';
 import type { ClusterEvent, ClusterKind, ClusterSink, KubeSource } from './events.js';
 import {
   projectEndpointSlice,
