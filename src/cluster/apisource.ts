@@ -13,7 +13,7 @@ import { ForbiddenError, Reflector } from '../kube/reflector.js';
 import type { Logger } from '../log.js';
 import { collectAfterBurst, listBegins, listEnds } from '../heap.js';
 import { objectKey } from '../kube/types.js';
-import type { ClusterKind, ClusterSink, KubeSource } from './events.js';
+import type { ClusterKind, ClusterSink, KubeSource, SourceConfig } from './events.js';
 import { countRequest } from './metrics.js';
 import {
   projectEndpointSlice,
@@ -22,7 +22,6 @@ import {
   projectService,
   type ProjectionOptions,
 } from './objects.js';
-import type { SourceConfig } from '../plugins/kubernetes/options.js';
 
 /** A KubeClient that counts requests for `coredns_kubernetes_rest_client_requests_total`. */
 class CountingKubeClient extends KubeClient {

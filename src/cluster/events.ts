@@ -5,6 +5,16 @@
 
 import type { EndpointSliceRecord, NamespaceRecord, PodRecord, ServiceRecord } from './objects.js';
 
+/** Where the cluster state comes from. */
+export type SourceConfig =
+  | { kind: 'in-cluster' }
+  | { kind: 'endpoint'; url: string; tls: { cert: string; key: string; ca: string } | null }
+  | { kind: 'kubeconfig'; file: string; context: string | undefined }
+  | { kind: 'manifests'; path: string };
+
+/** How often manifest files are checked for changes. */
+export const MANIFEST_POLL_MS = 2000;
+
 export type ClusterKind = 'Service' | 'EndpointSlice' | 'Namespace' | 'Pod';
 
 export type ClusterEvent =

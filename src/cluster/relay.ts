@@ -17,13 +17,13 @@ import {
   type ClusterEvent,
   type ClusterSink,
   type KubeSource,
+  type SourceConfig,
 } from './events.js';
 import { ApiSource } from './apisource.js';
 import { ManifestSource } from './manifests.js';
 import { parseLabelSelector } from './selector.js';
 import { compactRecord, type ProjectionOptions } from './objects.js';
 import { observeProgramming } from './metrics.js';
-import type { SourceConfig } from '../plugins/kubernetes/options.js';
 
 /** Everything that decides what a source emits; equal specs share one watcher. */
 export interface SourceSpec {

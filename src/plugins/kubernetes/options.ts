@@ -1,13 +1,8 @@
 // The kubernetes plugin's settings, as parsed from its Corefile block (setup.ts).
 
-export type PodMode = 'disabled' | 'insecure' | 'verified';
+import type { SourceConfig } from '../../cluster/events.js';
 
-/** Where the cluster state comes from. */
-export type SourceConfig =
-  | { kind: 'in-cluster' }
-  | { kind: 'endpoint'; url: string; tls: { cert: string; key: string; ca: string } | null }
-  | { kind: 'kubeconfig'; file: string; context: string | undefined }
-  | { kind: 'manifests'; path: string };
+export type PodMode = 'disabled' | 'insecure' | 'verified';
 
 export interface KubernetesOptions {
   /** Lowercase FQDNs, forward and reverse, in the order given. */
@@ -35,4 +30,3 @@ export interface KubernetesOptions {
 
 export const DEFAULT_TTL = 5;
 export const DEFAULT_STARTUP_TIMEOUT_MS = 5000;
-export const MANIFEST_POLL_MS = 2000;

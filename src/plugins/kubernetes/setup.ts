@@ -20,14 +20,8 @@ import { invalidateCaches, invalidateZones } from './invalidate.js';
 import { RelayedSource, relayed, sourceFromSpec, type SourceSpec } from '../../cluster/relay.js';
 import { observeProgramming, trackApiState } from '../../cluster/metrics.js';
 import type { ProjectionOptions } from '../../cluster/objects.js';
-import {
-  DEFAULT_STARTUP_TIMEOUT_MS,
-  DEFAULT_TTL,
-  MANIFEST_POLL_MS,
-  type KubernetesOptions,
-  type PodMode,
-  type SourceConfig,
-} from './options.js';
+import { DEFAULT_STARTUP_TIMEOUT_MS, DEFAULT_TTL, type KubernetesOptions, type PodMode } from './options.js';
+import { MANIFEST_POLL_MS, type SourceConfig } from '../../cluster/events.js';
 import { parseLabelSelector, SelectorError } from '../../cluster/selector.js';
 import type { ApiSyncSource } from '../../status/sources.js';
 import { clusterTransfer } from './transfer.js';

@@ -13,7 +13,7 @@ import type { Logger } from '../../log.js';
 import { durationArg, intArg, once, unknownProperty } from '../../corefile/args.js';
 import { ClusterIndex } from '../../cluster/clusterindex.js';
 import type { KubeSource } from '../../cluster/events.js';
-import { MANIFEST_POLL_MS, type SourceConfig } from '../kubernetes/options.js';
+import { MANIFEST_POLL_MS, type SourceConfig } from '../../cluster/events.js';
 import { relayed, RelayedSource, sourceFromSpec, type SourceSpec } from '../../cluster/relay.js';
 import { isKubernetesInstance, type KubernetesInstance } from '../kubernetes/instance.js';
 import type { PluginInstance, PluginSetup, SetupContext } from '../plugin.js';
