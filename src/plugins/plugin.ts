@@ -7,6 +7,7 @@ import type { Handler, Request, HandlerResult } from '../server/request.js';
 import type { HttpServices } from '../server/http.js';
 import type { Logger } from '../log.js';
 import type { ResourceRecord } from '../dns/message.js';
+import type { ClusterIndex } from '../cluster/clusterindex.js';
 
 /** A Service as plugins other than kubernetes see it (k8s_external), from the kubernetes plugin's own index. */
 export interface ClusterService {
@@ -22,6 +23,14 @@ export interface ClusterService {
 
 /** What the kubernetes plugin publishes on its instance for other plugins, found through the block. */
 export interface ClusterView {
+  /** The zones it serves, lowercase FQDNs (routes picks the instance serving its `zone`). */
+  readonly zones: readonly string[];
+  /** Its `pods` mode: a client's namespace is known only with 'verified' (autopath @kubernetes). */
+  readonly pods: 'disabled' | 'insecure' | 'verified';
+  /** The cluster state it answers from, for a plugin that follows every Service (routes). */
+  readonly index: ClusterIndex;
+  /** Namespace of the (first) pod with this IP, as CoreDNS's podWithIP; null when none. */
+  podNamespace(ip: string): string | null;
   /** Whether the namespace exists and is served (the `namespaces` option). */
   namespaceExposed(namespace: string): boolean;
   service(namespace: string, name: string): ClusterService | undefined;

@@ -6,7 +6,7 @@ import { parseCorefile } from '../../src/corefile/parser.js';
 import { Rcode } from '../../src/dns/constants.js';
 import { ClusterIndex } from '../../src/cluster/clusterindex.js';
 import { KubernetesHandler } from '../../src/plugins/kubernetes/handler.js';
-import type { KubernetesInstance } from '../../src/plugins/kubernetes/instance.js';
+import { clusterView } from '../../src/plugins/kubernetes/clusterview.js';
 import type { PluginInstance } from '../../src/plugins/plugin.js';
 import { RouteFeed } from '../../src/plugins/routes/feed.js';
 import { setup } from '../../src/plugins/routes/setup.js';
@@ -35,17 +35,14 @@ async function start(body: string, objects: Obj[], synced = true): Promise<Runni
   const http = new HttpServices();
   const index = new ClusterIndex();
   const options = optionsFrom('kubernetes cluster.local');
-  const k8s: KubernetesInstance = {
-    name: 'kubernetes',
-    index,
+  const handler = new KubernetesHandler(
     options,
-    handler: new KubernetesHandler(
-      options,
-      index,
-      () => Response.rcode(Rcode.SERVFAIL, ''),
-      () => [],
-    ),
-  };
+    index,
+    () => Response.rcode(Rcode.SERVFAIL, ''),
+    () => [],
+  );
+  // Routes finds the cluster through the view the instance publishes.
+  const k8s: PluginInstance = { name: 'kubernetes', handler, clusterView: clusterView(index, handler.lookup, options) };
   for (const ev of eventsFor(objects)) index.apply(ev);
   if (synced) index.apply({ op: 'synced' });
   const ctx = { ...fakeContext(), http, instances: () => [k8s], blockInstances: () => [k8s] };

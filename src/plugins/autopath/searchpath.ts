@@ -4,8 +4,7 @@
 // [<ns>.svc.<zone>, svc.<zone>, <zone>, <this server's resolv.conf search...>, ""].
 
 import { matchZone } from '../fallthrough.js';
-import { keysOf } from '../../cluster/clusterindex.js';
-import type { KubernetesInstance } from '../kubernetes/instance.js';
+import type { ClusterView } from '../plugin.js';
 import type { Request } from '../../server/request.js';
 
 export interface SearchPathSource {
@@ -31,17 +30,17 @@ export class PodSearchPath implements SearchPathSource {
   private kept = 0;
 
   constructor(
-    private readonly k8s: KubernetesInstance,
+    private readonly view: ClusterView,
     /** This server's own resolv.conf search domains (FQDNs). */
     private readonly serverSearch: readonly string[],
   ) {}
 
   pathFor(req: Request): readonly string[] | null {
-    const o = this.k8s.options;
-    if (o.pods !== 'verified') return null;
-    const zone = matchZone(o.zones, req.name);
+    const v = this.view;
+    if (v.pods !== 'verified') return null;
+    const zone = matchZone(v.zones, req.name);
     if (zone === undefined) return null;
-    const ns = this.namespaceOf(clientIp(req.client.remoteAddress));
+    const ns = v.podNamespace(clientIp(req.client.remoteAddress));
     if (ns === null) return null;
     let byNs = this.byZoneNs.get(zone);
     if (byNs === undefined) this.byZoneNs.set(zone, (byNs = new Map()));
@@ -58,16 +57,6 @@ export class PodSearchPath implements SearchPathSource {
       this.kept++;
     }
     return path;
-  }
-
-  /** Namespace of the (first) pod with this IP, as CoreDNS's podWithIP. */
-  private namespaceOf(ip: string): string | null {
-    const index = this.k8s.index;
-    for (const key of keysOf(index.podsByIp.get(ip))) {
-      const pod = index.pods.get(key);
-      if (pod !== undefined && pod.namespace !== '') return pod.namespace;
-    }
-    return null;
   }
 }
 

@@ -11,7 +11,6 @@ import type { Directive } from '../../corefile/types.js';
 import { canonicalZone } from '../../dns/name.js';
 import { parseResolvConf } from '../../diagnose/resolvconf.js';
 import { once, unknownProperty } from '../../corefile/args.js';
-import { isKubernetesInstance } from '../kubernetes/instance.js';
 import type { PluginSetup } from '../plugin.js';
 import { AutoPath } from './handler.js';
 import { PodSearchPath, StaticSearchPath } from './searchpath.js';
@@ -89,19 +88,22 @@ export const setup: PluginSetup = (ds, ctx) => {
     startup() {
       if (cfg.plugin === null) return;
       // The kubernetes instance of this block exists once every plugin is set up.
-      const k8s = ctx.blockInstances().find(isKubernetesInstance);
-      if (k8s === undefined)
+      // Found by the view it publishes on its instance, not by import.
+      const view = ctx
+        .blockInstances()
+        .find((i) => i.name === 'kubernetes' && i.clusterView !== undefined)?.clusterView;
+      if (view === undefined)
         throw new CorefileError(
           d.file,
           d.line,
           'autopath: @kubernetes needs the kubernetes plugin in the same server block',
         );
-      if (k8s.options.pods !== 'verified') {
+      if (view.pods !== 'verified') {
         ctx.logger.warn(
-          `${d.file}:${d.line}: autopath @kubernetes does nothing unless the kubernetes plugin has 'pods verified' (it has 'pods ${k8s.options.pods}')`,
+          `${d.file}:${d.line}: autopath @kubernetes does nothing unless the kubernetes plugin has 'pods verified' (it has 'pods ${view.pods}')`,
         );
       }
-      handler.source = new PodSearchPath(k8s, searchOf(cfg.serverResolvConf) ?? []);
+      handler.source = new PodSearchPath(view, searchOf(cfg.serverResolvConf) ?? []);
     },
   };
 };

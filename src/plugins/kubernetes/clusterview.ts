@@ -2,12 +2,13 @@
 // read from this instance's own index, so a plugin like k8s_external needs no second watch.
 
 import type { ClusterService, ClusterView } from '../plugin.js';
-import type { ClusterIndex } from '../../cluster/clusterindex.js';
+import { keysOf, type ClusterIndex } from '../../cluster/clusterindex.js';
 import { endpointHostname, type Lookup } from './lookup.js';
+import type { KubernetesOptions } from './options.js';
 
 const NONE: readonly string[] = [];
 
-export function clusterView(index: ClusterIndex, lookup: Lookup): ClusterView {
+export function clusterView(index: ClusterIndex, lookup: Lookup, o: KubernetesOptions): ClusterView {
   // External IP → Service key, rebuilt on the first reverse lookup after a change (external IPs are few).
   let byExternal: Map<string, string> | null = null;
   index.listen({
@@ -19,6 +20,16 @@ export function clusterView(index: ClusterIndex, lookup: Lookup): ClusterView {
     },
   });
   return {
+    zones: o.zones,
+    pods: o.pods,
+    index,
+    podNamespace(ip: string) {
+      for (const key of keysOf(index.podsByIp.get(ip))) {
+        const pod = index.pods.get(key);
+        if (pod !== undefined && pod.namespace !== '') return pod.namespace;
+      }
+      return null;
+    },
     serviceByExternalIP(ip: string) {
       if (byExternal === null) {
         byExternal = new Map();

@@ -1,5 +1,5 @@
-// A kubernetes instance as other plugins reach it through SetupContext.instances():
-// autopath reads its pod index, routes follows its Services.
+// A kubernetes instance as this plugin builds it. Other plugins never use this type: they
+// find the ClusterView it publishes (plugin.ts) through SetupContext.instances().
 
 import type { PluginInstance } from '../plugin.js';
 import { ClusterIndex } from '../../cluster/clusterindex.js';

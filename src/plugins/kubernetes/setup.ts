@@ -345,7 +345,7 @@ export function createInstance(
     index,
     options: o,
     transfer: clusterTransfer(index, o, handler.lookup),
-    clusterView: clusterView(index, handler.lookup),
+    clusterView: clusterView(index, handler.lookup, o),
     async startup() {
       // Up once synced and while connected: an instance still waiting for its first list is not up.
       untrack = trackApiState({

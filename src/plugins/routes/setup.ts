@@ -15,8 +15,7 @@ import { ClusterIndex } from '../../cluster/clusterindex.js';
 import type { KubeSource } from '../../cluster/events.js';
 import { MANIFEST_POLL_MS, type SourceConfig } from '../../cluster/events.js';
 import { relayed, RelayedSource, sourceFromSpec, type SourceSpec } from '../../cluster/relay.js';
-import { isKubernetesInstance, type KubernetesInstance } from '../kubernetes/instance.js';
-import type { PluginInstance, PluginSetup, SetupContext } from '../plugin.js';
+import type { ClusterView, PluginInstance, PluginSetup, SetupContext } from '../plugin.js';
 import { RouteFeed } from './feed.js';
 import { RouteStream } from './stream.js';
 
@@ -148,11 +147,14 @@ export function parseRoutes(d: Directive, corefile: string): RoutesConfig {
   return { ...cfg, token };
 }
 
-/** The kubernetes instance to follow: the one serving `zone`, else this block's, else the first. */
-function findKubernetes(ctx: SetupContext, zone: string | null): KubernetesInstance | undefined {
-  const all = ctx.instances().filter(isKubernetesInstance);
-  if (zone !== null) return all.find((k) => k.options.zones.includes(zone));
-  return ctx.blockInstances().find(isKubernetesInstance) ?? all[0];
+/**
+ * The cluster view (the kubernetes plugin's, published on its instance) to follow: the one
+ * serving `zone`, else this block's, else the first.
+ */
+function findClusterView(ctx: SetupContext, zone: string | null): ClusterView | undefined {
+  const all = ctx.instances().flatMap((i) => (i.clusterView === undefined ? [] : [i.clusterView]));
+  if (zone !== null) return all.find((v) => v.zones.includes(zone));
+  return ctx.blockInstances().find((i) => i.clusterView !== undefined)?.clusterView ?? all[0];
 }
 
 /** A Services-only watch of our own (relayed through the primary when running as a worker). */
@@ -203,9 +205,9 @@ export const setup: PluginSetup = (ds, ctx): PluginInstance => {
     async startup() {
       if (cfg.token.kind === 'file') token();
       feed = new RouteFeed(cfg.namespaces, cfg.history);
-      const k8s = cfg.source === null ? findKubernetes(ctx, cfg.zone) : undefined;
-      if (k8s !== undefined) {
-        feed.attach(k8s.index);
+      const view = cfg.source === null ? findClusterView(ctx, cfg.zone) : undefined;
+      if (view !== undefined) {
+        feed.attach(view.index);
       } else {
         if (cfg.zone !== null)
           throw new CorefileError(
