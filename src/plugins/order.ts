@@ -74,9 +74,9 @@ export function loadedSetup(name: string): PluginSetup {
 }
 
 /**
- * Services the primary process runs for its workers when there are several: the kubernetes
- * plugin's single shared watcher (its workers subscribe over IPC). Its code is loaded at the
- * first subscription, so a primary whose workers do not use the plugin never loads it.
+ * Services the primary process runs for its workers when there are several: the single shared
+ * cluster watch (src/cluster/relay.ts; the kubernetes and routes plugins subscribe over IPC). Its
+ * code is loaded at the first subscription, so a primary whose workers do not use it never loads it.
  */
 export const primaryServices: ReadonlyArray<() => void> = [
   () => {

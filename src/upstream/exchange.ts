@@ -1,5 +1,5 @@
 // What a transport (UDP socket, TCP or TLS connection) keeps for one query sent upstream.
-// A forwarded client query and a health check both implement it, so the transports need
+// A forwarded client query, a health check and a searchfan branch all implement it, so the transports need
 // no per-query closures: they call these methods back.
 
 export type UpstreamProto = 'udp' | 'tcp' | 'tcp-tls';

@@ -1,4 +1,4 @@
-// Byte-level checks and edits of DNS messages on the forward path. Upstream answers are
+// Byte-level checks and edits of DNS messages sent to and received from upstreams. Upstream answers are
 // never decoded into objects: the ID, QR bit and question are compared in place and the
 // record sections are walked only to prove their lengths add up.
 

@@ -1,5 +1,5 @@
 // One resolution: every candidate name × every upstream asked at once, each pair over a
-// socket of its own (forward's UdpChannel; TCP when the UDP answer is truncated). The
+// socket of its own (the core's UdpChannel; TCP when the UDP answer is truncated). The
 // answers are then read the way a resolver walking the search list in order would read
 // them: candidate i is used only once every candidate before it is NXDOMAIN. For each
 // candidate the first upstream with a real answer (NOERROR or NXDOMAIN) decides, and the
