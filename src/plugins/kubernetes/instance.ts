@@ -2,7 +2,7 @@
 // find the ClusterView it publishes (plugin.ts) through SetupContext.instances().
 
 import type { PluginInstance } from '../plugin.js';
-import { ClusterIndex } from '../../cluster/clusterindex.js';
+import type { ClusterIndex } from '../../cluster/clusterindex.js';
 import type { KubernetesHandler } from './handler.js';
 import type { KubernetesOptions } from './options.js';
 
@@ -11,7 +11,3 @@ export type KubernetesInstance = PluginInstance & {
   handler: KubernetesHandler;
   options: KubernetesOptions;
 };
-
-export function isKubernetesInstance(i: PluginInstance): i is KubernetesInstance {
-  return i.name === 'kubernetes' && 'index' in i && i.index instanceof ClusterIndex && 'options' in i;
-}

@@ -285,8 +285,6 @@ function waitForSync(index: ClusterIndex, timeoutMs: number, log: Logger): Promi
   });
 }
 
-export { isKubernetesInstance, type KubernetesInstance } from './instance.js';
-
 export function createInstance(
   o: KubernetesOptions,
   ctx: SetupContext,
