@@ -1,5 +1,6 @@
-// The kubernetes plugin's metrics. None is touched on the query path: they count API
-// requests and watch events, and read the sources' state when /metrics is scraped.
+// The cluster watch's metrics, under the kubernetes plugin's names. None is touched on the
+// query path: they count API requests and watch events, and read the sources' state when
+// /metrics is scraped.
 
 import { defineCollected, histogramSamples, type Sample } from '../metrics/collected.js';
 import { labelKey, PlainCounter, splitLabelKey, withRegistry } from '../metrics/registry.js';

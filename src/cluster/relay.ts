@@ -1,4 +1,4 @@
-// One watcher for all workers. With several worker processes, each kubernetes instance in a
+// One watcher for all workers. With several worker processes, each kubernetes (or routes) source in a
 // worker subscribes to the primary, which runs the only list/watch (or manifest reader) per
 // distinct source and sends every worker the same compact events over IPC: the API server
 // sees one client per clusterdns Pod, not one per core, and only one process relists.
