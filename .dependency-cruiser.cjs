@@ -35,6 +35,22 @@ module.exports = {
       to: { path: ROLES, pathNot: KNOWN_RESOLV_CONF },
     },
     {
+      name: 'framework-imports-a-plugin',
+      comment:
+        'The framework (plugin.ts, fallthrough.ts, ...) names no plugin; order.ts alone lists them, each by a lazy import of its setup.',
+      severity: 'error',
+      from: { path: '^src/plugins/[^/]+\\.ts$', pathNot: '^src/plugins/order\\.ts$' },
+      to: { path: PLUGIN_FOLDER },
+    },
+    {
+      name: 'order-imports-a-plugin-eagerly',
+      comment:
+        "order.ts loads a plugin's code only when a Corefile uses it (import() in its line), so deleting the folder and the line removes it.",
+      severity: 'error',
+      from: { path: '^src/plugins/order\\.ts$' },
+      to: { path: PLUGIN_FOLDER, dynamic: false },
+    },
+    {
       name: 'dns-imports-above-it',
       comment: 'src/dns/ is the wire format at the bottom: it imports nothing of ours outside src/dns/.',
       severity: 'error',

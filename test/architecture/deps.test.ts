@@ -63,8 +63,12 @@ describe('dependency rules (.dependency-cruiser.cjs)', () => {
       'src/server/listeners.ts': `import { own } from '../plugins/alpha/own.js';\nimport { order } from '../plugins/order.js';\nexport const l = [own, order];\n`,
       'src/metrics/registry.ts': `import { nc } from '../nodecache/agent.js';\nexport const m = nc;\n`,
       // The plugin framework and two plugins.
-      'src/plugins/plugin.ts': `export type P = unknown;\n`,
-      'src/plugins/order.ts': `export const order = [() => import('./alpha/setup.js'), () => import('./beta/setup.js')];\n`,
+      'src/plugins/plugin.ts': `import type { Own } from './gamma/types.js';\nexport type P = Own;\n`,
+      'src/plugins/order.ts': [
+        `import { own } from './alpha/own.js';`,
+        `export const order = [() => import('./alpha/setup.js'), () => import('./beta/setup.js'), own];`,
+        ``,
+      ].join('\n'),
       'src/plugins/alpha/own.ts': `export const own = 1;\n`,
       'src/plugins/alpha/setup.ts': [
         `import { own } from './own.js';`,
@@ -90,7 +94,9 @@ describe('dependency rules (.dependency-cruiser.cjs)', () => {
       'core-imports-a-role: src/metrics/registry.ts -> src/nodecache/agent.ts',
       'core-loads-plugins-outside-the-runtime: src/server/listeners.ts -> src/plugins/order.ts',
       'dns-imports-above-it: src/dns/name.ts -> src/server/request.ts',
+      'framework-imports-a-plugin: src/plugins/plugin.ts -> src/plugins/gamma/types.ts',
       'kube-imports-dns-code: src/kube/http.ts -> src/dns/name.ts',
+      'order-imports-a-plugin-eagerly: src/plugins/order.ts -> src/plugins/alpha/own.ts',
       'plugin-imports-a-role: src/plugins/alpha/setup.ts -> src/diagnose/command.ts',
       'plugin-imports-another-plugin: src/plugins/alpha/setup.ts -> src/plugins/beta/setup.ts',
       'plugin-imports-another-plugin: src/plugins/beta/setup.ts -> src/plugins/gamma/types.ts',
