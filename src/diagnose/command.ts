@@ -16,7 +16,7 @@ import { planCandidates } from './candidates.js';
 import { brokenStep, checkClusterDns, listServices } from './cluster.js';
 import { candidatesJson, REPORT_VERSION, roundMs, type ClusterJson, type DiagnoseReport } from './report.js';
 import { renderText, wantColour } from './render.js';
-import { optionsText, parseResolvConf } from './resolvconf.js';
+import { optionsText, parseResolvConf } from '../sys/resolvconf.js';
 import { looksExternal, parseServiceQuery, suggestServices, type Suggestion } from './suggest.js';
 import { serverAddress, type ServerAddress } from './transport.js';
 import { buildVerdict } from './verdict.js';

@@ -16,7 +16,7 @@ import { quotedCharacterString } from '../dns/name.js';
 import type { CandidatePhase } from './candidates.js';
 import type { CheckStatus, CheckStep } from './cluster.js';
 import type { CandidateOutcome, TypeResult } from './lookup.js';
-import type { ResolvConfProblem } from './resolvconf.js';
+import type { ResolvConfProblem } from '../sys/resolvconf.js';
 import type { Suggestion } from './suggest.js';
 import type { Transport } from './transport.js';
 import type { WalkResult } from './walk.js';

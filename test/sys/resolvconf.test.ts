@@ -1,7 +1,7 @@
 // resolv.conf read as glibc reads it, problems reported with their line.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { optionsText, parseResolvConf } from '../../src/diagnose/resolvconf.js';
+import { optionsText, parseResolvConf } from '../../src/sys/resolvconf.js';
 
 const KUBELET = `search default.svc.cluster.local svc.cluster.local cluster.local
 nameserver 10.96.0.10
