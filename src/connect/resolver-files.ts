@@ -3,7 +3,7 @@
 import fs, { constants as C } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from '../log.js';
-import { resolveTarget, writeFileAtomic } from './atomic-file.js';
+import { resolveTarget, writeFileAtomic } from '../sys/atomic-file.js';
 import type { CommandRunner } from './exec.js';
 import type { BackendContext, DnsSetup } from './dns-setup.js';
 
