@@ -1,8 +1,8 @@
 // The node-local agent: interface, Corefile, in-process DNS server, iptables rules, the
 // periodic re-check, config polling, and teardown. See README.md for the sequence and why.
 
-import { renameSync, rmSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { rmSync, writeFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import type { Server } from 'node:http';
 import { CorefileError } from '../corefile/errors.js';
 import type { Logger } from '../log.js';
@@ -17,6 +17,7 @@ import { InterfaceError, NodeInterface, type EnsureResult } from './netif.js';
 import { checkPorts, portsOf } from './preflight.js';
 import { PILLAR } from './template.js';
 import { resolveUpstreamService } from './upstream.js';
+import { resolveTarget, writeFileAtomic } from '../sys/atomic-file.js';
 
 export class NodeCacheStartError extends Error {
   readonly code = 'NODECACHE_ERR_START';
@@ -35,17 +36,9 @@ export interface AgentDeps {
   configPollMs?: number;
 }
 
-/** Writes through a temporary file and a rename, so a reload never reads half a Corefile. */
-function writeAtomically(path: string, text: string): void {
-  const tmp = join(dirname(path), `.${process.pid}.${Date.now()}.nodecache.tmp`);
-  try {
-    // 'wx' (O_EXCL): never written through a file or symlink already there; a full disk leaves no tmp behind.
-    writeFileSync(tmp, text, { mode: 0o644, flag: 'wx' });
-    renameSync(tmp, path);
-  } catch (e) {
-    rmSync(tmp, { force: true });
-    throw e;
-  }
+/** Through a temporary file, fsync and a rename, so a reload (or a crash) never reads half a Corefile. */
+function writeCorefile(path: string, text: string): void {
+  writeFileAtomic(resolveTarget(path), text);
 }
 
 export class NodeCacheAgent {
@@ -159,7 +152,7 @@ export class NodeCacheAgent {
       throw new NodeCacheStartError(`not starting; nothing on the node was changed: ${busy.join('; ')}`);
 
     try {
-      writeAtomically(f.corefile, text);
+      writeCorefile(f.corefile, text);
       this.log.info(
         `wrote ${f.corefile} from the ${sources.baseFrom === 'built-in' ? 'built-in template' : `template ${sources.baseFrom}`}`,
       );
@@ -274,7 +267,7 @@ export class NodeCacheAgent {
       const generated = renderSources(sources, this.generator);
       for (const w of generated.warnings) this.log.warn(w);
       try {
-        writeAtomically(this.flags.corefile, generated.text);
+        writeCorefile(this.flags.corefile, generated.text);
       } catch (e) {
         this.lastFingerprint = ''; // not written (a full disk): try again at the next poll
         throw e;
