@@ -8,7 +8,7 @@ import { CorefileError } from '../corefile/errors.js';
 import type { Logger } from '../log.js';
 import { DnsServer } from '../server/server.js';
 import { parseConfig, type LoadedConfig, type Runtime } from '../server/runtime.js';
-import { killRunningCommands, type CommandRunner, type SyncCommandRunner } from './exec.js';
+import { killRunningCommands, type CommandRunner, type SyncCommandRunner } from '../sys/exec.js';
 import type { NodeCacheFlags } from './flags.js';
 import { CorefileSourceError, readSources, renderSources, fingerprint, type GeneratorOptions } from './generator.js';
 import { Iptables, nodeCacheRules, ruleText, type EnsureReport, type IptablesRule } from './iptables.js';

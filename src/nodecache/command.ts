@@ -6,7 +6,7 @@ import { resolve } from 'node:path';
 import { exitWith, roleLogger, type Logger } from '../log.js';
 import { VERSION } from '../version.js';
 import { NodeCacheAgent } from './agent.js';
-import { execRunner, execRunnerSync } from './exec.js';
+import { execRunner, execRunnerSync } from '../sys/exec.js';
 import { NodeCacheFlagError, parseNodeCacheFlags, USAGE, type NodeCacheFlags } from './flags.js';
 
 const nodecacheLogger = (): Logger => roleLogger('nodecache');

@@ -7,7 +7,7 @@
 // decides, so a listing format we misread can never cause a duplicate); everything missing is
 // inserted with one `iptables-restore --noflush`, falling back to one `-I` per rule on error.
 
-import type { CommandResult, CommandRunner, SyncCommandRunner } from './exec.js';
+import type { CommandResult, CommandRunner, SyncCommandRunner } from '../sys/exec.js';
 import { runSteps, runStepsSync, type Step, type Steps } from './steps.js';
 
 export const COMMENT_SKIP_CONNTRACK = 'NodeLocal DNS Cache: skip conntrack';
