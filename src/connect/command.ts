@@ -3,7 +3,7 @@
 import { existsSync } from 'node:fs';
 import { exitWith, roleLogger, type Logger } from '../log.js';
 import { VERSION } from '../version.js';
-import { execRunner, type CommandRunner } from './exec.js';
+import { runnerWithTimeout, type CommandRunner } from '../sys/exec.js';
 import {
   CONNECT_USAGE,
   ConnectFlagError,
@@ -31,7 +31,7 @@ function die(cmd: string, code: number, message: string): never {
 }
 
 function runnerFor(os: TargetOs, log: Logger): CommandRunner {
-  return os === nativeOs() ? execRunner() : foreignRunner(os, log);
+  return os === nativeOs() ? runnerWithTimeout(15_000) : foreignRunner(os, log);
 }
 
 function readState(cmd: string, store: StateStore): ConnectState | null {

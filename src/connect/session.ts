@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import type { Logger } from '../log.js';
 import type { FileOps } from '../sys/atomic-file.js';
 import type { DnsSetup } from './dns-setup.js';
-import { formatCommand, recordingRunner, type CommandRunner } from './exec.js';
+import { formatCommand, recordingRunner, type CommandRunner } from '../sys/exec.js';
 import { formatServer, type ConnectFlags, type TargetOs } from './flags.js';
 import { hostsEntries, type HostsNaming } from './hosts-block.js';
 import { syncHostsBlock, type HostsRecord } from './hosts-file.js';
