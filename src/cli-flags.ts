@@ -2,6 +2,11 @@
 // own messages ("Unknown option '--typ'. To specify a positional argument starting with a
 // '-', place it at the end of the command after '--', as in '-- \"--typ\"") confuse users.
 
+/** Go-style single-dash long flags (-conf, -dns.port, -resolv-conf) become --conf for parseArgs; -h stays short. */
+export function normalizeArgv(argv: string[]): string[] {
+  return argv.map((s) => (/^-[a-zA-Z][\w.-]+(=.*)?$/.test(s) ? '-' + s : s));
+}
+
 function editDistance(a: string, b: string): number {
   let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
   for (let i = 1; i <= a.length; i++) {

@@ -21,7 +21,7 @@ import { looksExternal, parseServiceQuery, suggestServices, type Suggestion } fr
 import { serverAddress, type ServerAddress } from './transport.js';
 import { buildVerdict } from './verdict.js';
 import { VERSION } from '../version.js';
-import { unknownFlagMessage } from '../cli-flags.js';
+import { normalizeArgv, unknownFlagMessage } from '../cli-flags.js';
 import { walkCandidates } from './walk.js';
 
 export const USAGE = `Usage: clusterdns diagnose NAME [flags]
@@ -95,7 +95,7 @@ export function parseDiagnoseArgs(argv: string[]): DiagnoseOptions | 'help' | 'v
   let parsed;
   try {
     parsed = parseArgs({
-      args: argv.map((s) => (/^-[a-z][\w-]+(=.*)?$/.test(s) ? '-' + s : s)),
+      args: normalizeArgv(argv),
       options: OPTIONS,
       allowPositionals: true,
       strict: true,
