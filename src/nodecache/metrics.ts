@@ -4,7 +4,8 @@
 
 import { createServer, type Server } from 'node:http';
 import { defineCollected } from '../metrics/collected.js';
-import { metricsRegistry, registry, withoutInternalFamilies } from '../metrics/registry.js';
+import { serveMetrics } from '../metrics/cluster.js';
+import { metricsRegistry } from '../metrics/registry.js';
 import { splitHostPort } from '../server/http.js';
 
 export const SETUP_ERROR_TYPES = [
@@ -46,16 +47,7 @@ export async function serveSetupMetrics(address: string): Promise<Server> {
       res.end('404 page not found\n');
       return;
     }
-    registry.metrics().then(
-      (text) => {
-        res.writeHead(200, { 'content-type': registry.contentType });
-        res.end(withoutInternalFamilies(text));
-      },
-      (e: Error) => {
-        res.writeHead(500, { 'content-type': 'text/plain' });
-        res.end(`error collecting metrics: ${e.message}\n`);
-      },
-    );
+    serveMetrics(req, res);
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
