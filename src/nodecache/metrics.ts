@@ -5,7 +5,7 @@
 import { createServer, type Server } from 'node:http';
 import { defineCollected } from '../metrics/collected.js';
 import { serveMetrics } from '../metrics/cluster.js';
-import { metricsRegistry } from '../metrics/registry.js';
+import { metricsRegistry, PlainCounter } from '../metrics/registry.js';
 import { splitHostPort } from '../server/http.js';
 
 export const SETUP_ERROR_TYPES = [
@@ -17,14 +17,14 @@ export const SETUP_ERROR_TYPES = [
 ] as const;
 export type SetupErrorType = (typeof SETUP_ERROR_TYPES)[number];
 
-const setupErrors = new Map<SetupErrorType, number>(SETUP_ERROR_TYPES.map((t) => [t, 0]));
+const setupErrors = new PlainCounter();
 
 export function countSetupError(type: SetupErrorType): void {
-  setupErrors.set(type, (setupErrors.get(type) ?? 0) + 1);
+  setupErrors.inc(type);
 }
 
 export function setupErrorCount(type: SetupErrorType): number {
-  return setupErrors.get(type) ?? 0;
+  return setupErrors.get(type);
 }
 
 export function defineNodeCacheMetrics(): void {
@@ -34,7 +34,7 @@ export function defineNodeCacheMetrics(): void {
     'coredns_nodecache_setup_errors_total',
     'The number of errors during periodic network setup for node-cache',
     'counter',
-    () => SETUP_ERROR_TYPES.map((t) => ({ labels: { errortype: t }, value: setupErrors.get(t) ?? 0 })),
+    () => SETUP_ERROR_TYPES.map((t) => ({ labels: { errortype: t }, value: setupErrors.get(t) })),
   );
 }
 
