@@ -162,7 +162,7 @@ function wholeServerMemory(): MetricJson | null {
 }
 
 /** What /metrics serves: metricsText() without the families kept for the status page only. */
-export async function exportedMetricsText(): Promise<string> {
+async function exportedMetricsText(): Promise<string> {
   return withoutInternalFamilies(await metricsText());
 }
 
