@@ -3,7 +3,6 @@
 
 import { rmSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import type { Server } from 'node:http';
 import { CorefileError } from '../corefile/errors.js';
 import type { Logger } from '../log.js';
 import { DnsServer } from '../server/server.js';
@@ -48,7 +47,7 @@ export class NodeCacheAgent {
   server: DnsServer | null = null;
   private generator: GeneratorOptions | null = null;
   private lastFingerprint = '';
-  private metricsServer: Server | null = null;
+  private closeMetrics: (() => Promise<void>) | null = null;
   private syncTimer: NodeJS.Timeout | null = null;
   private configTimer: NodeJS.Timeout | null = null;
   private syncing: Promise<void> | null = null;
@@ -88,7 +87,7 @@ export class NodeCacheAgent {
     defineNodeCacheMetrics();
     if (f.metricsListenAddress !== '') {
       try {
-        this.metricsServer = await serveSetupMetrics(f.metricsListenAddress);
+        this.closeMetrics = await serveSetupMetrics(f.metricsListenAddress);
       } catch (e) {
         throw new NodeCacheStartError(`-metrics-listen-address ${f.metricsListenAddress}: ${(e as Error).message}`);
       }
@@ -319,7 +318,7 @@ export class NodeCacheAgent {
       }
       if (this.flags.skipTeardown) this.log.info('-skipteardown: leaving the interface and iptables rules in place');
       this.disarm();
-      await new Promise<void>((r) => (this.metricsServer ? this.metricsServer.close(() => r()) : r()));
+      await this.closeMetrics?.();
       if (this.flags.pidfile) rmSync(this.flags.pidfile, { force: true });
     })();
     return this.stopping;

@@ -2,11 +2,10 @@
 // labels present from the start (at 0) so alerts can use rate() at once. It is served on
 // -metrics-listen-address (default :9353) and, being in the process registry, on :9253 too.
 
-import { createServer, type Server } from 'node:http';
 import { defineCollected } from '../metrics/collected.js';
 import { serveMetrics } from '../metrics/cluster.js';
 import { metricsRegistry, PlainCounter } from '../metrics/registry.js';
-import { splitHostPort } from '../server/http.js';
+import { HttpServices } from '../server/http.js';
 
 export const SETUP_ERROR_TYPES = [
   'iptables',
@@ -38,24 +37,7 @@ export function defineNodeCacheMetrics(): void {
   );
 }
 
-/** `GET /metrics` on ADDRESS with the process registry. Resolves once listening. */
-export async function serveSetupMetrics(address: string): Promise<Server> {
-  const { host, port } = splitHostPort(address, 9353);
-  const server = createServer((req, res) => {
-    if ((req.url ?? '/').split('?')[0] !== '/metrics') {
-      res.writeHead(404, { 'content-type': 'text/plain' });
-      res.end('404 page not found\n');
-      return;
-    }
-    serveMetrics(req, res);
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen({ host: host || undefined, port }, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  server.unref();
-  return server;
+/** `GET /metrics` on ADDRESS (HOST:PORT), the prometheus plugin's handler; resolves, once listening, to its closer. */
+export function serveSetupMetrics(address: string): Promise<() => Promise<void>> {
+  return new HttpServices().route(address, '/metrics', serveMetrics);
 }
