@@ -2,6 +2,13 @@
 // own messages ("Unknown option '--typ'. To specify a positional argument starting with a
 // '-', place it at the end of the command after '--', as in '-- \"--typ\"") confuse users.
 
+import { VERSION } from './version.js';
+
+/** Go-style single-dash long flags (-conf, -dns.port, -resolv-conf) become --conf for parseArgs; -h stays short. */
+export function normalizeArgv(argv: string[]): string[] {
+  return argv.map((s) => (/^-[a-zA-Z][\w.-]+(=.*)?$/.test(s) ? '-' + s : s));
+}
+
 function editDistance(a: string, b: string): number {
   let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
   for (let i = 1; i <= a.length; i++) {
@@ -48,4 +55,33 @@ export function unknownFlagMessage(err: Error, known: readonly string[]): string
     if (flag && /does not take an argument/.test(err.message)) return `${flag} takes no value`;
   }
   return err.message;
+}
+
+/**
+ * The start every role command shares: its flags parsed (a usage error exits 2 with the usage
+ * after it), `-h` prints the usage and `-version` the version. null when that was all to do.
+ */
+export function roleFlags<F extends { help: boolean; version: boolean }>(
+  role: string,
+  usage: string,
+  parse: () => F,
+  UsageError: abstract new (...args: never[]) => Error,
+  die: (code: number, message: string) => never,
+): F | null {
+  let flags: F;
+  try {
+    flags = parse();
+  } catch (e) {
+    if (e instanceof UsageError) die(2, `${e.message}\n\n${usage}`);
+    throw e;
+  }
+  if (flags.help) {
+    process.stdout.write(usage);
+    return null;
+  }
+  if (flags.version) {
+    process.stdout.write(`clusterdns-${VERSION} ${role}\n`);
+    return null;
+  }
+  return flags;
 }

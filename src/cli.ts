@@ -3,6 +3,7 @@
 
 import { autoWorkers } from './server/workercount.js';
 import { parseArgs } from 'node:util';
+import { normalizeArgv } from './cli-flags.js';
 
 const USAGE = `Usage of clusterdns:
   -conf string
@@ -25,11 +26,6 @@ const USAGE = `Usage of clusterdns:
 
 Other roles: clusterdns nodecache|connect|disconnect|autoscale|diagnose ... (see README)
 `;
-
-/** Go-style single-dash long flags (-conf, -dns.port) become --conf for parseArgs. */
-export function normalizeArgv(argv: string[]): string[] {
-  return argv.map((s) => (/^-[a-zA-Z][\w.-]+(=.*)?$/.test(s) ? '-' + s : s));
-}
 
 interface Flags {
   conf?: string;

@@ -96,6 +96,24 @@ export function logger(name: string): Logger {
 
 export const coreLog = logger('');
 
+/** Distinct warnings remembered by warnEachOnce before it starts afresh. */
+const MAX_WARNINGS_REMEMBERED = 10_000;
+
+/**
+ * `WHAT: WHY` warnings, each distinct one logged once: a relist would repeat them all. The
+ * memory is bounded; past it, it starts afresh (a line may then be said again).
+ */
+export function warnEachOnce(log: Logger): (what: string, why: string) => void {
+  const seen = new Set<string>();
+  return (what, why) => {
+    const line = `${what}: ${why}`;
+    if (seen.has(line)) return;
+    if (seen.size >= MAX_WARNINGS_REMEMBERED) seen.clear();
+    seen.add(line);
+    log.warn(line);
+  };
+}
+
 /** A logger for a role other than the server: "[INFO] ROLE: message". */
 export function roleLogger(role: string): Logger {
   const base = logger('');

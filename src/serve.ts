@@ -48,6 +48,16 @@ function fail(msg: string): never {
   process.exit(1);
 }
 
+/** A start-up error; every worker fails the same way, so a worker hands it to the primary, which prints it once. */
+function failStart(e: unknown): void {
+  const message = e instanceof CorefileError ? e.message : `clusterdns: ${(e as Error).message}`;
+  if (cluster.isWorker && process.send) {
+    process.send({ type: 'fatal', message } satisfies WorkerFatal, () => process.exit(1));
+    return;
+  }
+  fail(message);
+}
+
 function banner(server: DnsServer | null, cfgKeys: string[], quiet: boolean): void {
   if (quiet) return;
   process.stdout.write(cfgKeys.join('\n') + '\n' + versionText());
@@ -107,13 +117,8 @@ export async function runServer(flags: ServerFlags): Promise<void> {
       listenAddresses = validated.listenAddresses();
     }
   } catch (e) {
-    const message = e instanceof CorefileError ? e.message : `clusterdns: ${(e as Error).message}`;
-    // Every worker fails the same way: the primary prints it once.
-    if (cluster.isWorker && process.send) {
-      process.send({ type: 'fatal', message } satisfies WorkerFatal, () => process.exit(1));
-      return;
-    }
-    fail(message);
+    failStart(e);
+    return;
   }
 
   if (flags.workers > 1 && cluster.isPrimary) {
@@ -132,13 +137,8 @@ export async function runServer(flags: ServerFlags): Promise<void> {
   try {
     await server.start(cfg);
   } catch (e) {
-    const message = e instanceof CorefileError ? e.message : `clusterdns: ${(e as Error).message}`;
-    // Every worker fails the same way: the primary prints it once.
-    if (cluster.isWorker && process.send) {
-      process.send({ type: 'fatal', message } satisfies WorkerFatal, () => process.exit(1));
-      return;
-    }
-    fail(message);
+    failStart(e);
+    return;
   }
   servingStarted();
   let stopping: Promise<void> | null = null;

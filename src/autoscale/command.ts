@@ -3,9 +3,10 @@
 import { inClusterConnection, kubeconfigConnection, type ApiConnection } from '../kube/connection.js';
 import { KubeClient } from '../kube/http.js';
 import { exitWith, roleLogger, type Logger } from '../log.js';
+import { roleFlags } from '../cli-flags.js';
 import { VERSION } from '../version.js';
 import { Autoscaler } from './autoscaler.js';
-import { FlagError, parseAutoscaleFlags, targetsOf, USAGE, type AutoscaleFlags } from './flags.js';
+import { FlagError, parseAutoscaleFlags, targetsOf, USAGE } from './flags.js';
 import { startHealthServer } from './health.js';
 import { describeTarget } from './target.js';
 
@@ -15,21 +16,8 @@ function die(code: number, message: string): never {
 }
 
 export async function run(argv: string[]): Promise<void> {
-  let flags: AutoscaleFlags;
-  try {
-    flags = parseAutoscaleFlags(argv);
-  } catch (err) {
-    if (err instanceof FlagError) die(2, `${err.message}\n\n${USAGE}`);
-    throw err;
-  }
-  if (flags.help) {
-    process.stdout.write(USAGE);
-    return;
-  }
-  if (flags.version) {
-    process.stdout.write(`clusterdns-${VERSION} autoscale\n`);
-    return;
-  }
+  const flags = roleFlags('autoscale', USAGE, () => parseAutoscaleFlags(argv), FlagError, die);
+  if (flags === null) return;
   const log = autoscaleLogger();
   for (const f of flags.ignored) log.info(`ignoring ${f} (a glog flag, accepted for compatibility)`);
 

@@ -9,7 +9,7 @@
 import cluster, { type Worker } from 'node:cluster';
 import { createHash } from 'node:crypto';
 import { collectAfterBurst, listBegins, listEnds } from '../heap.js';
-import { logger, type Logger } from '../log.js';
+import { logger, warnEachOnce, type Logger } from '../log.js';
 import {
   RELAY_ACK,
   RELAY_SUBSCRIBE,
@@ -220,17 +220,7 @@ class SharedSource {
     private readonly spec: SourceSpec,
     private readonly log: Logger,
   ) {
-    const seen = new Set<string>();
-    this.projection = {
-      endpointPodNames: spec.endpointPodNames,
-      warn: (what, why) => {
-        const line = `${what}: ${why}`;
-        if (seen.has(line)) return;
-        if (seen.size > 10_000) seen.clear();
-        seen.add(line);
-        log.warn(line);
-      },
-    };
+    this.projection = { endpointPodNames: spec.endpointPodNames, warn: warnEachOnce(log) };
     this.source = sourceFromSpec(spec, this.projection, log);
   }
 

@@ -2,8 +2,8 @@
 // Exit codes: 2 bad flags; 1 could not start, already connected, or could not undo; 0 otherwise.
 import { existsSync } from 'node:fs';
 import { exitWith, roleLogger, type Logger } from '../log.js';
-import { VERSION } from '../version.js';
-import { execRunner, type CommandRunner } from './exec.js';
+import { roleFlags } from '../cli-flags.js';
+import { runnerWithTimeout, type CommandRunner } from '../sys/exec.js';
 import {
   CONNECT_USAGE,
   ConnectFlagError,
@@ -31,7 +31,7 @@ function die(cmd: string, code: number, message: string): never {
 }
 
 function runnerFor(os: TargetOs, log: Logger): CommandRunner {
-  return os === nativeOs() ? execRunner() : foreignRunner(os, log);
+  return os === nativeOs() ? runnerWithTimeout(15_000) : foreignRunner(os, log);
 }
 
 function readState(cmd: string, store: StateStore): ConnectState | null {
@@ -44,21 +44,14 @@ function readState(cmd: string, store: StateStore): ConnectState | null {
 }
 
 export async function run(argv: string[]): Promise<void> {
-  let flags;
-  try {
-    flags = parseConnectFlags(argv);
-  } catch (err) {
-    if (err instanceof ConnectFlagError) die('connect', 2, `${err.message}\n\n${CONNECT_USAGE}`);
-    throw err;
-  }
-  if (flags.help) {
-    process.stdout.write(CONNECT_USAGE);
-    return;
-  }
-  if (flags.version) {
-    process.stdout.write(`clusterdns-${VERSION} connect\n`);
-    return;
-  }
+  const flags = roleFlags(
+    'connect',
+    CONNECT_USAGE,
+    () => parseConnectFlags(argv),
+    ConnectFlagError,
+    (code, m) => die('connect', code, m),
+  );
+  if (flags === null) return;
   if (flags.os !== nativeOs() && flags.root === undefined)
     die('connect', 2, `--os ${flags.os} on ${nativeOs()} needs --root (it would write this machine's own files)`);
   const log = connectLogger();
@@ -119,21 +112,14 @@ function sleep(ms: number): Promise<void> {
 }
 
 export async function runDisconnect(argv: string[]): Promise<void> {
-  let flags;
-  try {
-    flags = parseDisconnectFlags(argv);
-  } catch (err) {
-    if (err instanceof ConnectFlagError) die('disconnect', 2, `${err.message}\n\n${DISCONNECT_USAGE}`);
-    throw err;
-  }
-  if (flags.help) {
-    process.stdout.write(DISCONNECT_USAGE);
-    return;
-  }
-  if (flags.version) {
-    process.stdout.write(`clusterdns-${VERSION} disconnect\n`);
-    return;
-  }
+  const flags = roleFlags(
+    'disconnect',
+    DISCONNECT_USAGE,
+    () => parseDisconnectFlags(argv),
+    ConnectFlagError,
+    (code, m) => die('disconnect', code, m),
+  );
+  if (flags === null) return;
   const log = connectLogger();
   const paths = connectPaths(flags.os, flags.root);
   const store = new StateStore(paths.statePath);

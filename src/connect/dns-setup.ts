@@ -1,6 +1,6 @@
 // What every OS backend is given, and what it may use while changing the machine's resolver.
 import type { Logger } from '../log.js';
-import type { CommandRunner } from './exec.js';
+import type { CommandRunner } from '../sys/exec.js';
 import type { ServerAddress } from './flags.js';
 import type { ConnectState } from './state.js';
 

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { unknownFlagMessage } from '../cli-flags.js';
+import { normalizeArgv, unknownFlagMessage } from '../cli-flags.js';
 
 export type TargetOs = 'linux' | 'darwin' | 'windows';
 
@@ -148,11 +148,9 @@ function parse(
   argv: string[],
   options: NonNullable<ParseArgsConfig['options']>,
 ): Record<string, string | boolean | undefined> {
-  // Go-style single-dash long flags (-server) are the same flags, as in the other roles.
-  const args = argv.map((s) => (/^-[a-z][\w-]+(=.*)?$/.test(s) ? '-' + s : s));
   try {
     const { values } = parseArgs({
-      args,
+      args: normalizeArgv(argv),
       options: { ...options, version: { type: 'boolean' } },
       strict: true,
       allowPositionals: false,

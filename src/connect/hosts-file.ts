@@ -1,7 +1,7 @@
 // Reads, splices and writes the hosts file under the lock: the one place connect changes it.
 import fs from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { realFileOps, resolveTarget, writeFileAtomic, type FileOps } from './atomic-file.js';
+import { realFileOps, resolveTarget, writeFileAtomic, type FileOps } from '../sys/atomic-file.js';
 import { eolOf, renderBlock, spliceBlock } from './hosts-block.js';
 import { withLock } from './lock.js';
 

@@ -2,13 +2,13 @@
 // go on the link that reaches the server, with default-route off, so every other name stays with
 // the host's own servers. /etc/resolv.conf is never written.
 import type { Logger } from '../log.js';
-import { formatCommand, type CommandRunner } from './exec.js';
+import { formatCommand, type CommandRunner } from '../sys/exec.js';
 import { clusterSearchDomains, fallbackText, type BackendContext, type DnsSetup } from './dns-setup.js';
 import type { ServerAddress } from './flags.js';
 
 /** The link `ip route get` says packets to `ip` leave by. */
 export async function routeLink(runner: CommandRunner, ip: string): Promise<string | null> {
-  const r = await runner.run('ip', ['route', 'get', ip]);
+  const r = await runner('ip', ['route', 'get', ip]);
   if (r.code !== 0) return null;
   const m = /\bdev\s+(\S+)/.exec(r.stdout);
   return m ? m[1] : null;
@@ -63,7 +63,7 @@ function otherManagersWarning(present: string[], setup: DnsSetup): string {
 }
 
 async function installed(runner: CommandRunner, file: string): Promise<boolean> {
-  const r = await runner.run(file, ['--version']);
+  const r = await runner(file, ['--version']);
   return r.code !== 127;
 }
 
@@ -85,7 +85,7 @@ export async function applyResolved(setup: DnsSetup, ctx: BackendContext): Promi
     );
     return false;
   }
-  const dns = await runner.run('resolvectl', ['dns', link]);
+  const dns = await runner('resolvectl', ['dns', link]);
   if (dns.code !== 0) {
     if (dns.code === 127) {
       const others: string[] = [];
@@ -99,7 +99,7 @@ export async function applyResolved(setup: DnsSetup, ctx: BackendContext): Promi
     }
     return false;
   }
-  const domain = await runner.run('resolvectl', ['domain', link]);
+  const domain = await runner('resolvectl', ['domain', link]);
   const search = clusterSearchDomains(setup, log);
   const plan = resolvectlApplyArgs(link, setup, search);
   const currentServers = parseLinkValues(dns.stdout);
@@ -134,13 +134,13 @@ export interface ResolvedRecord {
 
 async function runPlan(plan: string[][], runner: CommandRunner, log: Logger): Promise<boolean> {
   for (const args of plan) {
-    const r = await runner.run('resolvectl', args);
+    const r = await runner('resolvectl', args);
     if (r.code !== 0) {
       log.error(`${formatCommand('resolvectl', args)} failed: ${firstLine(r.stderr)}; undoing`);
       return false;
     }
   }
-  await runner.run('resolvectl', ['flush-caches']);
+  await runner('resolvectl', ['flush-caches']);
   return true;
 }
 
@@ -149,7 +149,7 @@ export async function linkStatus(
   record: ResolvedRecord,
   runner: CommandRunner,
 ): Promise<'ours' | 'empty' | 'foreign' | 'unknown'> {
-  const dns = await runner.run('resolvectl', ['dns', record.link]);
+  const dns = await runner('resolvectl', ['dns', record.link]);
   if (dns.code !== 0) return 'unknown';
   const servers = parseLinkValues(dns.stdout);
   if (servers.length === 0) return 'empty';
@@ -183,12 +183,12 @@ export async function revertResolved(record: ResolvedRecord, runner: CommandRunn
     log.warn(`link ${link} has DNS settings from another manager now; not reverting it`);
     return;
   }
-  const r = await runner.run('resolvectl', resolvectlRevertArgs(link));
+  const r = await runner('resolvectl', resolvectlRevertArgs(link));
   if (r.code !== 0 && !/no such device|failed to resolve interface|unknown interface/i.test(r.stderr)) {
     log.warn(`resolvectl revert ${link} failed: ${firstLine(r.stderr)}`);
     return;
   }
-  await runner.run('resolvectl', ['flush-caches']);
+  await runner('resolvectl', ['flush-caches']);
   log.info(`systemd-resolved: link ${link} reverted`);
 }
 

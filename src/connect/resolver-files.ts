@@ -3,8 +3,8 @@
 import fs, { constants as C } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from '../log.js';
-import { resolveTarget, writeFileAtomic } from './atomic-file.js';
-import type { CommandRunner } from './exec.js';
+import { resolveTarget, writeFileAtomic } from '../sys/atomic-file.js';
+import type { CommandRunner } from '../sys/exec.js';
 import type { BackendContext, DnsSetup } from './dns-setup.js';
 
 export const RESOLVER_MARKER = '# managed by clusterdns connect';
@@ -43,7 +43,7 @@ export function resolverFileKind(path: string): FileKind {
 }
 
 export async function flushDarwinCache(runner: CommandRunner): Promise<void> {
-  for (const [file, args] of DARWIN_FLUSH_COMMANDS) await runner.run(file, args);
+  for (const [file, args] of DARWIN_FLUSH_COMMANDS) await runner(file, args);
 }
 
 export async function applyResolverFiles(dir: string, setup: DnsSetup, ctx: BackendContext): Promise<boolean> {

@@ -3,9 +3,9 @@
 // clean up after a crash, from nothing but the state file.
 import { readFileSync } from 'node:fs';
 import type { Logger } from '../log.js';
-import type { FileOps } from './atomic-file.js';
+import type { FileOps } from '../sys/atomic-file.js';
 import type { DnsSetup } from './dns-setup.js';
-import { formatCommand, recordingRunner, type CommandRunner } from './exec.js';
+import { formatCommand, recordingRunner, type CommandRunner } from '../sys/exec.js';
 import { formatServer, type ConnectFlags, type TargetOs } from './flags.js';
 import { hostsEntries, type HostsNaming } from './hosts-block.js';
 import { syncHostsBlock, type HostsRecord } from './hosts-file.js';

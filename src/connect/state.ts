@@ -2,7 +2,7 @@
 // change is made, so `disconnect --cleanup` (or the next connect) can undo a crashed run.
 import fs from 'node:fs';
 import { dirname, join } from 'node:path';
-import { resolveTarget, writeFileAtomic } from './atomic-file.js';
+import { resolveTarget, writeFileAtomic } from '../sys/atomic-file.js';
 import type { TargetOs } from './flags.js';
 import type { HostsRecord } from './hosts-file.js';
 import type { ResolvedRecord } from './resolved.js';

@@ -6,7 +6,7 @@
 // value inside a script is a single-quoted literal (quotes doubled), never interpolated.
 import type { Logger } from '../log.js';
 import { clusterSearchDomains, type BackendContext, type DnsSetup } from './dns-setup.js';
-import type { CommandRunner } from './exec.js';
+import type { CommandRunner } from '../sys/exec.js';
 import type { WindowsRecord } from './state.js';
 
 export const NRPT_COMMENT = 'clusterdns';
@@ -159,7 +159,7 @@ export async function applyWindows(setup: DnsSetup, ctx: BackendContext): Promis
     );
     return false;
   }
-  const inspected = await runner.run(POWERSHELL, powershellArgs(inspectScript(setup.server.ip)));
+  const inspected = await runner(POWERSHELL, powershellArgs(inspectScript(setup.server.ip)));
   if (inspected.code !== 0) {
     log.warn(
       `PowerShell could not read the DNS client settings (${inspected.stderr.trim().split('\n')[0]}); resolver left unchanged`,
@@ -174,7 +174,7 @@ export async function applyWindows(setup: DnsSetup, ctx: BackendContext): Promis
     );
   }
   ctx.record({ windows: record });
-  const r = await runner.run(POWERSHELL, powershellArgs(applyScript(plan)));
+  const r = await runner(POWERSHELL, powershellArgs(applyScript(plan)));
   if (r.code !== 0) {
     log.error(`PowerShell failed to add the NRPT rules (${r.stderr.trim().split('\n')[0]}); undoing`);
     await revertWindows(record, runner, log);
@@ -186,7 +186,7 @@ export async function applyWindows(setup: DnsSetup, ctx: BackendContext): Promis
 }
 
 export async function revertWindows(record: WindowsRecord, runner: CommandRunner, log: Logger): Promise<void> {
-  const r = await runner.run(POWERSHELL, powershellArgs(revertScript(record)));
+  const r = await runner(POWERSHELL, powershellArgs(revertScript(record)));
   if (r.code !== 0) log.warn(`PowerShell revert reported: ${r.stderr.trim().split('\n')[0]}`);
   else log.info(`NRPT rules with comment "${record.nrptComment}" removed`);
 }

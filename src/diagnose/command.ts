@@ -16,12 +16,12 @@ import { planCandidates } from '../dns/search.js';
 import { brokenStep, checkClusterDns, listServices } from './cluster.js';
 import { candidatesJson, REPORT_VERSION, roundMs, type ClusterJson, type DiagnoseReport } from './report.js';
 import { renderText, wantColour } from './render.js';
-import { optionsText, parseResolvConf } from './resolvconf.js';
+import { optionsText, parseResolvConf } from '../sys/resolvconf.js';
 import { looksExternal, parseServiceQuery, suggestServices, type Suggestion } from './suggest.js';
 import { serverAddress, type ServerAddress } from './transport.js';
 import { buildVerdict } from './verdict.js';
 import { VERSION } from '../version.js';
-import { unknownFlagMessage } from '../cli-flags.js';
+import { normalizeArgv, unknownFlagMessage } from '../cli-flags.js';
 import { walkCandidates } from './walk.js';
 
 export const USAGE = `Usage: clusterdns diagnose NAME [flags]
@@ -95,7 +95,7 @@ export function parseDiagnoseArgs(argv: string[]): DiagnoseOptions | 'help' | 'v
   let parsed;
   try {
     parsed = parseArgs({
-      args: argv.map((s) => (/^-[a-z][\w-]+(=.*)?$/.test(s) ? '-' + s : s)),
+      args: normalizeArgv(argv),
       options: OPTIONS,
       allowPositionals: true,
       strict: true,

@@ -16,7 +16,7 @@ import { quotedCharacterString } from '../dns/name.js';
 import type { CandidatePhase } from '../dns/search.js';
 import type { CheckStatus, CheckStep } from './cluster.js';
 import type { CandidateOutcome, TypeResult } from './lookup.js';
-import type { ResolvConfProblem } from './resolvconf.js';
+import type { ResolvConf } from '../sys/resolvconf.js';
 import type { Suggestion } from './suggest.js';
 import type { Transport } from './transport.js';
 import type { WalkResult } from './walk.js';
@@ -69,17 +69,13 @@ export interface CandidateJson {
   queries: QueryJson[];
 }
 
-export interface ResolvConfJson {
-  file: string;
-  nameservers: string[];
-  search: string[];
-  searchSource: 'search' | 'domain' | 'hostname' | 'none';
-  ndots: number;
-  timeout: number;
-  attempts: number;
+export type ResolvConfJson = Pick<
+  ResolvConf,
+  'file' | 'nameservers' | 'search' | 'searchSource' | 'ndots' | 'timeout' | 'attempts' | 'problems'
+> & {
+  /** optionsText() split: every option the resolver acts on, defaults included. */
   options: string[];
-  problems: ResolvConfProblem[];
-}
+};
 
 export interface ClusterCheckJson {
   step: CheckStep;

@@ -9,6 +9,7 @@ import { randomInt } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { QClass } from '../dns/constants.js';
 import { decodeMessage, emptyMessage, encodeMessage, DecodeError, type Message } from '../dns/message.js';
+import { goErrorText } from '../server/system-errors.js';
 
 export type Transport = 'udp' | 'tcp';
 
@@ -62,21 +63,6 @@ export function buildWireQuery(
   return { id, qnameLower: name.toLowerCase(), qtype, payload: encodeMessage(m) };
 }
 
-function errorText(e: NodeJS.ErrnoException): string {
-  switch (e.code) {
-    case 'ECONNREFUSED':
-      return 'connection refused';
-    case 'ECONNRESET':
-      return 'connection reset by peer';
-    case 'EHOSTUNREACH':
-      return 'no route to host';
-    case 'ENETUNREACH':
-      return 'network is unreachable';
-    default:
-      return e.message;
-  }
-}
-
 interface Waiter {
   q: WireQuery;
   sentAt: number;
@@ -120,9 +106,9 @@ class UdpSession {
   constructor(server: ServerAddress) {
     this.sock = dgram.createSocket(server.host.includes(':') ? 'udp6' : 'udp4');
     this.sock.on('message', (buf) => this.onMessage(buf));
-    this.sock.on('error', (e: NodeJS.ErrnoException) => this.fail(e.code === 'ECONNREFUSED', errorText(e)));
+    this.sock.on('error', (e: NodeJS.ErrnoException) => this.fail(e.code === 'ECONNREFUSED', goErrorText(e)));
     this.ready = new Promise((resolve) => {
-      const onError = (e: NodeJS.ErrnoException) => resolve(errorText(e));
+      const onError = (e: NodeJS.ErrnoException) => resolve(goErrorText(e));
       this.sock.once('error', onError);
       this.sock.connect(server.port, server.host, () => {
         this.sock.off('error', onError);
@@ -179,7 +165,7 @@ class UdpSession {
       this.waiting.set(q.id, w);
       this.sock.send(q.payload, (err: NodeJS.ErrnoException | null) => {
         // An ICMP refusal for an earlier datagram can surface as this send's error.
-        if (err) this.fail(err.code === 'ECONNREFUSED', errorText(err));
+        if (err) this.fail(err.code === 'ECONNREFUSED', goErrorText(err));
       });
     });
   }
@@ -304,7 +290,7 @@ export function exchangeTcp(
       }
     });
     sock.on('error', (e: NodeJS.ErrnoException) => {
-      const error = errorText(e);
+      const error = goErrorText(e);
       finish((sentAt) =>
         e.code === 'ECONNREFUSED'
           ? { kind: 'refused', latencyMs: performance.now() - sentAt, error }

@@ -12,7 +12,7 @@ import {
   type VerdictJson,
   type VerdictStatus,
 } from './report.js';
-import type { ResolvConf } from './resolvconf.js';
+import type { ResolvConf } from '../sys/resolvconf.js';
 import { podContext, type ServiceQuery, type Suggestion } from './suggest.js';
 import type { WalkResult, WalkStep } from './walk.js';
 

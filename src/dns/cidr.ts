@@ -1,6 +1,6 @@
 // Address ranges for `net`: an IP or CIDR in either family, matched against a client address.
 
-import { parseIP } from './ip.js';
+import { parseIP, unmappedIP } from './ip.js';
 
 export interface Cidr {
   readonly bytes: Buffer;
@@ -21,8 +21,7 @@ export function parseCidr(text: string): Cidr | null {
 
 /** The client's address as bytes; an IPv4-mapped IPv6 address counts as IPv4. */
 export function clientBytes(address: string): Buffer | null {
-  const a = address.startsWith('::ffff:') && address.includes('.') ? address.slice(7) : address;
-  return parseIP(a);
+  return parseIP(unmappedIP(address));
 }
 
 export function cidrContains(c: Cidr, ip: Buffer): boolean {

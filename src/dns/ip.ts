@@ -86,3 +86,8 @@ export function canonicalIP(s: string): string | null {
   }
   return isIPv4(s) ? s.split('.').map(Number).join('.') : null;
 }
+
+/** An IPv4-mapped IPv6 address (`::ffff:10.0.0.1`, how a dual-stack socket names an IPv4 peer) as plain IPv4. */
+export function unmappedIP(address: string): string {
+  return address.startsWith('::ffff:') && address.indexOf('.') > 0 ? address.slice(7) : address;
+}

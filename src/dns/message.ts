@@ -349,15 +349,7 @@ export class WireWriter {
     }
     const labels = nameToLabels(name);
     for (let i = 0; i < labels.length; i++) {
-      const key = suffixKey(labels, i);
-      if (compress) {
-        const ptr = this.table.get(key);
-        if (ptr !== undefined) {
-          this.u16(0xc000 | ptr);
-          return;
-        }
-      }
-      if (this.pos <= 0x3fff && !this.table.has(key)) this.table.set(key, this.pos);
+      if (this.pointedTo(suffixKey(labels, i), compress)) return;
       const l = labels[i]!;
       this.u8(l.length);
       this.bytes(l);
@@ -369,6 +361,22 @@ export class WireWriter {
     return this.buf.subarray(0, this.pos);
   }
 
+  /**
+   * The name suffix `key` starts here: writes a pointer to where it was written before (when
+   * compressing) and returns true, or remembers this position for it and returns false.
+   */
+  private pointedTo(key: string, compress: boolean): boolean {
+    if (compress) {
+      const ptr = this.table.get(key);
+      if (ptr !== undefined) {
+        this.u16(0xc000 | ptr);
+        return true;
+      }
+    }
+    if (this.pos <= 0x3fff && !this.table.has(key)) this.table.set(key, this.pos);
+    return false;
+  }
+
   /** name() for a name without escapes or non-ASCII: suffixes are slices of the name as written. */
   private plainName(name: string, compress: boolean): void {
     const fq = name.endsWith('.') ? name : `${name}.`;
@@ -376,15 +384,7 @@ export class WireWriter {
     const exact = FAST_KEY + fq;
     this.ensure(fq.length + 1);
     for (let start = 0; start < fq.length;) {
-      const key = start === 0 ? exact : FAST_KEY + exact.slice(start + 1);
-      if (compress) {
-        const ptr = this.table.get(key);
-        if (ptr !== undefined) {
-          this.u16(0xc000 | ptr);
-          return;
-        }
-      }
-      if (this.pos <= 0x3fff && !this.table.has(key)) this.table.set(key, this.pos);
+      if (this.pointedTo(start === 0 ? exact : FAST_KEY + exact.slice(start + 1), compress)) return;
       const dot = fq.indexOf('.', start);
       const len = dot - start;
       if (len === 0) throw new NameError(`empty label in "${name}"`);

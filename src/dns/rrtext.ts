@@ -1,6 +1,8 @@
-// One resource record in master-file presentation form (RFC 1035 5.1), as miekg/dns's NewRR
-// reads it: `NAME [TTL] [CLASS] TYPE RDATA`, TTL and CLASS in either order, relative names
-// completed with the origin, and RFC 3597's `\# LENGTH HEX` for any type.
+// Resource records in master-file presentation form (RFC 1035 5.1), as miekg/dns reads them:
+// the RDATA of every type the file plugin and the template plugin know (and RFC 3597's
+// `\# LENGTH HEX` for any type), BIND TTL units, class names, and one whole record as
+// miekg/dns's NewRR reads it: `NAME [TTL] [CLASS] TYPE RDATA`, TTL and CLASS in either order,
+// relative names completed with the origin.
 
 import { QClass, QType, typeFromString } from './constants.js';
 import { canonicalIP, parseIPv4, parseIPv6 } from './ip.js';
@@ -59,34 +61,6 @@ function checkName(name: string): string {
   return name;
 }
 
-function u(text: string | undefined, max: number, what: string): number {
-  if (text === undefined || !/^\d+$/.test(text) || Number(text) > max)
-    throw new RecordTextError(`bad ${what} "${text ?? ''}"`);
-  return Number(text);
-}
-
-/** A TXT character-string: quotes removed, `\"`, `\\` and `\DDD` decoded. */
-function characterString(f: string): string {
-  const s = f.startsWith('"') ? f.slice(1, -1) : f;
-  let out = '';
-  for (let i = 0; i < s.length; i++) {
-    if (s[i] !== '\\') {
-      out += s[i];
-      continue;
-    }
-    const d = /^\d{3}/.exec(s.slice(i + 1));
-    if (d) {
-      out += String.fromCharCode(Number(d[0]) & 0xff);
-      i += 3;
-    } else {
-      out += s[i + 1] ?? '';
-      i++;
-    }
-  }
-  if (Buffer.byteLength(out, 'latin1') > 255) throw new RecordTextError('TXT string longer than 255 octets');
-  return out;
-}
-
 const CLASSES: ReadonlyMap<string, number> = new Map([
   ['IN', QClass.IN],
   ['CH', QClass.CH],
@@ -96,7 +70,8 @@ const CLASSES: ReadonlyMap<string, number> = new Map([
   ['ANY', QClass.ANY],
 ]);
 
-function classFromText(t: string): number | undefined {
+/** IN, CH, CS, HS, NONE, ANY or CLASS123; undefined when it is not a class. */
+export function classFromText(t: string): number | undefined {
   const up = t.toUpperCase();
   const c = CLASSES.get(up);
   if (c !== undefined) return c;
@@ -115,8 +90,9 @@ export function parseRecordText(text: string, origin = '.'): ResourceRecord {
   let type: number | undefined;
   for (let k = 0; k < 2 && i < f.length; k++) {
     const t = f[i]!;
-    if (/^\d+$/.test(t)) {
-      ttl = u(t, 0xffffffff, 'TTL');
+    const asTtl = /^\d/.test(t) ? parseTtl(t) : null;
+    if (asTtl !== null) {
+      ttl = asTtl;
       i++;
     } else if (classFromText(t) !== undefined && typeFromString(t) === undefined) {
       klass = classFromText(t)!;
@@ -125,63 +101,153 @@ export function parseRecordText(text: string, origin = '.'): ResourceRecord {
   }
   if (i < f.length) type = typeFromString(f[i]!);
   if (type === undefined) throw new RecordTextError(`unknown record type "${f[i] ?? ''}"`);
-  const rd = f.slice(i + 1);
-  return { name, type, class: klass, ttl, data: rdata(type, rd, origin) };
+  const rd = f
+    .slice(i + 1)
+    .map((x): RdataField => (x.startsWith('"') ? { text: x.slice(1, -1), quoted: true } : { text: x, quoted: false }));
+  const fail = (what: string): never => {
+    throw new RecordTextError(what);
+  };
+  return { name, type, class: klass, ttl, data: parseRdata(type, rd, (n) => checkName(absolute(n, origin)), fail) };
 }
 
-function rdata(type: number, rd: string[], origin: string): RecordData {
-  if (rd[0] === '\\#') {
-    const len = u(rd[1], 0xffff, 'RDATA length');
-    const hex = rd.slice(2).join('');
-    if (!/^([0-9a-fA-F]{2})*$/.test(hex) || hex.length / 2 !== len)
-      throw new RecordTextError('RFC 3597 RDATA does not match its length');
-    return { raw: Buffer.from(hex, 'hex') };
+/** BIND-style TTLs: "3600", "1h", "1h30m", "2w", "1d". null when it is not one. */
+export function parseTtl(text: string): number | null {
+  if (/^\d+$/.test(text)) return Number(text) >>> 0;
+  const re = /(\d+)([smhdw])/giy;
+  let total = 0;
+  let end = 0;
+  let m: RegExpExecArray | null;
+  while ((m = re.exec(text)) !== null) {
+    const mult = { s: 1, m: 60, h: 3600, d: 86400, w: 604800 }[m[2]!.toLowerCase() as 's' | 'm' | 'h' | 'd' | 'w'];
+    total += Number(m[1]) * mult;
+    end = re.lastIndex;
   }
-  const want = (n: number) => {
-    if (rd.length !== n) throw new RecordTextError(`${rd.length} RDATA fields where ${n} are expected`);
+  return end === text.length && end > 0 ? total >>> 0 : null;
+}
+
+/** One RDATA field: its text without the quotes around it (escapes kept), and whether it was quoted. */
+export interface RdataField {
+  text: string;
+  quoted: boolean;
+}
+
+/** Resolves `\DDD` and `\X` escapes of a character-string into its bytes (latin1). */
+function unescape(s: string): string {
+  if (!s.includes('\\')) return s;
+  let out = '';
+  for (let i = 0; i < s.length; i++) {
+    const c = s[i]!;
+    if (c !== '\\') {
+      out += c;
+      continue;
+    }
+    const d = s.slice(i + 1, i + 4);
+    if (/^\d{3}$/.test(d)) {
+      out += String.fromCharCode(Number(d) & 0xff);
+      i += 3;
+    } else if (i + 1 < s.length) {
+      out += s[i + 1]!;
+      i++;
+    }
+  }
+  return out;
+}
+
+/** A TXT field as character-strings: one longer than 255 octets is split, as miekg/dns does. */
+function characterStrings(field: string): string[] {
+  const s = unescape(field);
+  if (s.length <= 255) return [s];
+  const out: string[] = [];
+  for (let i = 0; i < s.length; i += 255) out.push(s.slice(i, i + 255));
+  return out;
+}
+
+const NAME_TYPES: ReadonlySet<number> = new Set([QType.CNAME, QType.NS, QType.PTR]);
+
+/**
+ * The RDATA of a record of `type` from its fields. `name` completes a domain-name field with the
+ * origin; `fail` throws. Messages never quote a field (a zone file may be a secret the user
+ * did not mean to show).
+ */
+export function parseRdata(
+  type: number,
+  w: readonly RdataField[],
+  name: (n: string) => string,
+  fail: (what: string) => never,
+): RecordData {
+  const text = (i: number): string => {
+    const x = w[i];
+    if (x === undefined) fail(`${typeName(type)} RDATA is missing a field`);
+    return x!.text;
   };
+  const u = (i: number, bits: 16 | 32): number => {
+    const s = text(i);
+    if (!/^\d+$/.test(s) || Number(s) >= 2 ** bits) fail(`field ${i + 1} is not a ${bits}-bit number`);
+    return Number(s);
+  };
+  const count = (n: number) => {
+    if (w.length !== n) fail(`${typeName(type)} RDATA needs ${n} fields, has ${w.length}`);
+  };
+  if (w[0] !== undefined && !w[0].quoted && w[0].text === '\\#') return { raw: generic(w, fail) };
   switch (type) {
     case QType.A: {
-      want(1);
-      if (!parseIPv4(rd[0]!)) throw new RecordTextError(`bad IPv4 address "${rd[0]}"`);
-      return { address: rd[0]! };
+      count(1);
+      if (parseIPv4(text(0)) === null) fail('not an IPv4 address');
+      return { address: text(0) };
     }
     case QType.AAAA: {
-      want(1);
-      if (!parseIPv6(rd[0]!)) throw new RecordTextError(`bad IPv6 address "${rd[0]}"`);
-      return { address: canonicalIP(rd[0]!)! };
+      count(1);
+      if (parseIPv6(text(0)) === null) fail('not an IPv6 address');
+      return { address: canonicalIP(text(0)) ?? text(0) };
     }
-    case QType.CNAME:
-    case QType.NS:
-    case QType.PTR:
-      want(1);
-      return { target: checkName(absolute(rd[0]!, origin)) };
     case QType.MX:
-      want(2);
-      return { preference: u(rd[0], 0xffff, 'MX preference'), exchange: checkName(absolute(rd[1]!, origin)) };
+      count(2);
+      return { preference: u(0, 16), exchange: name(text(1)) };
     case QType.SRV:
-      want(4);
-      return {
-        priority: u(rd[0], 0xffff, 'SRV priority'),
-        weight: u(rd[1], 0xffff, 'SRV weight'),
-        port: u(rd[2], 0xffff, 'SRV port'),
-        target: checkName(absolute(rd[3]!, origin)),
-      };
+      count(4);
+      return { priority: u(0, 16), weight: u(1, 16), port: u(2, 16), target: name(text(3)) };
     case QType.TXT:
-      if (rd.length === 0) throw new RecordTextError('TXT record without strings');
-      return { texts: rd.map(characterString) };
-    case QType.SOA:
-      want(7);
-      return {
-        mname: checkName(absolute(rd[0]!, origin)),
-        rname: checkName(absolute(rd[1]!, origin)),
-        serial: u(rd[2], 0xffffffff, 'SOA serial'),
-        refresh: u(rd[3], 0xffffffff, 'SOA refresh'),
-        retry: u(rd[4], 0xffffffff, 'SOA retry'),
-        expire: u(rd[5], 0xffffffff, 'SOA expire'),
-        minimum: u(rd[6], 0xffffffff, 'SOA minimum'),
+      if (w.length === 0) fail('TXT RDATA is empty');
+      return { texts: w.flatMap((x) => characterStrings(x.text)) };
+    case QType.SOA: {
+      count(7);
+      // The four timers take TTL units (1h, 1w), as in BIND and miekg/dns; the serial does not.
+      const t = (i: number) => {
+        const v = parseTtl(text(i));
+        if (v === null) fail(`SOA field ${i + 1} is not a number`);
+        return v!;
       };
+      return {
+        mname: name(text(0)),
+        rname: name(text(1)),
+        serial: u(2, 32),
+        refresh: t(3),
+        retry: t(4),
+        expire: t(5),
+        minimum: t(6),
+      };
+    }
     default:
-      throw new RecordTextError(`type ${type} needs the RFC 3597 form: \\# LENGTH HEX`);
+      if (NAME_TYPES.has(type)) {
+        count(1);
+        return { target: name(text(0)) };
+      }
+      fail(`type ${typeName(type)} needs the RFC 3597 form "\\# LENGTH HEX"`);
   }
+}
+
+function typeName(type: number): string {
+  for (const [k, v] of Object.entries(QType)) if (v === type) return k;
+  return `TYPE${type}`;
+}
+
+function generic(w: readonly RdataField[], fail: (what: string) => never): Buffer {
+  const len = w[1] ? Number(w[1].text) : NaN;
+  if (!Number.isInteger(len) || len < 0 || len > 65535) fail('\\# needs a length');
+  const hex = w
+    .slice(2)
+    .map((x) => x.text)
+    .join('');
+  if (!/^[0-9a-fA-F]*$/.test(hex) || hex.length !== len * 2) fail(`\\# ${len}: the data is not ${len} octets of hex`);
+  return Buffer.from(hex, 'hex');
 }

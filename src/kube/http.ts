@@ -1,12 +1,12 @@
 // HTTP(S) to the API server over node:http/https: one keep-alive Agent per connection,
 // bearer auth, JSON bodies, and newline-delimited watch streams with an idle watchdog.
-import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import { StringDecoder } from 'node:string_decoder';
 import type { ApiConnection } from './connection.js';
 import { ListItemScanner } from './list-stream.js';
 import { isStatus, type Status } from './types.js';
+import { VERSION } from '../version.js';
 
 /** A non-2xx answer from the API server; `status` is the HTTP status, `body` its Status object if any. */
 export class KubeApiError extends Error {
@@ -107,7 +107,7 @@ export class KubeClient {
   constructor(conn: ApiConnection, opts: KubeClientOptions = {}) {
     this.#conn = conn;
     this.#isHttps = conn.server.protocol === 'https:';
-    this.userAgent = opts.userAgent ?? `clusterdns/${packageVersion()}`;
+    this.userAgent = opts.userAgent ?? `clusterdns/${VERSION}`;
     this.#requestTimeoutMs = opts.requestTimeoutMs ?? 60_000;
     this.#maxBodyBytes = opts.maxBodyBytes ?? 256 << 20;
     this.#maxLineBytes = opts.maxLineBytes ?? 16 << 20;
@@ -479,24 +479,4 @@ function retryAfterMs(header: string | undefined, body: Status | undefined): num
   }
   const fromBody = body?.details?.retryAfterSeconds;
   return typeof fromBody === 'number' && fromBody >= 0 ? fromBody * 1000 : undefined;
-}
-
-let cachedVersion: string | undefined;
-
-/** clusterdns's version from package.json, found by walking up from this file (src/ or dist/src/). */
-export function packageVersion(): string {
-  if (cachedVersion !== undefined) return cachedVersion;
-  cachedVersion = '0.0.0';
-  for (const rel of ['../../package.json', '../../../package.json']) {
-    try {
-      const pkg: unknown = JSON.parse(readFileSync(new URL(rel, import.meta.url), 'utf8'));
-      if (typeof pkg === 'object' && pkg !== null && 'name' in pkg && pkg.name === 'clusterdns' && 'version' in pkg) {
-        cachedVersion = String(pkg.version);
-        break;
-      }
-    } catch {
-      continue;
-    }
-  }
-  return cachedVersion;
 }

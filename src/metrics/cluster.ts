@@ -5,6 +5,7 @@
 
 import cluster from 'node:cluster';
 import { readFileSync } from 'node:fs';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
   metricsRegistry,
   metricsLoaded,
@@ -161,8 +162,22 @@ function wholeServerMemory(): MetricJson | null {
 }
 
 /** What /metrics serves: metricsText() without the families kept for the status page only. */
-export async function exportedMetricsText(): Promise<string> {
+async function exportedMetricsText(): Promise<string> {
   return withoutInternalFamilies(await metricsText());
+}
+
+/** The one `GET /metrics` handler (prometheus plugin, nodecache's setup metrics listener). */
+export function serveMetrics(_req: IncomingMessage, res: ServerResponse): void {
+  exportedMetricsText().then(
+    (text) => {
+      res.writeHead(200, { 'content-type': registry.contentType });
+      res.end(text);
+    },
+    (e: Error) => {
+      res.writeHead(500, { 'content-type': 'text/plain' });
+      res.end(`error collecting metrics: ${e.message}\n`);
+    },
+  );
 }
 
 /**

@@ -1,14 +1,13 @@
 // The node-local agent: interface, Corefile, in-process DNS server, iptables rules, the
 // periodic re-check, config polling, and teardown. See README.md for the sequence and why.
 
-import { renameSync, rmSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import type { Server } from 'node:http';
+import { rmSync, writeFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { CorefileError } from '../corefile/errors.js';
 import type { Logger } from '../log.js';
 import { DnsServer } from '../server/server.js';
 import { parseConfig, type LoadedConfig, type Runtime } from '../server/runtime.js';
-import { killRunningCommands, type CommandRunner, type SyncCommandRunner } from './exec.js';
+import { killRunningCommands, type CommandRunner, type SyncCommandRunner } from '../sys/exec.js';
 import type { NodeCacheFlags } from './flags.js';
 import { CorefileSourceError, readSources, renderSources, fingerprint, type GeneratorOptions } from './generator.js';
 import { Iptables, nodeCacheRules, ruleText, type EnsureReport, type IptablesRule } from './iptables.js';
@@ -17,6 +16,7 @@ import { InterfaceError, NodeInterface, type EnsureResult } from './netif.js';
 import { checkPorts, portsOf } from './preflight.js';
 import { PILLAR } from './template.js';
 import { resolveUpstreamService } from './upstream.js';
+import { resolveTarget, writeFileAtomic } from '../sys/atomic-file.js';
 
 export class NodeCacheStartError extends Error {
   readonly code = 'NODECACHE_ERR_START';
@@ -35,17 +35,9 @@ export interface AgentDeps {
   configPollMs?: number;
 }
 
-/** Writes through a temporary file and a rename, so a reload never reads half a Corefile. */
-function writeAtomically(path: string, text: string): void {
-  const tmp = join(dirname(path), `.${process.pid}.${Date.now()}.nodecache.tmp`);
-  try {
-    // 'wx' (O_EXCL): never written through a file or symlink already there; a full disk leaves no tmp behind.
-    writeFileSync(tmp, text, { mode: 0o644, flag: 'wx' });
-    renameSync(tmp, path);
-  } catch (e) {
-    rmSync(tmp, { force: true });
-    throw e;
-  }
+/** Through a temporary file, fsync and a rename, so a reload (or a crash) never reads half a Corefile. */
+function writeCorefile(path: string, text: string): void {
+  writeFileAtomic(resolveTarget(path), text);
 }
 
 export class NodeCacheAgent {
@@ -55,7 +47,7 @@ export class NodeCacheAgent {
   server: DnsServer | null = null;
   private generator: GeneratorOptions | null = null;
   private lastFingerprint = '';
-  private metricsServer: Server | null = null;
+  private closeMetrics: (() => Promise<void>) | null = null;
   private syncTimer: NodeJS.Timeout | null = null;
   private configTimer: NodeJS.Timeout | null = null;
   private syncing: Promise<void> | null = null;
@@ -95,7 +87,7 @@ export class NodeCacheAgent {
     defineNodeCacheMetrics();
     if (f.metricsListenAddress !== '') {
       try {
-        this.metricsServer = await serveSetupMetrics(f.metricsListenAddress);
+        this.closeMetrics = await serveSetupMetrics(f.metricsListenAddress);
       } catch (e) {
         throw new NodeCacheStartError(`-metrics-listen-address ${f.metricsListenAddress}: ${(e as Error).message}`);
       }
@@ -159,7 +151,7 @@ export class NodeCacheAgent {
       throw new NodeCacheStartError(`not starting; nothing on the node was changed: ${busy.join('; ')}`);
 
     try {
-      writeAtomically(f.corefile, text);
+      writeCorefile(f.corefile, text);
       this.log.info(
         `wrote ${f.corefile} from the ${sources.baseFrom === 'built-in' ? 'built-in template' : `template ${sources.baseFrom}`}`,
       );
@@ -274,7 +266,7 @@ export class NodeCacheAgent {
       const generated = renderSources(sources, this.generator);
       for (const w of generated.warnings) this.log.warn(w);
       try {
-        writeAtomically(this.flags.corefile, generated.text);
+        writeCorefile(this.flags.corefile, generated.text);
       } catch (e) {
         this.lastFingerprint = ''; // not written (a full disk): try again at the next poll
         throw e;
@@ -326,7 +318,7 @@ export class NodeCacheAgent {
       }
       if (this.flags.skipTeardown) this.log.info('-skipteardown: leaving the interface and iptables rules in place');
       this.disarm();
-      await new Promise<void>((r) => (this.metricsServer ? this.metricsServer.close(() => r()) : r()));
+      await this.closeMetrics?.();
       if (this.flags.pidfile) rmSync(this.flags.pidfile, { force: true });
     })();
     return this.stopping;

@@ -4,10 +4,11 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { exitWith, roleLogger, type Logger } from '../log.js';
+import { roleFlags } from '../cli-flags.js';
 import { VERSION } from '../version.js';
 import { NodeCacheAgent } from './agent.js';
-import { execRunner, execRunnerSync } from './exec.js';
-import { NodeCacheFlagError, parseNodeCacheFlags, USAGE, type NodeCacheFlags } from './flags.js';
+import { execRunner, execRunnerSync } from '../sys/exec.js';
+import { NodeCacheFlagError, parseNodeCacheFlags, USAGE } from './flags.js';
 
 const nodecacheLogger = (): Logger => roleLogger('nodecache');
 
@@ -16,21 +17,8 @@ function die(code: number, message: string): never {
 }
 
 export async function run(argv: string[]): Promise<void> {
-  let flags: NodeCacheFlags;
-  try {
-    flags = parseNodeCacheFlags(argv, existsSync);
-  } catch (e) {
-    if (e instanceof NodeCacheFlagError) die(2, `${e.message}\n\n${USAGE}`);
-    throw e;
-  }
-  if (flags.help) {
-    process.stdout.write(USAGE);
-    return;
-  }
-  if (flags.version) {
-    process.stdout.write(`clusterdns-${VERSION} nodecache\n`);
-    return;
-  }
+  const flags = roleFlags('nodecache', USAGE, () => parseNodeCacheFlags(argv, existsSync), NodeCacheFlagError, die);
+  if (flags === null) return;
   if (resolve(flags.corefile) === resolve(flags.baseCorefile)) {
     die(2, `-conf and -basecorefile are both ${flags.corefile}: the generated Corefile would overwrite its template`);
   }

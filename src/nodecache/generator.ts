@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseResolvConf } from '../plugins/forward/resolvconf.js';
+import { resolvConfNameservers } from '../sys/resolvconf.js';
 import { parseKubeDnsConfig } from './kubedns.js';
 import { DEFAULT_BASE_COREFILE, PILLAR, renderCorefile } from './template.js';
 
@@ -101,8 +101,8 @@ export function renderSources(s: SourceTexts, o: GeneratorOptions): GeneratedCor
       throw new CorefileSourceError(
         `${o.resolvConf} does not exist; it names the node's resolvers for ${PILLAR.upstreamServers}`,
       );
-    const rc = parseResolvConf(s.resolvConf);
-    for (const p of rc.problems) warnings.push(`${o.resolvConf}:${p.line}: ${p.why}`);
+    const rc = resolvConfNameservers(s.resolvConf);
+    for (const p of rc.problems) warnings.push(`${o.resolvConf}:${p.line}: ${p.message}`);
     upstreamServers = rc.nameservers;
     if (upstreamServers.length === 0)
       throw new CorefileSourceError(

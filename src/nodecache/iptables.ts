@@ -7,7 +7,7 @@
 // decides, so a listing format we misread can never cause a duplicate); everything missing is
 // inserted with one `iptables-restore --noflush`, falling back to one `-I` per rule on error.
 
-import type { CommandResult, CommandRunner, SyncCommandRunner } from './exec.js';
+import type { CommandResult, CommandRunner, SyncCommandRunner } from '../sys/exec.js';
 import { runSteps, runStepsSync, type Step, type Steps } from './steps.js';
 
 export const COMMENT_SKIP_CONNTRACK = 'NodeLocal DNS Cache: skip conntrack';
@@ -27,8 +27,16 @@ export interface IptablesRule {
 export function nodeCacheRules(localIPs: readonly string[], dnsPort: number, healthPort: number): IptablesRule[] {
   const port = String(dnsPort);
   const health = String(healthPort);
-  const notrack = (chain: Chain, proto: 'tcp' | 'udp', dir: '-d' | '-s', ip: string, p: string): IptablesRule => ({
-    table: 'raw',
+  /** NOTRACK in raw (conntrack skipped) or ACCEPT in filter, for DNS to or from `ip` on port `p`. */
+  const rule = (
+    target: 'NOTRACK' | 'ACCEPT',
+    chain: Chain,
+    proto: 'tcp' | 'udp',
+    dir: '-d' | '-s',
+    ip: string,
+    p: string,
+  ): IptablesRule => ({
+    table: target === 'NOTRACK' ? 'raw' : 'filter',
     chain,
     spec: [
       '-p',
@@ -40,29 +48,15 @@ export function nodeCacheRules(localIPs: readonly string[], dnsPort: number, hea
       '-m',
       'comment',
       '--comment',
-      COMMENT_SKIP_CONNTRACK,
+      target === 'NOTRACK' ? COMMENT_SKIP_CONNTRACK : COMMENT_ALLOW_DNS,
       '-j',
-      'NOTRACK',
+      target,
     ],
   });
-  const accept = (chain: Chain, proto: 'tcp' | 'udp', dir: '-d' | '-s', ip: string): IptablesRule => ({
-    table: 'filter',
-    chain,
-    spec: [
-      '-p',
-      proto,
-      dir,
-      ip,
-      dir === '-d' ? '--dport' : '--sport',
-      port,
-      '-m',
-      'comment',
-      '--comment',
-      COMMENT_ALLOW_DNS,
-      '-j',
-      'ACCEPT',
-    ],
-  });
+  const notrack = (chain: Chain, proto: 'tcp' | 'udp', dir: '-d' | '-s', ip: string, p: string) =>
+    rule('NOTRACK', chain, proto, dir, ip, p);
+  const accept = (chain: Chain, proto: 'tcp' | 'udp', dir: '-d' | '-s', ip: string) =>
+    rule('ACCEPT', chain, proto, dir, ip, port);
   const out: IptablesRule[] = [];
   for (const ip of localIPs) {
     out.push(

@@ -2,10 +2,10 @@
 // labels present from the start (at 0) so alerts can use rate() at once. It is served on
 // -metrics-listen-address (default :9353) and, being in the process registry, on :9253 too.
 
-import { createServer, type Server } from 'node:http';
 import { defineCollected } from '../metrics/collected.js';
-import { metricsRegistry, registry, withoutInternalFamilies } from '../metrics/registry.js';
-import { splitHostPort } from '../server/http.js';
+import { serveMetrics } from '../metrics/cluster.js';
+import { metricsRegistry, PlainCounter } from '../metrics/registry.js';
+import { HttpServices } from '../server/http.js';
 
 export const SETUP_ERROR_TYPES = [
   'iptables',
@@ -16,14 +16,14 @@ export const SETUP_ERROR_TYPES = [
 ] as const;
 export type SetupErrorType = (typeof SETUP_ERROR_TYPES)[number];
 
-const setupErrors = new Map<SetupErrorType, number>(SETUP_ERROR_TYPES.map((t) => [t, 0]));
+const setupErrors = new PlainCounter();
 
 export function countSetupError(type: SetupErrorType): void {
-  setupErrors.set(type, (setupErrors.get(type) ?? 0) + 1);
+  setupErrors.inc(type);
 }
 
 export function setupErrorCount(type: SetupErrorType): number {
-  return setupErrors.get(type) ?? 0;
+  return setupErrors.get(type);
 }
 
 export function defineNodeCacheMetrics(): void {
@@ -33,37 +33,11 @@ export function defineNodeCacheMetrics(): void {
     'coredns_nodecache_setup_errors_total',
     'The number of errors during periodic network setup for node-cache',
     'counter',
-    () => SETUP_ERROR_TYPES.map((t) => ({ labels: { errortype: t }, value: setupErrors.get(t) ?? 0 })),
+    () => SETUP_ERROR_TYPES.map((t) => ({ labels: { errortype: t }, value: setupErrors.get(t) })),
   );
 }
 
-/** `GET /metrics` on ADDRESS with the process registry. Resolves once listening. */
-export async function serveSetupMetrics(address: string): Promise<Server> {
-  const { host, port } = splitHostPort(address, 9353);
-  const server = createServer((req, res) => {
-    if ((req.url ?? '/').split('?')[0] !== '/metrics') {
-      res.writeHead(404, { 'content-type': 'text/plain' });
-      res.end('404 page not found\n');
-      return;
-    }
-    registry.metrics().then(
-      (text) => {
-        res.writeHead(200, { 'content-type': registry.contentType });
-        res.end(withoutInternalFamilies(text));
-      },
-      (e: Error) => {
-        res.writeHead(500, { 'content-type': 'text/plain' });
-        res.end(`error collecting metrics: ${e.message}\n`);
-      },
-    );
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen({ host: host || undefined, port }, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  server.unref();
-  return server;
+/** `GET /metrics` on ADDRESS (HOST:PORT), the prometheus plugin's handler; resolves, once listening, to its closer. */
+export function serveSetupMetrics(address: string): Promise<() => Promise<void>> {
+  return new HttpServices().route(address, '/metrics', serveMetrics);
 }

@@ -3,7 +3,7 @@
 // fall back to an empty bridge of the same name, which holds addresses just as well.
 
 import { isRecord } from '../kube/types.js';
-import type { CommandResult, CommandRunner, SyncCommandRunner } from './exec.js';
+import type { CommandResult, CommandRunner, SyncCommandRunner } from '../sys/exec.js';
 import { runSteps, runStepsSync, type Step, type Steps } from './steps.js';
 
 export type InterfaceErrorType = 'interface_add' | 'interface_check';

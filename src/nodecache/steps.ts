@@ -1,7 +1,7 @@
 // A sequence of commands written once as a generator and driven either asynchronously (the
 // normal path) or synchronously (the process 'exit' hook, after a fatal error).
 
-import type { CommandResult, CommandRunner, SyncCommandRunner } from './exec.js';
+import type { CommandResult, CommandRunner, SyncCommandRunner } from '../sys/exec.js';
 
 export interface Step {
   file: string;

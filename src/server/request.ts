@@ -113,6 +113,16 @@ export class Request {
     return m;
   }
 
+  /** This query's context (client, zone, server, depth, metadata) around another wire form of it. */
+  withQuery(raw: Buffer, q: ParsedQuery): Request {
+    const r = new Request(raw, q, this.client);
+    r.zone = this.zone;
+    r.server = this.server;
+    r.depth = this.depth;
+    r.metadata = this.metadata;
+    return r;
+  }
+
   /**
    * A new request for another name or type, from the same client, for plugins that
    * resolve through the chain (ExternalName targets, search paths).
@@ -124,27 +134,20 @@ export class Request {
     if (this.edns) m.edns = { udpSize: this.edns.udpSize, version: 0, do: this.edns.do, zflags: 0, options: [] };
     const raw = encodeMessage(m);
     const questionEnd = 12 + questionLength(raw);
-    const r = new Request(
-      raw,
-      {
-        id: this.id,
-        flags: 0x0100,
-        opcode: 0,
-        qname,
-        qnameLower: qname.toLowerCase(),
-        qtype,
-        qclass: QClass.IN,
-        questionEnd,
-        // The OPT written above (no options), not the client's: offsets are into this raw.
-        edns: this.edns ? { ...this.edns, optOffset: questionEnd, optLength: 11 } : null,
-      },
-      this.client,
-    );
-    r.zone = this.zone;
-    r.server = this.server;
+    const r = this.withQuery(raw, {
+      id: this.id,
+      flags: 0x0100,
+      opcode: 0,
+      qname,
+      qnameLower: qname.toLowerCase(),
+      qtype,
+      qclass: QClass.IN,
+      questionEnd,
+      // The OPT written above (no options), not the client's: offsets are into this raw.
+      edns: this.edns ? { ...this.edns, optOffset: questionEnd, optLength: 11 } : null,
+    });
     r.udpCap = this.udpCap;
     r.depth = this.depth + 1;
-    r.metadata = this.metadata;
     return r;
   }
 }

@@ -19,6 +19,24 @@ export function systemErrorText(e: unknown): string {
   return (code !== undefined && TEXT[code]) || (e as Error).message;
 }
 
+/** Go's wording of common socket errors, so log lines read like CoreDNS's. */
+export function goErrorText(e: NodeJS.ErrnoException): string {
+  switch (e.code) {
+    case 'ECONNREFUSED':
+      return 'connection refused';
+    case 'ECONNRESET':
+      return 'connection reset by peer';
+    case 'EPIPE':
+      return 'broken pipe';
+    case 'EHOSTUNREACH':
+      return 'no route to host';
+    case 'ENETUNREACH':
+      return 'network is unreachable';
+    default:
+      return e.message;
+  }
+}
+
 /** "HOST:PORT" as a user types it: [::]:8181, 0.0.0.0:53, 127.0.0.1:53. */
 export function formatHostPort(host: string, port: number): string {
   return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;

@@ -74,20 +74,4 @@ export function joinHostPort(host: string, port: number): string {
   return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
 }
 
-/** Go's wording of common socket errors, so log lines read like CoreDNS's. */
-export function goErrorText(e: NodeJS.ErrnoException): string {
-  switch (e.code) {
-    case 'ECONNREFUSED':
-      return 'connection refused';
-    case 'ECONNRESET':
-      return 'connection reset by peer';
-    case 'EPIPE':
-      return 'broken pipe';
-    case 'EHOSTUNREACH':
-      return 'no route to host';
-    case 'ENETUNREACH':
-      return 'network is unreachable';
-    default:
-      return e.message;
-  }
-}
+export { goErrorText } from '../server/system-errors.js';

@@ -4,7 +4,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { UnsafeFileError, type FileOps } from '../../src/connect/atomic-file.js';
+import { UnsafeFileError, type FileOps } from '../../src/sys/atomic-file.js';
 import { BLOCK_BEGIN } from '../../src/connect/hosts-block.js';
 import { hostsLockPath, syncHostsBlock, type HostsRecord } from '../../src/connect/hosts-file.js';
 import { LockTimeoutError, withLock } from '../../src/connect/lock.js';

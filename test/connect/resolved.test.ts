@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { execRunner, type CommandRunner } from '../../src/connect/exec.js';
+import { execRunner, type CommandRunner } from '../../src/sys/exec.js';
 import {
   applyResolved,
   parseLinkValues,
@@ -27,17 +27,14 @@ const setup: DnsSetup = {
 
 /** Runs programs from the fake's bin only; anything else is "not installed" (exit 127). */
 function fakeRunner(fake: FakeResolved): CommandRunner & { ran: string[][] } {
-  const real = execRunner();
   const ran: string[][] = [];
-  return {
-    ran,
-    run: async (file, args) => {
-      ran.push([file, ...args]);
-      const p = join(fake.bin, file);
-      if (!fs.existsSync(p)) return { code: 127, stdout: '', stderr: `${file}: not found` };
-      return real.run(p, args);
-    },
+  const run: CommandRunner = async (file, args) => {
+    ran.push([file, ...args]);
+    const p = join(fake.bin, file);
+    if (!fs.existsSync(p)) return { code: 127, stdout: '', stderr: `${file}: not found` };
+    return execRunner(p, args);
   };
+  return Object.assign(run, { ran });
 }
 
 function harness(links?: Record<string, number>, routeDev?: string) {
@@ -194,12 +191,10 @@ describe('systemd-resolved backend (resolvectl stand-in)', () => {
 
   test('a failing step is undone at once', async () => {
     const h = harness();
-    const failing: CommandRunner = {
-      run: async (file, args) =>
-        file === 'resolvectl' && args[0] === 'default-route'
-          ? { code: 1, stdout: '', stderr: 'Access denied' }
-          : h.runner.run(file, args),
-    };
+    const failing: CommandRunner = async (file, args) =>
+      file === 'resolvectl' && args[0] === 'default-route'
+        ? { code: 1, stdout: '', stderr: 'Access denied' }
+        : h.runner(file, args);
     assert.equal(await applyResolved(setup, { ...h.ctx, runner: failing }), false);
     assert.deepEqual(h.fake.link(), { index: 3, dns: [], domains: [], defaultRoute: null });
     assert.deepEqual(

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { recordingRunner } from '../../src/connect/exec.js';
+import { recordingRunner } from '../../src/sys/exec.js';
 import { parseServer } from '../../src/connect/flags.js';
 import {
   applyResolverFiles,

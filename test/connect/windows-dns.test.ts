@@ -1,7 +1,7 @@
 // Windows backend: the PowerShell it generates, recorded instead of run.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { recordingRunner, type CommandRunner } from '../../src/connect/exec.js';
+import { recordingRunner, type CommandRunner } from '../../src/sys/exec.js';
 import { parseServer } from '../../src/connect/flags.js';
 import type { ConnectState } from '../../src/connect/state.js';
 import type { DnsSetup } from '../../src/connect/dns-setup.js';
@@ -107,17 +107,15 @@ describe('Windows NRPT and interface DNS through PowerShell', () => {
 
   test('applyWindows inspects, records the undo, then applies; revert runs the removal script', async () => {
     const ran: string[] = [];
-    const runner: CommandRunner = {
-      run: async (file, args) => {
-        assert.equal(file, POWERSHELL);
-        const script = scriptOf(args);
-        ran.push(script);
-        return {
-          code: 0,
-          stdout: script.includes('ConvertTo-Json') ? '{"interfaceIndex":12,"servers":null,"suffixSearchList":[]}' : '',
-          stderr: '',
-        };
-      },
+    const runner: CommandRunner = async (file, args) => {
+      assert.equal(file, POWERSHELL);
+      const script = scriptOf(args);
+      ran.push(script);
+      return {
+        code: 0,
+        stdout: script.includes('ConvertTo-Json') ? '{"interfaceIndex":12,"servers":null,"suffixSearchList":[]}' : '',
+        stderr: '',
+      };
     };
     const log = memoryLog();
     const records: Array<Partial<ConnectState>> = [];

@@ -438,6 +438,9 @@ describe('clusterdns diagnose', { concurrency: true }, () => {
       assert.match(out.stderr, /^clusterdns diagnose: unknown flag --typ \(did you mean --type\?\)\n/);
       assert.doesNotMatch(out.stderr, /positional argument|'-- "/);
     }
+    // One Go-style flag reading for every role: -Typ is a long flag here as it is for the server.
+    const upper = await diagnose(['backend', '-Typ', 'A']);
+    assert.match(upper.stderr, /^clusterdns diagnose: unknown flag --Typ \(did you mean --type\?\)\n/);
     const v = await diagnose(['--version']);
     assert.equal(v.code, 0);
     assert.match(v.stdout, /^clusterdns-\d+\.\d+\.\d+ diagnose\n$/);

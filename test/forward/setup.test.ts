@@ -75,6 +75,21 @@ describe('forward setup', () => {
     assert.equal(rel!.to.length, 2);
   });
 
+  it('reads resolv.conf as CoreDNS does: indented lines and a fourth nameserver count, a comment glued to an address spoils it', () => {
+    writeFileSync(
+      join(dir, 'resolv-go.conf'),
+      'nameserver 10.0.0.1\n  nameserver 10.0.0.2\nnameserver 10.0.0.3\nnameserver 10.0.0.4\nnameserver 10.0.0.5#old\n; nameserver 10.0.0.6\n',
+    );
+    const warnings: string[] = [];
+    const blocks = parseCorefile(`. {\nforward . ${join(dir, 'resolv-go.conf')}\n}\n`, corefile);
+    const c = parseForward(blocks[0]!.directives[0]!, corefile, (m) => warnings.push(m));
+    assert.deepEqual(
+      c.to.map((u) => u.host),
+      ['10.0.0.1', '10.0.0.2', '10.0.0.3', '10.0.0.4'],
+    );
+    assert.deepEqual(warnings, [`${join(dir, 'resolv-go.conf')}:5: "10.0.0.5#old" is not an IP address; line skipped`]);
+  });
+
   it('takes every option of the expanded syntax', () => {
     writeFileSync(join(dir, 'ca.pem'), 'not really a CA');
     const [c] = parse(`forward . 10.0.0.1 tls://10.0.0.2 {

@@ -1,6 +1,7 @@
 // The test API server itself, driven through KubeClient: it must behave like the real one
 // where our client depends on it (writes, conflicts, selectors, pagination, watch semantics).
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { endpointConnection } from '../../src/kube/connection.js';
 import { KubeApiError, KubeClient } from '../../src/kube/http.js';
@@ -211,6 +212,9 @@ describe('test API server', () => {
     }
     const version = await client.getJSON('/version');
     assert.ok(isRecord(version) && version.major === '1');
-    assert.match(server.requestLog.at(-1)?.userAgent ?? '', /^clusterdns\/\d+\.\d+\.\d+/);
+    const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as {
+      version: string;
+    };
+    assert.equal(server.requestLog.at(-1)?.userAgent, `clusterdns/${pkg.version}`);
   });
 });

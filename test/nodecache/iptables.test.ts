@@ -10,7 +10,7 @@ import {
   ruleText,
   splitRuleLine,
 } from '../../src/nodecache/iptables.js';
-import type { CommandResult, CommandRunner, SyncCommandRunner } from '../../src/nodecache/exec.js';
+import type { CommandResult, CommandRunner, SyncCommandRunner } from '../../src/sys/exec.js';
 
 /**
  * An iptables stand-in that keeps rules per table and answers -C/-I/-D, `-S` (printed the way

@@ -10,7 +10,7 @@ import {
   type CommandRunner,
   type SyncCommandRunner,
   execRunnerSync,
-} from '../../src/nodecache/exec.js';
+} from '../../src/sys/exec.js';
 
 /** Why namespaces cannot be used here, or null when they can (probed by really making one). */
 export async function netnsUnavailable(): Promise<string | null> {

@@ -101,6 +101,24 @@ test('record text: TTL and class in either order or left out, relative names, qu
   assert.equal(parseRecordText('_s._tcp.x. 60 IN SRV 1 2 3 t.x.').type, QType.SRV);
 });
 
+test('record text reads TTL units and SOA timers as miekg/dns does, and splits a TXT string past 255 octets', () => {
+  const soa = parseRecordText('x. 1h IN SOA ns.x. h.x. 7 1h 15m 1w 1d');
+  assert.equal(soa.ttl, 3600);
+  assert.deepEqual(soa.data, {
+    mname: 'ns.x.',
+    rname: 'h.x.',
+    serial: 7,
+    refresh: 3600,
+    retry: 900,
+    expire: 604800,
+    minimum: 86400,
+  });
+  const long = 'k'.repeat(300);
+  assert.deepEqual(parseRecordText(`t. 60 IN TXT "${long}" short`).data, {
+    texts: ['k'.repeat(255), 'k'.repeat(45), 'short'],
+  });
+});
+
 test('record text: what is not a record is refused', () => {
   for (const bad of [
     'x. 60 IN A 300.1.1.1',

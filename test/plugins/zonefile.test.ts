@@ -1,7 +1,8 @@
 // The file plugin's master-file parser (RFC 1035 section 5) and its lookup, without sockets.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { parseTtl, parseZoneFile, ZoneFileError } from '../../src/plugins/file/zonefile.js';
+import { parseZoneFile, ZoneFileError } from '../../src/plugins/file/zonefile.js';
+import { parseTtl } from '../../src/dns/rrtext.js';
 import { Zone } from '../../src/plugins/file/zone.js';
 import { QType, Rcode } from '../../src/dns/constants.js';
 
@@ -38,6 +39,13 @@ test('parentheses join lines, comments are dropped, quoted strings keep spaces a
     minimum: 86400,
   });
   assert.deepEqual(rrs[1]!.data, { texts: ['a b;c', 'q"x', 'AB'] });
+});
+
+test('a zone file and a template record are one RDATA syntax: long TXT strings split at 255 octets, SOA timer units, class names', () => {
+  const long = 'v=DKIM1; k=rsa; p=' + 'A'.repeat(400);
+  const rrs = parse(`$TTL 60\n@ SOA ns host 1 1h 15m 1w 1d\ndkim CS TXT "${long}"\n`);
+  assert.deepEqual(rrs[1]!.data, { texts: [long.slice(0, 255), long.slice(255)] });
+  assert.equal(rrs[1]!.class, 2);
 });
 
 test('BIND TTL units', () => {

@@ -3,6 +3,7 @@
 // kubernetes plugin's pod index (`pods verified`), as CoreDNS's Kubernetes.AutoPath builds it:
 // [<ns>.svc.<zone>, svc.<zone>, <zone>, <this server's resolv.conf search...>, ""].
 
+import { unmappedIP } from '../../dns/ip.js';
 import { matchZone } from '../fallthrough.js';
 import type { ClusterView } from '../plugin.js';
 import type { Request } from '../../server/request.js';
@@ -62,6 +63,5 @@ export class PodSearchPath implements SearchPathSource {
 
 /** The address as the pod index keeps it: IPv4-mapped IPv6 (dual-stack sockets) unwrapped. */
 export function clientIp(address: string): string {
-  if (address.startsWith('::ffff:') && address.includes('.')) return address.slice(7);
-  return address;
+  return unmappedIP(address);
 }

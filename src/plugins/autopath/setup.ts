@@ -9,7 +9,7 @@ import { dirname, isAbsolute, resolve } from 'node:path';
 import { CorefileError, directiveError } from '../../corefile/errors.js';
 import type { Directive } from '../../corefile/types.js';
 import { canonicalZone } from '../../dns/name.js';
-import { parseResolvConf } from '../../diagnose/resolvconf.js';
+import { parseResolvConf } from '../../sys/resolvconf.js';
 import { once, unknownProperty } from '../../corefile/args.js';
 import type { PluginSetup } from '../plugin.js';
 import { AutoPath } from './handler.js';

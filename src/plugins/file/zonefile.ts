@@ -5,9 +5,8 @@
 import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { QClass, QType, typeFromString } from '../../dns/constants.js';
-import type { RecordData, ResourceRecord } from '../../dns/message.js';
-import { canonicalIP } from '../../dns/ip.js';
-import { parseIPv4, parseIPv6 } from '../../dns/ip.js';
+import type { ResourceRecord } from '../../dns/message.js';
+import { classFromText, parseRdata, parseTtl, type RdataField } from '../../dns/rrtext.js';
 
 export class ZoneFileError extends Error {
   constructor(
@@ -20,10 +19,7 @@ export class ZoneFileError extends Error {
   }
 }
 
-interface Word {
-  text: string;
-  quoted: boolean;
-}
+type Word = RdataField;
 
 interface Entry {
   words: Word[];
@@ -118,43 +114,6 @@ function entries(text: string, file: string): Entry[] {
   return out;
 }
 
-/** Resolves `\DDD` and `\X` escapes of a character-string into its bytes (latin1). */
-function unescape(s: string): string {
-  if (!s.includes('\\')) return s;
-  let out = '';
-  for (let i = 0; i < s.length; i++) {
-    const c = s[i]!;
-    if (c !== '\\') {
-      out += c;
-      continue;
-    }
-    const d = s.slice(i + 1, i + 4);
-    if (/^\d{3}$/.test(d)) {
-      out += String.fromCharCode(Number(d));
-      i += 3;
-    } else if (i + 1 < s.length) {
-      out += s[i + 1]!;
-      i++;
-    }
-  }
-  return out;
-}
-
-/** BIND-style TTLs: "3600", "1h", "1h30m", "2w", "1d". null when it is not one. */
-export function parseTtl(text: string): number | null {
-  if (/^\d+$/.test(text)) return Number(text) >>> 0;
-  const re = /(\d+)([smhdw])/giy;
-  let total = 0;
-  let end = 0;
-  let m: RegExpExecArray | null;
-  while ((m = re.exec(text)) !== null) {
-    const mult = { s: 1, m: 60, h: 3600, d: 86400, w: 604800 }[m[2]!.toLowerCase() as 's' | 'm' | 'h' | 'd' | 'w'];
-    total += Number(m[1]) * mult;
-    end = re.lastIndex;
-  }
-  return end === text.length && end > 0 ? total >>> 0 : null;
-}
-
 export interface ParsedZone {
   origin: string;
   records: ResourceRecord[];
@@ -238,13 +197,12 @@ function parseInto(file: string, text: string, st: State, out: ResourceRecord[])
     let type: number | undefined;
     while (k < w.length) {
       const t = w[k]!.text;
-      const up = t.toUpperCase();
       if (ttl === null && /^\d/.test(t)) {
         ttl = parseTtl(t);
         if (ttl === null) err(e.line, `field ${k + 1}: not a TTL`);
         k++;
-      } else if (cls === null && (up === 'IN' || up === 'CH' || up === 'HS' || /^CLASS\d+$/.test(up))) {
-        cls = up === 'IN' ? QClass.IN : up === 'CH' ? QClass.CH : up === 'HS' ? QClass.HS : Number(up.slice(5));
+      } else if (cls === null && classFromText(t) !== undefined && typeFromString(t) === undefined) {
+        cls = classFromText(t)!;
         k++;
       } else {
         type = typeFromString(t);
@@ -269,83 +227,4 @@ function parseInto(file: string, text: string, st: State, out: ResourceRecord[])
     st.lastClass = cls ?? st.lastClass;
     out.push({ name: owner, type: type!, class: cls ?? st.lastClass, ttl: finalTtl!, data });
   }
-}
-
-const NAME_TYPES: ReadonlySet<number> = new Set([QType.CNAME, QType.NS, QType.PTR]);
-
-function parseRdata(type: number, w: Word[], name: (n: string) => string, fail: (what: string) => never): RecordData {
-  const text = (i: number): string => {
-    const x = w[i];
-    if (x === undefined) fail(`${typeName(type)} RDATA is missing a field`);
-    return x!.text;
-  };
-  const u = (i: number, bits: 16 | 32): number => {
-    const s = text(i);
-    if (!/^\d+$/.test(s) || Number(s) >= 2 ** bits) fail(`field ${i + 1} is not a ${bits}-bit number`);
-    return Number(s);
-  };
-  const count = (n: number) => {
-    if (w.length !== n) fail(`${typeName(type)} RDATA needs ${n} fields, has ${w.length}`);
-  };
-  if (w[0] !== undefined && !w[0].quoted && w[0].text === '\\#') return { raw: generic(w, fail) };
-  switch (type) {
-    case QType.A: {
-      count(1);
-      if (parseIPv4(text(0)) === null) fail('not an IPv4 address');
-      return { address: text(0) };
-    }
-    case QType.AAAA: {
-      count(1);
-      if (parseIPv6(text(0)) === null) fail('not an IPv6 address');
-      return { address: canonicalIP(text(0)) ?? text(0) };
-    }
-    case QType.MX:
-      count(2);
-      return { preference: u(0, 16), exchange: name(text(1)) };
-    case QType.SRV:
-      count(4);
-      return { priority: u(0, 16), weight: u(1, 16), port: u(2, 16), target: name(text(3)) };
-    case QType.TXT:
-      if (w.length === 0) fail('TXT RDATA is empty');
-      return { texts: w.map((x) => unescape(x.text)) };
-    case QType.SOA: {
-      count(7);
-      const t = (i: number) => {
-        const v = parseTtl(text(i));
-        if (v === null) fail(`SOA field ${i + 1} is not a number`);
-        return v!;
-      };
-      return {
-        mname: name(text(0)),
-        rname: name(text(1)),
-        serial: u(2, 32),
-        refresh: t(3),
-        retry: t(4),
-        expire: t(5),
-        minimum: t(6),
-      };
-    }
-    default:
-      if (NAME_TYPES.has(type)) {
-        count(1);
-        return { target: name(text(0)) };
-      }
-      fail(`type ${typeName(type)} needs the RFC 3597 form "\\# LENGTH HEX"`);
-  }
-}
-
-function typeName(type: number): string {
-  for (const [k, v] of Object.entries(QType)) if (v === type) return k;
-  return `TYPE${type}`;
-}
-
-function generic(w: Word[], fail: (what: string) => never): Buffer {
-  const len = w[1] ? Number(w[1].text) : NaN;
-  if (!Number.isInteger(len) || len < 0 || len > 65535) fail('\\# needs a length');
-  const hex = w
-    .slice(2)
-    .map((x) => x.text)
-    .join('');
-  if (!/^[0-9a-fA-F]*$/.test(hex) || hex.length !== len * 2) fail(`\\# ${len}: the data is not ${len} octets of hex`);
-  return Buffer.from(hex, 'hex');
 }

@@ -10,11 +10,11 @@ import { rcodeFromString, Rcode } from '../../dns/constants.js';
 import { canonicalIP } from '../../dns/ip.js';
 import { canonicalZone, nameToLabels } from '../../dns/name.js';
 import { cidrToReverseZones } from '../../dns/reverse.js';
+import { resolvConfNameservers } from '../../sys/resolvconf.js';
 import { durationArg, intArg, noArgs, unknownProperty } from '../../corefile/args.js';
 import type { PluginInstance, PluginSetup } from '../plugin.js';
 import { Forward, type ForwardOptions } from './handler.js';
 import { makePolicy, type PolicyName } from '../../upstream/policy.js';
-import { parseResolvConf } from './resolvconf.js';
 import { Upstream, type HealthCheckSettings, type UpstreamAddress } from './upstream.js';
 
 /** CoreDNS's limit on TOs per forward line. */
@@ -138,8 +138,8 @@ function parseTo(tok: Token, baseDir: string, warn: (msg: string) => void): Upst
     } catch (e) {
       throw err(tok, `cannot read ${file}: ${(e as Error).message}`);
     }
-    const parsed = parseResolvConf(content);
-    for (const p of parsed.problems) warn(`${file}:${p.line}: ${p.why}; line skipped`);
+    const parsed = resolvConfNameservers(content);
+    for (const p of parsed.problems) warn(`${file}:${p.line}: ${p.message}; line skipped`);
     if (parsed.nameservers.length === 0) throw err(tok, `no nameservers found in ${file}`);
     return parsed.nameservers.map((h) => ({ host: h, port: defaultPort, tls: isTls }));
   }

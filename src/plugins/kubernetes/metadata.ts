@@ -2,6 +2,7 @@
 // kubernetes/metadata.go: the client's pod (with `pods verified`) and the parts of a name
 // in the cluster zone. Values are computed only when another plugin reads them.
 
+import { unmappedIP } from '../../dns/ip.js';
 import type { Metadata } from '../../server/metadata.js';
 import type { Request } from '../../server/request.js';
 import { matchZone } from '../fallthrough.js';
@@ -10,8 +11,7 @@ import { parseRequest } from './lookup.js';
 import type { KubernetesOptions } from './options.js';
 
 function clientIp(req: Request): string {
-  const a = req.client.remoteAddress;
-  return a.startsWith('::ffff:') && a.indexOf('.') > 0 ? a.slice(7) : a;
+  return unmappedIP(req.client.remoteAddress);
 }
 
 export function publishMetadata(o: KubernetesOptions, index: ClusterIndex, req: Request, md: Metadata): void {

@@ -9,7 +9,7 @@ import type { Directive } from '../../corefile/types.js';
 import { canonicalIP } from '../../dns/ip.js';
 import { canonicalZone } from '../../dns/name.js';
 import { cidrToReverseZones, isReverseZone } from '../../dns/reverse.js';
-import type { Logger } from '../../log.js';
+import { warnEachOnce, type Logger } from '../../log.js';
 import { durationArg, intArg, once, unknownProperty } from '../../corefile/args.js';
 import type { PluginSetup, SetupContext, PluginInstance } from '../plugin.js';
 import type { ClusterIndex, IndexListener } from '../../cluster/clusterindex.js';
@@ -41,8 +41,6 @@ const UNSUPPORTED: Record<string, string> = {
 
 /** Accepted for Corefile compatibility; clusterdns's client has no rate limiter to tune. */
 const CLIENT_TUNING = new Set(['apiserver_qps', 'apiserver_burst', 'apiserver_max_inflight']);
-
-const MAX_WARNINGS_REMEMBERED = 10_000;
 
 /** A file option, relative to the Corefile, that must exist now (so the error names its line). */
 function fileArg(p: Directive, i: number, ctx: SetupContext): string {
@@ -238,18 +236,6 @@ function localAddresses(ctx: SetupContext): string[] {
   return out;
 }
 
-/** Projection warnings, each distinct one logged once (a relist would repeat them all). */
-function projectionWarnings(log: Logger): ProjectionOptions['warn'] {
-  const seen = new Set<string>();
-  return (what, why) => {
-    const line = `${what}: ${why}`;
-    if (seen.has(line)) return;
-    if (seen.size >= MAX_WARNINGS_REMEMBERED) seen.clear();
-    seen.add(line);
-    log.warn(line);
-  };
-}
-
 function describeSource(c: SourceConfig): string {
   switch (c.kind) {
     case 'manifests':
@@ -291,7 +277,7 @@ export function createInstance(
   at: Directive,
 ): KubernetesInstance & ApiSyncSource {
   const log = ctx.logger;
-  const projection: ProjectionOptions = { endpointPodNames: o.endpointPodNames, warn: projectionWarnings(log) };
+  const projection: ProjectionOptions = { endpointPodNames: o.endpointPodNames, warn: warnEachOnce(log) };
   const spec: SourceSpec = {
     source: o.source,
     labels: o.labels,

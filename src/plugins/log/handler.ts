@@ -1,6 +1,7 @@
 // Query logging in CoreDNS's formats. Only costs anything when the plugin is configured.
 
 import { classToString, rcodeToString, typeToString } from '../../dns/constants.js';
+import { unmappedIP } from '../../dns/ip.js';
 import { isSubdomain } from '../../dns/name.js';
 import { finalizeReply } from '../../server/reply.js';
 import { Response, type Handler, type HandlerResult, type Next, type Request } from '../../server/request.js';
@@ -31,8 +32,7 @@ function flagsText(b: Buffer): string {
 }
 
 function clientIP(req: Request): string {
-  const a = req.client.remoteAddress;
-  return a.startsWith('::ffff:') && a.indexOf('.') > 0 ? a.slice(7) : a;
+  return unmappedIP(req.client.remoteAddress);
 }
 
 export class LogHandler implements Handler {

@@ -2,8 +2,7 @@ import { directiveError } from '../../corefile/errors.js';
 import type { PluginSetup } from '../plugin.js';
 import { noBlock, once } from '../../corefile/args.js';
 import { serverStats } from '../../server/stats.js';
-import { exportedMetricsText } from '../../metrics/cluster.js';
-import { registry } from '../../metrics/registry.js';
+import { serveMetrics } from '../../metrics/cluster.js';
 import { defineCoreMetrics, enabledPlugins } from './metrics.js';
 
 /** `prometheus [ADDRESS]` (default localhost:9153): CoreDNS's metrics on /metrics. */
@@ -20,18 +19,7 @@ export const setup: PluginSetup = (ds, ctx) => {
       serverStats.enabled = true;
       for (const inst of ctx.blockInstances())
         for (const z of ctx.block.zones) enabledPlugins.add(`${ctx.block.serverLabel} ${z} ${inst.name}`);
-      release = await ctx.http.route(address, '/metrics', (_req, res) => {
-        exportedMetricsText().then(
-          (text) => {
-            res.writeHead(200, { 'content-type': registry.contentType });
-            res.end(text);
-          },
-          (e: Error) => {
-            res.writeHead(500, { 'content-type': 'text/plain' });
-            res.end(`error collecting metrics: ${e.message}\n`);
-          },
-        );
-      });
+      release = await ctx.http.route(address, '/metrics', serveMetrics);
     },
     async shutdown() {
       await release?.();

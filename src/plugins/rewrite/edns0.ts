@@ -1,7 +1,7 @@
 // rewrite's `edns0` rules: set, replace, append or unset an option of the query's OPT record
 // (EDNS0_LOCAL, NSID, client subnet), after CoreDNS's edns0.go.
 
-import { parseIP } from '../../dns/ip.js';
+import { parseIP, unmappedIP } from '../../dns/ip.js';
 import type { Request } from '../../server/request.js';
 import type { Rule, RewriteState } from './rules.js';
 
@@ -34,8 +34,7 @@ function u16(n: number): Buffer {
 }
 
 function clientIp(req: Request): string {
-  const a = req.client.remoteAddress;
-  return a.startsWith('::ffff:') && a.indexOf('.') > 0 ? a.slice(7) : a;
+  return unmappedIP(req.client.remoteAddress);
 }
 
 /** The variables CoreDNS's EDNS0_LOCAL data may name. */
@@ -57,10 +56,8 @@ function variableData(req: Request, variable: string): Buffer | null {
       return u16(req.qtype);
     case '{client_ip}':
       return parseIP(clientIp(req));
-    case '{server_ip}': {
-      const a = req.client.localAddress;
-      return parseIP(a.startsWith('::ffff:') && a.indexOf('.') > 0 ? a.slice(7) : a);
-    }
+    case '{server_ip}':
+      return parseIP(unmappedIP(req.client.localAddress));
     case '{client_port}':
       return u16(req.client.remotePort);
     case '{server_port}':

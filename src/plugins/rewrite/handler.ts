@@ -6,12 +6,12 @@ import { QType, Rcode } from '../../dns/constants.js';
 import { emptyMessage, encodeMessage, type Message, type ResourceRecord } from '../../dns/message.js';
 import { parseQuery } from '../../dns/query.js';
 import {
-  Request,
   requestOptions,
   Response,
   type Handler,
   type HandlerResult,
   type Next,
+  type Request,
 } from '../../server/request.js';
 import { isValidName, type NameMatch } from './names.js';
 import { AutoAnswerRule, RewriteState, type Rule } from './rules.js';
@@ -59,12 +59,7 @@ function rebuild(req: Request, st: RewriteState): Request | null {
   }
   const q = parseQuery(raw);
   if (typeof q === 'number') return null;
-  const r = new Request(raw, q, req.client);
-  r.zone = req.zone;
-  r.server = req.server;
-  r.depth = req.depth;
-  r.metadata = req.metadata;
-  return r;
+  return req.withQuery(raw, q);
 }
 
 function copyRecords(list: ResourceRecord[]): ResourceRecord[] {

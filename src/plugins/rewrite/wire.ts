@@ -5,7 +5,7 @@
 
 import { decodeName, skipName } from '../../dns/name.js';
 import type { ParsedQuery } from '../../dns/query.js';
-import { Request } from '../../server/request.js';
+import type { Request } from '../../server/request.js';
 
 /** The query with question (qname, qtype, qclass) as bytes, the OPT copied; null if qname is not plain. */
 export function rebuildQuery(req: Request, qname: string, qtype: number, qclass: number): Request | null {
@@ -47,12 +47,7 @@ export function rebuildQuery(req: Request, qname: string, qtype: number, qclass:
     questionEnd: qEnd,
     edns: e ? { ...e, optOffset: qEnd, optLength: optLen } : null,
   };
-  const r = new Request(raw, q, req.client);
-  r.zone = req.zone;
-  r.server = req.server;
-  r.depth = req.depth;
-  r.metadata = req.metadata;
-  return r;
+  return req.withQuery(raw, q);
 }
 
 const OPT = 41;

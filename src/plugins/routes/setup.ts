@@ -9,7 +9,7 @@ import { dirname, isAbsolute, resolve } from 'node:path';
 import { CorefileError, directiveError } from '../../corefile/errors.js';
 import type { Directive, Token } from '../../corefile/types.js';
 import { canonicalZone } from '../../dns/name.js';
-import type { Logger } from '../../log.js';
+import { warnEachOnce, type Logger } from '../../log.js';
 import { durationArg, intArg, once, unknownProperty } from '../../corefile/args.js';
 import { ClusterIndex } from '../../cluster/clusterindex.js';
 import type { KubeSource } from '../../cluster/events.js';
@@ -168,14 +168,7 @@ function ownSource(source: SourceConfig, log: Logger): KubeSource {
     endpointPodNames: false,
     manifestPollMs: MANIFEST_POLL_MS,
   };
-  const seen = new Set<string>();
-  const warn = (what: string, why: string) => {
-    const line = `${what}: ${why}`;
-    if (seen.size < 10_000 && !seen.has(line)) {
-      seen.add(line);
-      log.warn(line);
-    }
-  };
+  const warn = warnEachOnce(log);
   return relayed()
     ? new RelayedSource(spec, `routes ${source.kind}`)
     : sourceFromSpec(spec, { endpointPodNames: false, warn }, log);

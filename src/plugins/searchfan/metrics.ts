@@ -2,6 +2,7 @@
 // never go backwards) read only when /metrics is scraped.
 
 import { defineCollected, type Sample } from '../../metrics/collected.js';
+import { PlainCounter } from '../../metrics/registry.js';
 
 export class SearchFanCounters {
   requests = 0;
@@ -15,11 +16,9 @@ export class SearchFanCounters {
   /** Misses refused because max_concurrent lookups were in flight. */
   refused = 0;
   /** Queries sent upstream, by `to`. */
-  readonly sentTo = new Map<string, number>();
+  readonly sentTo = new PlainCounter();
 
-  readonly sent = (to: string): void => {
-    this.sentTo.set(to, (this.sentTo.get(to) ?? 0) + 1);
-  };
+  readonly sent = (to: string): void => this.sentTo.inc(to);
 }
 
 const byServer = new Map<string, SearchFanCounters>();
@@ -82,7 +81,8 @@ defineCollected(
 );
 defineCollected('coredns_searchfan_upstream_requests_total', 'Queries sent to each upstream.', 'counter', () => {
   const out: Sample[] = [];
-  for (const [server, c] of byServer) for (const [to, n] of c.sentTo) out.push({ labels: { server, to }, value: n });
+  for (const [server, c] of byServer)
+    for (const [to, n] of c.sentTo.entries()) out.push({ labels: { server, to }, value: n });
   return out;
 });
 defineCollected(

@@ -9,7 +9,7 @@ import { directiveError } from '../../corefile/errors.js';
 import type { Directive, Token } from '../../corefile/types.js';
 import { canonicalIP } from '../../dns/ip.js';
 import { canonicalZone, nameToLabels } from '../../dns/name.js';
-import { MAX_NDOTS, parseResolvConf, type ResolvConf } from '../../diagnose/resolvconf.js';
+import { MAX_NDOTS, parseResolvConf, type ResolvConf } from '../../sys/resolvconf.js';
 import { durationArg, intArg, once, unknownProperty } from '../../corefile/args.js';
 import type { PluginSetup } from '../plugin.js';
 import { SearchFan } from './handler.js';

@@ -3,6 +3,7 @@
 // template falls through.
 
 import { classToString, QType, Rcode, typeToString } from '../../dns/constants.js';
+import { unmappedIP } from '../../dns/ip.js';
 import { encodeMessage, type Message, type ResourceRecord } from '../../dns/message.js';
 import { skipName } from '../../dns/name.js';
 import { recordsReply } from '../../server/reply.js';
@@ -59,8 +60,7 @@ export function perNameOnly(t: Template): boolean {
 }
 
 function clientIp(req: Request): string {
-  const a = req.client.remoteAddress;
-  return a.startsWith('::ffff:') && a.indexOf('.') > 0 ? a.slice(7) : a;
+  return unmappedIP(req.client.remoteAddress);
 }
 
 function withText(o: ValueObject, text: string): ValueObject {

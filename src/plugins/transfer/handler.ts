@@ -5,7 +5,7 @@ import dgram from 'node:dgram';
 import { randomInt } from 'node:crypto';
 import { Opcode, QClass, QType, Rcode } from '../../dns/constants.js';
 import { decodeMessage, emptyMessage, encodeMessage, type Message, type ResourceRecord } from '../../dns/message.js';
-import { parseIP } from '../../dns/ip.js';
+import { parseIP, unmappedIP } from '../../dns/ip.js';
 import {
   isZoneTransfer,
   Response,
@@ -36,7 +36,7 @@ export interface TransferRule {
 }
 
 function sameAddress(a: string, b: string): boolean {
-  const x = parseIP(a.startsWith('::ffff:') && a.includes('.') ? a.slice(7) : a);
+  const x = parseIP(unmappedIP(a));
   const y = parseIP(b);
   return x !== null && y !== null && x.equals(y);
 }

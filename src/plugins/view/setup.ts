@@ -4,6 +4,7 @@
 
 import { directiveError } from '../../corefile/errors.js';
 import { classToString, typeToString } from '../../dns/constants.js';
+import { unmappedIP } from '../../dns/ip.js';
 import type { Request } from '../../server/request.js';
 import type { PluginSetup } from '../plugin.js';
 import { once } from '../../corefile/args.js';
@@ -28,12 +29,10 @@ const FUNCTIONS: ReadonlySet<string> = new Set([
   'metadata',
 ]);
 
-const bracketed = (ip: string) =>
-  ip.includes(':') && !(ip.startsWith('::ffff:') && ip.includes('.'))
-    ? `[${ip}]`
-    : ip.startsWith('::ffff:') && ip.includes('.')
-      ? ip.slice(7)
-      : ip;
+const bracketed = (address: string) => {
+  const ip = unmappedIP(address);
+  return ip.includes(':') ? `[${ip}]` : ip;
+};
 
 /** CIDRs written in expressions, parsed once each. */
 const cidrs = new Map<string, Cidr | null>();

@@ -1,6 +1,7 @@
 // Answers every query with the client's address and port, in the additional section.
 
 import { QClass, QType } from '../../dns/constants.js';
+import { unmappedIP } from '../../dns/ip.js';
 import { Response, type Handler, type HandlerResult, type Request } from '../../server/request.js';
 
 export class WhoamiHandler implements Handler {
@@ -10,8 +11,7 @@ export class WhoamiHandler implements Handler {
     const m = req.reply();
     m.aa = true;
     const c = req.client;
-    let ip = c.remoteAddress;
-    if (ip.startsWith('::ffff:') && ip.indexOf('.') > 0) ip = ip.slice(7);
+    const ip = unmappedIP(c.remoteAddress);
     const v6 = ip.indexOf(':') >= 0;
     m.additionals.push({
       name: req.qname,

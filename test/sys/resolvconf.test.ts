@@ -1,7 +1,7 @@
 // resolv.conf read as glibc reads it, problems reported with their line.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { optionsText, parseResolvConf } from '../../src/diagnose/resolvconf.js';
+import { optionsText, parseResolvConf, resolvConfNameservers } from '../../src/sys/resolvconf.js';
 
 const KUBELET = `search default.svc.cluster.local svc.cluster.local cluster.local
 nameserver 10.96.0.10
@@ -119,5 +119,30 @@ describe('resolv.conf parser', () => {
       c.problems.map((p) => p.line),
       [2, 3],
     );
+  });
+
+  test("one file, two readers: glibc's (diagnose) and CoreDNS forward's (forward, nodecache)", () => {
+    const text =
+      '# comment\n; comment\nnameserver 10.0.0.1 # trailing comment\n\tnameserver 10.0.0.2\nnameserver fe80::1%eth0\nnameserver 10.0.0.3\nnameserver 10.0.0.4\nnameserver 10.0.0.5;x\nnameserver\n';
+    const glibc = parseResolvConf(text, 'f');
+    assert.deepEqual(glibc.nameservers, ['10.0.0.1', 'fe80::1%eth0', '10.0.0.3']);
+    const go = resolvConfNameservers(text);
+    assert.deepEqual(go.nameservers, ['10.0.0.1', '10.0.0.2', 'fe80::1%eth0', '10.0.0.3', '10.0.0.4']);
+    assert.deepEqual(go.problems, [
+      { line: 8, message: '"10.0.0.5;x" is not an IP address' },
+      { line: 9, message: 'nameserver without an address' },
+    ]);
+  });
+
+  test('a comment glued to a nameserver address makes the line unusable, as in glibc', () => {
+    const c = parseResolvConf('nameserver 10.0.0.9#dns\nnameserver 10.0.0.1\n', 'f');
+    assert.deepEqual(c.nameservers, ['10.0.0.1']);
+    assert.equal(c.problems[0]!.line, 1);
+    assert.match(c.problems[0]!.message, /"10\.0\.0\.9#dns" is not an IP address/);
+  });
+
+  test('no nameserver line: the forward reader finds none (forward then refuses the file) where glibc asks 127.0.0.1', () => {
+    assert.deepEqual(resolvConfNameservers('search a.example\noptions ndots:5\n').nameservers, []);
+    assert.deepEqual(parseResolvConf('search a.example\n', 'f').nameservers, ['127.0.0.1']);
   });
 });

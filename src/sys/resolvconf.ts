@@ -1,7 +1,9 @@
-// resolv.conf as glibc's resolver reads it (resolv/res_init.c): keywords in column 0,
-// comments only at the start of a line, the last `search`/`domain` wins, at most three
-// nameservers, option values clamped to glibc's limits. Every deviation from a clean file
-// is kept as a problem with its line, because a pod's DNS often fails on exactly these.
+// resolv.conf, read two ways from one lexer: as glibc's resolver reads it (resolv/res_init.c:
+// keywords in column 0, comments only at the start of a line, the last `search`/`domain`
+// wins, at most three nameservers, option values clamped to glibc's limits), and as CoreDNS's
+// `forward . /etc/resolv.conf` takes its nameservers (Go's reader: indented lines too, no cap).
+// Every deviation from a clean file is kept as a problem with its line, because a pod's DNS
+// often fails on exactly these.
 
 import { canonicalIP } from '../dns/ip.js';
 
@@ -82,36 +84,28 @@ export function parseResolvConf(text: string, file: string, opts: ParseOptions =
     problems: [],
   };
   const problem = (line: number, message: string) => conf.problems.push({ line, message });
-  const lines = text.split('\n');
-  for (let i = 0; i < lines.length; i++) {
-    const lineNo = i + 1;
-    const line = lines[i]!.replace(/\r$/, '');
-    if (line.trim() === '' || line.startsWith('#') || line.startsWith(';')) continue;
-    if (/^\s/.test(line)) {
-      problem(lineNo, `starts with white space: glibc ignores the line ("${line.trim()}")`);
+  for (const { line: lineNo, indented, text: lineText, keyword, values } of resolvConfLines(text)) {
+    if (indented) {
+      problem(lineNo, `starts with white space: glibc ignores the line ("${lineText}")`);
       continue;
     }
-    const fields = line.split(/[ \t]+/).filter((f) => f !== '');
-    const keyword = fields[0]!;
-    const values = fields.slice(1);
     switch (keyword) {
       case 'nameserver': {
-        const addr = values[0];
-        if (addr === undefined) {
-          problem(lineNo, 'nameserver without an address: ignored');
-          break;
-        }
-        const pct = addr.indexOf('%');
-        const ip = canonicalIP(pct >= 0 ? addr.slice(0, pct) : addr);
-        if (ip === null) {
-          problem(lineNo, `nameserver "${addr}" is not an IP address: ignored (a host name is not allowed here)`);
+        const ns = nameserverAddress(values);
+        if (ns.ip === null) {
+          problem(
+            lineNo,
+            ns.why === NO_ADDRESS
+              ? `${ns.why}: ignored`
+              : `nameserver ${ns.why}: ignored (a host name is not allowed here)`,
+          );
           break;
         }
         if (conf.nameservers.length >= MAX_NAMESERVERS) {
-          problem(lineNo, `nameserver ${addr} ignored: glibc uses at most ${MAX_NAMESERVERS} nameservers`);
+          problem(lineNo, `nameserver ${ns.addr} ignored: glibc uses at most ${MAX_NAMESERVERS} nameservers`);
           break;
         }
-        conf.nameservers.push(pct >= 0 ? ip + addr.slice(pct) : ip);
+        conf.nameservers.push(ns.ip);
         break;
       }
       case 'domain':
@@ -162,6 +156,69 @@ export function parseResolvConf(text: string, file: string, opts: ParseOptions =
     }
   }
   return conf;
+}
+
+interface ResolvConfLine {
+  /** 1-based. */
+  line: number;
+  /** Starts with white space: glibc ignores such a line, Go's reader does not. */
+  indented: boolean;
+  /** The line without its surrounding white space. */
+  text: string;
+  keyword: string;
+  values: string[];
+}
+
+/** The keyword lines of the file: blank lines and lines starting with # or ; are left out. */
+function resolvConfLines(text: string): ResolvConfLine[] {
+  const out: ResolvConfLine[] = [];
+  const lines = text.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i]!.replace(/\r$/, '');
+    if (line.trim() === '' || line.startsWith('#') || line.startsWith(';')) continue;
+    const fields = line.split(/[ \t]+/).filter((f) => f !== '');
+    out.push({
+      line: i + 1,
+      indented: /^\s/.test(line),
+      text: line.trim(),
+      keyword: fields[0]!,
+      values: fields.slice(1),
+    });
+  }
+  return out;
+}
+
+const NO_ADDRESS = 'nameserver without an address';
+
+/**
+ * A nameserver line's address, canonical, its IPv6 zone (%eth0) kept. A # or ; stuck to the
+ * address makes it no address, as in glibc (inet_aton) and CoreDNS (which dials it verbatim).
+ */
+function nameserverAddress(
+  values: string[],
+): { ip: string; addr: string; why?: undefined } | { ip: null; addr: string; why: string } {
+  const addr = values[0] ?? '';
+  if (addr === '') return { ip: null, addr, why: NO_ADDRESS };
+  const pct = addr.indexOf('%');
+  const ip = canonicalIP(pct >= 0 ? addr.slice(0, pct) : addr);
+  if (ip === null) return { ip: null, addr, why: `"${addr}" is not an IP address` };
+  return { ip: pct >= 0 ? ip + addr.slice(pct) : ip, addr };
+}
+
+/**
+ * The nameservers as CoreDNS's `forward . FILE` takes them (Go's resolv.conf reader): every
+ * nameserver line, an indented one too, with no cap of three and no 127.0.0.1 when there is none.
+ */
+export function resolvConfNameservers(text: string): { nameservers: string[]; problems: ResolvConfProblem[] } {
+  const nameservers: string[] = [];
+  const problems: ResolvConfProblem[] = [];
+  for (const { line, keyword, values } of resolvConfLines(text)) {
+    if (keyword !== 'nameserver') continue;
+    const ns = nameserverAddress(values);
+    if (ns.ip === null) problems.push({ line, message: ns.why });
+    else nameservers.push(ns.ip);
+  }
+  return { nameservers, problems };
 }
 
 function normalizeDomain(d: string): string {
