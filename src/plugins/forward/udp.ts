@@ -5,7 +5,7 @@
 
 import dgram from 'node:dgram';
 import { answersQuestion, randomBelow, randomId } from './wire.js';
-import { goErrorText, joinHostPort, type Outstanding } from './exchange.js';
+import { goErrorText, joinHostPort, type Outstanding, type PendingTry } from './exchange.js';
 import type { UpstreamStats } from './metrics.js';
 
 /** Sockets per upstream; each query takes one at random. */
@@ -16,7 +16,7 @@ const MAX_USES = 100;
 const MAX_AGE_MS = 1000;
 
 /** One connected UDP socket. It closes once retired and no query is waiting on it. */
-export class UdpChannel {
+export class UdpChannel implements PendingTry {
   private readonly sock: dgram.Socket;
   private readonly pending = new Map<number, Outstanding>();
   private queued: Outstanding[] = [];
@@ -80,6 +80,15 @@ export class UdpChannel {
     o.timer = setTimeout(this.onTimeout, timeoutMs, o);
     if (this.connected) this.transmit(o);
     else this.queued.push(o);
+  }
+
+  cancel(o: Outstanding): void {
+    if (this.pending.get(o.id) !== o) return;
+    this.pending.delete(o.id);
+    if (o.timer) clearTimeout(o.timer);
+    o.timer = null;
+    // A cancelled query still in `queued` is skipped on connect: it is no longer pending.
+    this.settled();
   }
 
   private readonly onMessage = (msg: Buffer): void => {
@@ -155,7 +164,8 @@ export class UdpPool {
     private readonly stats: UpstreamStats,
   ) {}
 
-  send(o: Outstanding, timeoutMs: number): void {
+  /** Sends `o` on one of the sockets, which it returns. */
+  send(o: Outstanding, timeoutMs: number): PendingTry {
     const i = randomBelow(SLOTS);
     let ch = this.slots[i]!;
     if (this.stopped) {
@@ -163,7 +173,7 @@ export class UdpPool {
       const once = new UdpChannel(this.host, this.port);
       once.send(o, timeoutMs);
       once.retire();
-      return;
+      return once;
     }
     if (ch === null || ch.closed || ch.uses >= MAX_USES || Date.now() - ch.born >= MAX_AGE_MS) {
       if (ch !== null) ch.retire();
@@ -174,6 +184,7 @@ export class UdpPool {
       this.stats.connHits[0]++;
     }
     ch.send(o, timeoutMs);
+    return ch;
   }
 
   close(): void {
