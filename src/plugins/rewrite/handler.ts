@@ -59,7 +59,7 @@ function rebuild(req: Request, st: RewriteState): Request | null {
   }
   const q = parseQuery(raw);
   if (typeof q === 'number') return null;
-  const r = new Request(raw, q, req.client);
+  const r = new Request(raw, q, req.client, req);
   r.zone = req.zone;
   r.server = req.server;
   r.depth = req.depth;

@@ -47,7 +47,7 @@ export function rebuildQuery(req: Request, qname: string, qtype: number, qclass:
     questionEnd: qEnd,
     edns: e ? { ...e, optOffset: qEnd, optLength: optLen } : null,
   };
-  const r = new Request(raw, q, req.client);
+  const r = new Request(raw, q, req.client, req);
   r.zone = req.zone;
   r.server = req.server;
   r.depth = req.depth;
