@@ -8,7 +8,7 @@ import { after, before, describe, test } from 'node:test';
 import { QType, Rcode } from '../../src/dns/constants.js';
 import { decodeMessage } from '../../src/dns/message.js';
 import { answer, FakeUpstream, sleep, waitUntil, type Received } from '../forward/upstreams.js';
-import { buildQuery } from '../helpers/dns.js';
+import { buildQuery, query } from '../helpers/dns.js';
 import { KubeApiServer } from '../helpers/kubeapi.js';
 import { freePort } from '../helpers/ports.js';
 import { startServer, type RunningServer } from '../helpers/server.js';
@@ -224,5 +224,37 @@ describe('kubernetes: an ExternalName target resolved through forward stops when
       'no try after the client left (ms after the query)',
     );
     assert.equal(tries.length, 1);
+  });
+});
+
+describe('cache: a lookup shared with another query outlives its first client leaving', () => {
+  let up: FakeUpstream;
+  let s: RunningServer;
+
+  before(async () => {
+    up = await FakeUpstream.start({
+      behaviour: (q, r) => setTimeout(() => r.send(answer(q, { a: ['192.0.2.7'] })), 1500),
+    });
+    s = await startServer({
+      corefile: `.:PORT {\n    bind 127.0.0.1\n    cache 30\n    forward . 127.0.0.1:${up.port} {\n        max_fails 0\n    }\n}\n`,
+    });
+  });
+
+  after(async () => {
+    await s?.stop();
+    await up?.close();
+  });
+
+  test('dig +tcp leaves after 1 s; a UDP query that joined its cache miss still gets the answer', async () => {
+    const gaveUp = digTcpGivingUp(s.port, 'shared.example.org.');
+    await waitUntil(() => asked(up, 'shared.example.org.').length === 1, 2000, 'the miss reached the upstream');
+    const joined = await query(s.port, 'shared.example.org.', QType.A, { timeoutMs: 4000 });
+    await gaveUp;
+    assert.equal(joined.rcode, Rcode.NOERROR);
+    assert.deepEqual(
+      joined.answers.map((a) => (a.data as { address: string }).address),
+      ['192.0.2.7'],
+    );
+    assert.equal(asked(up, 'shared.example.org.').length, 1, 'one trip upstream for both');
   });
 });
