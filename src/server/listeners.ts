@@ -161,6 +161,7 @@ export class Dispatcher {
       return;
     }
     if (result instanceof Promise) {
+      req.answersLater();
       this.inflight++;
       const b = block;
       result.then(

@@ -68,8 +68,8 @@ export class Request {
   depth = 0;
   /** Labels plugins published for this query; null unless the block has the `metadata` plugin. */
   metadata: Metadata | null = null;
-  /** When the client stops waiting, in `performance.now()` milliseconds; requests made from it share it. */
-  readonly deadline: number;
+  /** `deadline` once read (0 before): a query answered at once never reads the clock for it. */
+  private deadlineAt = 0;
   /** The query the client sent, for requests made from it (they share its deadline and abort); null for that query. */
   private readonly origin: Request | null;
   /** Made on the first ask for `signal` only: most queries are answered before anyone needs one. */
@@ -91,7 +91,17 @@ export class Request {
     this.edns = q.edns;
     this.client = client;
     this.origin = origin === null ? null : (origin.origin ?? origin);
-    this.deadline = origin === null ? performance.now() + REQUEST_PATIENCE_MS : origin.deadline;
+  }
+
+  /**
+   * When the client stops waiting, in `performance.now()` milliseconds: 5 s after the query
+   * arrived. Requests made from it share it. Fixed on first read, which the server makes happen
+   * before anything is awaited (`answersLater`), so it counts from the query's arrival.
+   */
+  get deadline(): number {
+    const root = this.origin ?? this;
+    if (root.deadlineAt === 0) root.deadlineAt = performance.now() + REQUEST_PATIENCE_MS;
+    return root.deadlineAt;
   }
 
   /**
@@ -118,6 +128,11 @@ export class Request {
    */
   shareWork(): void {
     (this.origin ?? this).sharedWork = true;
+  }
+
+  /** @internal The chain answers later: the deadline is fixed now, before the first await resumes. */
+  answersLater(): void {
+    if (this.deadlineAt === 0) this.deadlineAt = performance.now() + REQUEST_PATIENCE_MS;
   }
 
   /** @internal The server is done with this query: its deadline timer and connection watch go. */
