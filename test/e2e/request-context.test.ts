@@ -258,3 +258,38 @@ describe('cache: a lookup shared with another query outlives its first client le
     assert.equal(asked(up, 'shared.example.org.').length, 1, 'one trip upstream for both');
   });
 });
+
+describe('two workers: a TCP client that leaves ends its tries on the worker that owns the name', () => {
+  let up: FakeUpstream;
+  let s: RunningServer;
+
+  before(async () => {
+    up = await FakeUpstream.start({ behaviour: () => {} });
+    s = await startServer({
+      workers: 2,
+      corefile: `.:PORT {\n    bind 127.0.0.1\n    forward . 127.0.0.1:${up.port} {\n        max_fails 0\n    }\n}\n`,
+    });
+  });
+
+  after(async () => {
+    await s?.stop();
+    await up?.close();
+  });
+
+  test('eight names over TCP, each dig gives up after 1 s: one try each, none after', async () => {
+    // About half of them reach the worker that does not own their name and are handed over.
+    const names = Array.from({ length: 8 }, (_, i) => `handed-${i}.example.org.`);
+    const start = Date.now();
+    const left = await Promise.all(names.map((n) => digTcpGivingUp(s.port, n)));
+    await sleep(Math.max(0, start + 4600 - Date.now()));
+    names.forEach((n, i) => {
+      const tries = asked(up, n);
+      assert.deepEqual(
+        tries.filter((r) => r.at > left[i]! + 200).map((r) => r.at - start),
+        [],
+        `${n}: no try after the client left (ms after the query)`,
+      );
+      assert.equal(tries.length, 1, n);
+    });
+  });
+});
