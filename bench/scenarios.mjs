@@ -91,6 +91,16 @@ export const scenarios = [
     queries: (ctx) => ctx.workload.queryFile,
   },
   {
+    // The `hosts` row served by the build in $BENCH_BASE_ROOT, like `kubernetes-base`.
+    name: 'hosts-base',
+    description: 'the `hosts` row served by the build in $BENCH_BASE_ROOT (before/after in one run)',
+    root: () => process.env.BENCH_BASE_ROOT,
+    setup: async () => (process.env.BENCH_BASE_ROOT ? undefined : 'BENCH_BASE_ROOT is not set'),
+    corefile: (ctx) =>
+      `cluster.local:${ctx.port} {\n    bind 127.0.0.1\n    hosts ${ctx.workload.hostsFile} {\n        ttl ${ctx.workload.ttl}\n    }\n}\n`,
+    queries: (ctx) => ctx.workload.queryFile,
+  },
+  {
     name: 'kubernetes',
     description: 'the kubernetes plugin (manifests mode): 10,000 Services, 50,000 endpoints, ttl 30',
     setup: async (ctx) => {

@@ -1,12 +1,13 @@
 // Queries that reach a worker other than their name's owner (TCP, and UDP where the kernel
 // does not steer by name) are handed to the owner over a local stream socket and its answer
 // relayed back, so every name is answered from one cache, one single-flight and one set of
-// prepared answers whichever worker accepted the connection.
+// prepared answers whichever worker accepted the connection. A TCP client that leaves is
+// reported to the owner (a frame of just the ID), so its query's upstream work stops there too.
 
 import net from 'node:net';
 import { logger } from '../log.js';
 import type { Dispatcher } from './listeners.js';
-import type { ClientInfo } from './request.js';
+import type { ClientInfo, LeaveListener, Transport } from './request.js';
 import { shardOf, workerShard } from './shards.js';
 
 const log = logger('');
@@ -25,6 +26,52 @@ interface Pending {
   client: ClientInfo;
   routerKey: string;
   send: Send;
+  /** Follows a TCP client, to tell the owner when it leaves. */
+  watch: LeaveWatch | null;
+}
+
+/** Tells the owner of a handed-over TCP query that its client left. */
+class LeaveWatch implements LeaveListener {
+  constructor(
+    private readonly link: PeerLink,
+    private readonly id: number,
+  ) {}
+
+  clientLeft(): void {
+    this.link.clientLeft(this.id);
+  }
+}
+
+/** The client of a query handed over by a peer; a TCP one leaves when the peer says so. */
+class HandedClient implements ClientInfo {
+  gone = false;
+  private listeners: Set<LeaveListener> | null = null;
+
+  constructor(
+    readonly proto: Transport,
+    readonly family: 1 | 2,
+    readonly remotePort: number,
+    readonly localPort: number,
+    readonly remoteAddress: string,
+    readonly localAddress: string,
+  ) {}
+
+  follow(l: LeaveListener): void {
+    if (this.gone) l.clientLeft();
+    else (this.listeners ??= new Set()).add(l);
+  }
+
+  unfollow(l: LeaveListener): void {
+    this.listeners?.delete(l);
+  }
+
+  leave(): void {
+    if (this.gone) return;
+    this.gone = true;
+    const ls = this.listeners;
+    this.listeners = null;
+    if (ls !== null) for (const l of ls) l.clientLeft();
+  }
 }
 
 /** The abstract socket of shard `index` in this server (the primary's pid names the server). */
@@ -112,10 +159,22 @@ export class ShardLinks {
     sock.setNoDelay(true);
     sock.on('error', () => sock.destroy());
     const d = this.dispatcher;
+    /** TCP queries of this link not answered yet, by the peer's ID. */
+    const tcpClients = new Map<number, HandedClient>();
+    sock.on('close', () => {
+      // The peer is gone and its connections with it.
+      for (const c of tcpClients.values()) c.leave();
+      tcpClients.clear();
+    });
     sock.on(
       'data',
       frameReader(
         (f) => {
+          // Just an ID: that query's TCP client left.
+          if (f.length === 4) {
+            tcpClients.get(f.readUInt32BE(0))?.leave();
+            return;
+          }
           // id u32, proto u8, family u8, remotePort u16, localPort u16, 3 × (length u8, text), message
           if (f.length < 13) return;
           const id = f.readUInt32BE(0);
@@ -127,17 +186,23 @@ export class ShardLinks {
             return s;
           };
           const routerKey = text();
-          const client: ClientInfo = {
-            proto: f[4] === 1 ? 'tcp' : 'udp',
-            family: f[5] === 2 ? 2 : 1,
-            remotePort: f.readUInt16BE(6),
-            localPort: f.readUInt16BE(8),
-            remoteAddress: text(),
-            localAddress: text(),
-          };
+          const tcp = f[4] === 1;
+          const family = f[5] === 2 ? 2 : 1;
+          const client: ClientInfo = tcp
+            ? new HandedClient('tcp', family, f.readUInt16BE(6), f.readUInt16BE(8), text(), text())
+            : {
+                proto: 'udp',
+                family,
+                remotePort: f.readUInt16BE(6),
+                localPort: f.readUInt16BE(8),
+                remoteAddress: text(),
+                localAddress: text(),
+              };
           if (at > f.length) return;
           const msg = Buffer.from(f.subarray(at));
+          if (tcp) tcpClients.set(id, client as HandedClient);
           d.handle(msg, client, d.routers.get(routerKey), (out) => {
+            if (tcp) tcpClients.delete(id);
             if (sock.destroyed) return;
             const r = Buffer.allocUnsafe(9 + (out?.length ?? 0));
             r.writeUInt32BE(5 + (out?.length ?? 0), 0);
@@ -194,9 +259,23 @@ export class PeerLink {
       at += 1 + b.length;
     }
     msg.copy(f, at);
-    this.pending.set(id, { msg, client, routerKey, send });
+    const p: Pending = { msg, client, routerKey, send, watch: null };
+    this.pending.set(id, p);
     corkedWrite(this.sock!, f);
+    if (client.follow !== undefined) {
+      p.watch = new LeaveWatch(this, id);
+      client.follow(p.watch);
+    }
     return true;
+  }
+
+  /** The TCP client of handed-over query `id` left: the owner is told (its answer still comes back). */
+  clientLeft(id: number): void {
+    if (this.sock === null || !this.pending.has(id)) return;
+    const f = Buffer.allocUnsafe(8);
+    f.writeUInt32BE(4, 0);
+    f.writeUInt32BE(id, 4);
+    corkedWrite(this.sock, f);
   }
 
   private connect(): boolean {
@@ -213,6 +292,7 @@ export class PeerLink {
           const p = this.pending.get(f.readUInt32BE(0));
           if (!p) return;
           this.pending.delete(f.readUInt32BE(0));
+          if (p.watch !== null) p.client.unfollow?.(p.watch);
           p.send(f[4] === 1 ? null : Buffer.from(f.subarray(5)));
         },
         () => sock.destroy(),
@@ -225,7 +305,10 @@ export class PeerLink {
       // The owner went away (killed, being replaced): what it had not answered is answered here.
       const left = [...this.pending.values()];
       this.pending.clear();
-      for (const p of left) this.unanswered(p.msg, p.client, p.routerKey, p.send);
+      for (const p of left) {
+        if (p.watch !== null) p.client.unfollow?.(p.watch);
+        this.unanswered(p.msg, p.client, p.routerKey, p.send);
+      }
     });
     return true;
   }

@@ -153,6 +153,7 @@ export class Dispatcher {
     try {
       result = block.chain(req);
     } catch (e) {
+      req.settle();
       this.panic(req, e);
       const out = bareReply(req, Rcode.SERVFAIL);
       send(out);
@@ -160,10 +161,12 @@ export class Dispatcher {
       return;
     }
     if (result instanceof Promise) {
+      req.answersLater();
       this.inflight++;
       const b = block;
       result.then(
         (res) => {
+          req.settle();
           if (res.dropped || client.gone === true) {
             // Nothing to send: `acl`'s drop, or a TCP client that left while its answer was worked out.
             send(null);
@@ -177,6 +180,7 @@ export class Dispatcher {
           this.done();
         },
         (e: unknown) => {
+          req.settle();
           this.panic(req, e);
           const out = bareReply(req, Rcode.SERVFAIL);
           send(out);
@@ -186,6 +190,7 @@ export class Dispatcher {
       );
       return;
     }
+    req.settle();
     if (result.dropped) {
       send(null);
       return;

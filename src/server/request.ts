@@ -15,6 +15,17 @@ export type Transport = 'udp' | 'tcp';
  */
 export const DEFAULT_UDP_CAP = 1232;
 
+/**
+ * How long a client waits for its answer: forward's overall deadline, which CoreDNS also applies
+ * to every query whatever its transport (a UDP client's patience is not on the wire).
+ */
+export const REQUEST_PATIENCE_MS = 5000;
+
+/** Told when the client of a request has left before its answer (a TCP connection that closed). */
+export interface LeaveListener {
+  clientLeft(): void;
+}
+
 export interface ClientInfo {
   proto: Transport;
   remoteAddress: string;
@@ -27,6 +38,9 @@ export interface ClientInfo {
   sendMore?: (msg: Buffer) => void;
   /** True once a TCP client's connection closed: its answers are no longer built. */
   readonly gone?: boolean;
+  /** Clients that can leave before their deadline (TCP): `l.clientLeft()` when they do, until `unfollow(l)`. */
+  follow?(l: LeaveListener): void;
+  unfollow?(l: LeaveListener): void;
 }
 
 export class Request {
@@ -54,8 +68,17 @@ export class Request {
   depth = 0;
   /** Labels plugins published for this query; null unless the block has the `metadata` plugin. */
   metadata: Metadata | null = null;
+  /** `deadline` once read (0 before): a query answered at once never reads the clock for it. */
+  private deadlineAt = 0;
+  /** The query the client sent, for requests made from it (they share its deadline and abort); null for that query. */
+  private readonly origin: Request | null;
+  /** Made on the first ask for `signal` only: most queries are answered before anyone needs one. */
+  private abort: RequestAbort | null = null;
+  /** True once other askers wait on work started under this request (a single flight). */
+  private sharedWork = false;
 
-  constructor(raw: Buffer, q: ParsedQuery, client: ClientInfo) {
+  /** `origin`: the request this one stands for (a rewritten name), whose deadline and abort it shares. */
+  constructor(raw: Buffer, q: ParsedQuery, client: ClientInfo, origin: Request | null = null) {
     this.raw = raw;
     this.id = q.id;
     this.flags = q.flags;
@@ -67,6 +90,59 @@ export class Request {
     this.questionEnd = q.questionEnd;
     this.edns = q.edns;
     this.client = client;
+    this.origin = origin === null ? null : (origin.origin ?? origin);
+  }
+
+  /**
+   * When the client stops waiting, in `performance.now()` milliseconds: 5 s after the query
+   * arrived. Requests made from it share it. Fixed on first read, which the server makes happen
+   * before anything is awaited (`answersLater`), so it counts from the query's arrival.
+   */
+  get deadline(): number {
+    const root = this.origin ?? this;
+    if (root.deadlineAt === 0) root.deadlineAt = performance.now() + REQUEST_PATIENCE_MS;
+    return root.deadlineAt;
+  }
+
+  /**
+   * Aborted at `deadline` or when the client leaves (a TCP connection closes), with a
+   * `TimeoutError` or an `AbortError` whose message is Go's context error. Made on first use.
+   */
+  get signal(): AbortSignal {
+    const root = this.origin ?? this;
+    root.abort ??= new RequestAbort(root);
+    return root.abort.signal;
+  }
+
+  /**
+   * True when the client can leave before `deadline` (a TCP connection). Work that already
+   * ends by `deadline` needs `signal` only then, and spares a UDP query the AbortController.
+   */
+  get mayLeave(): boolean {
+    return this.client.follow !== undefined;
+  }
+
+  /**
+   * Other askers now wait on work started under this request (a single flight): its client
+   * leaving no longer aborts it (the deadline still does).
+   */
+  shareWork(): void {
+    (this.origin ?? this).sharedWork = true;
+  }
+
+  /** @internal The chain answers later: the deadline is fixed now, before the first await resumes. */
+  answersLater(): void {
+    if (this.deadlineAt === 0) this.deadlineAt = performance.now() + REQUEST_PATIENCE_MS;
+  }
+
+  /** @internal The server is done with this query: its deadline timer and connection watch go. */
+  settle(): void {
+    if (this.abort !== null) this.abort.release();
+  }
+
+  /** @internal For RequestAbort: whether the client leaving may abort this request's work. */
+  get abortsOnLeave(): boolean {
+    return !this.sharedWork;
   }
 
   get rd(): boolean {
@@ -115,7 +191,7 @@ export class Request {
 
   /** This query's context (client, zone, server, depth, metadata) around another wire form of it. */
   withQuery(raw: Buffer, q: ParsedQuery): Request {
-    const r = new Request(raw, q, this.client);
+    const r = new Request(raw, q, this.client, this);
     r.zone = this.zone;
     r.server = this.server;
     r.depth = this.depth;
@@ -149,6 +225,63 @@ export class Request {
     r.udpCap = this.udpCap;
     r.depth = this.depth + 1;
     return r;
+  }
+}
+
+/** Go's context errors, which CoreDNS's logs show for a query given up on. */
+const DEADLINE_EXCEEDED = 'context deadline exceeded';
+const CANCELED = 'context canceled';
+
+function onDeadline(a: RequestAbort): void {
+  a.fire(new DOMException(DEADLINE_EXCEEDED, 'TimeoutError'));
+}
+
+/** The abort of one client query: a timer for its deadline, and a watch on its connection. */
+class RequestAbort implements LeaveListener {
+  private readonly controller = new AbortController();
+  private timer: NodeJS.Timeout | null = null;
+  private following = false;
+  /** Done with: the query was answered or aborted. */
+  private released = false;
+
+  constructor(private readonly req: Request) {
+    const left = req.deadline - performance.now();
+    if (left <= 0) {
+      this.fire(new DOMException(DEADLINE_EXCEEDED, 'TimeoutError'));
+      return;
+    }
+    if (req.client.gone === true && req.abortsOnLeave) {
+      this.fire(new DOMException(CANCELED, 'AbortError'));
+      return;
+    }
+    this.timer = setTimeout(onDeadline, Math.ceil(left), this);
+    this.timer.unref();
+    if (req.client.follow !== undefined) {
+      req.client.follow(this);
+      this.following = true;
+    }
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  clientLeft(): void {
+    if (this.req.abortsOnLeave) this.fire(new DOMException(CANCELED, 'AbortError'));
+  }
+
+  fire(reason: DOMException): void {
+    if (this.released || this.controller.signal.aborted) return;
+    this.release();
+    this.controller.abort(reason);
+  }
+
+  release(): void {
+    this.released = true;
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+    if (this.following) this.req.client.unfollow?.(this);
+    this.following = false;
   }
 }
 

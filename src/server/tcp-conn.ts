@@ -6,7 +6,7 @@
 
 import type net from 'node:net';
 import { logger } from '../log.js';
-import type { ClientInfo } from './request.js';
+import type { ClientInfo, LeaveListener } from './request.js';
 
 const log = logger('');
 
@@ -106,6 +106,8 @@ export class TcpConnection implements ClientInfo {
   private deadline = 0;
   private timerAt = Infinity;
   private timer: NodeJS.Timeout | null = null;
+  /** Queries in flight whose work is to stop when the connection closes (made on first use). */
+  private leaveListeners: Set<LeaveListener> | null = null;
 
   constructor(
     private readonly sock: net.Socket,
@@ -133,8 +135,23 @@ export class TcpConnection implements ClientInfo {
       this.frame = null;
       if (this.timer !== null) clearTimeout(this.timer);
       this.timer = null;
+      const listeners = this.leaveListeners;
+      this.leaveListeners = null;
+      if (listeners !== null) for (const l of listeners) l.clientLeft();
     });
     this.setDeadline(limits.firstReadMs);
+  }
+
+  follow(l: LeaveListener): void {
+    if (this.gone) {
+      l.clientLeft();
+      return;
+    }
+    (this.leaveListeners ??= new Set()).add(l);
+  }
+
+  unfollow(l: LeaveListener): void {
+    this.leaveListeners?.delete(l);
   }
 
   /** Parses and dispatches what was read until the chunk is used up or a limit holds it. */

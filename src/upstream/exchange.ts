@@ -60,6 +60,12 @@ export abstract class OutstandingQuery implements Outstanding {
   abstract onMismatch(): void;
 }
 
+/** Where one try of an Outstanding waits: the query can be taken back (its client gave up). */
+export interface PendingTry {
+  /** Stops waiting for `o`'s answer (a late one is dropped) and stops its timer; nothing is called back. */
+  cancel(o: Outstanding): void;
+}
+
 /** A frame for `message`: two bytes of room for the TCP length, then the message. */
 export function frameFor(message: Buffer, from = 0, to = message.length): { frame: Buffer; query: Buffer } {
   const len = to - from;

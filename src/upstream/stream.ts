@@ -5,7 +5,7 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import { answersQuestion, randomId } from './wire.js';
-import { goErrorText, joinHostPort, type ConnStats, type Outstanding } from './exchange.js';
+import { goErrorText, joinHostPort, type ConnStats, type Outstanding, type PendingTry } from './exchange.js';
 
 /** Queries in flight on one connection before another is opened. */
 const MAX_PIPELINE = 64;
@@ -24,7 +24,7 @@ interface ConnOwner {
 }
 
 /** One TCP or TLS connection and the queries waiting on it. */
-export class StreamConn {
+export class StreamConn implements PendingTry {
   private readonly sock: net.Socket;
   private readonly pending = new Map<number, Outstanding>();
   private acc: Buffer | null = null;
@@ -88,6 +88,15 @@ export class StreamConn {
     o.timer = setTimeout(this.onTimeout, timeoutMs, o);
     // Written before the connection is up, the frame waits in the socket's buffer.
     this.sock.write(o.frame);
+  }
+
+  cancel(o: Outstanding): void {
+    if (this.pending.get(o.id) !== o) return;
+    this.pending.delete(o.id);
+    if (o.timer) clearTimeout(o.timer);
+    o.timer = null;
+    // The connection stays usable: a late answer to that ID is skipped like a timed-out one's.
+    this.settled();
   }
 
   private readonly onData = (chunk: Buffer): void => {
@@ -196,7 +205,8 @@ export class StreamPool implements ConnOwner {
     this.session = session;
   };
 
-  send(o: Outstanding, timeoutMs: number): void {
+  /** Sends `o` on a pooled (or new) connection, which it returns. */
+  send(o: Outstanding, timeoutMs: number): PendingTry {
     const now = Date.now();
     let conn: StreamConn | null = null;
     // Newest first: busy connections stay busy and old idle ones age out.
@@ -224,6 +234,7 @@ export class StreamPool implements ConnOwner {
     }
     conn.send(o, timeoutMs);
     if (this.stopped) conn.retire();
+    return conn;
   }
 
   onIdle(c: StreamConn): void {

@@ -5,7 +5,7 @@
 
 import dgram from 'node:dgram';
 import { answersQuestion, randomBelow, randomId } from './wire.js';
-import { goErrorText, joinHostPort, type ConnStats, type Outstanding } from './exchange.js';
+import { goErrorText, joinHostPort, type ConnStats, type Outstanding, type PendingTry } from './exchange.js';
 
 /** Sockets per upstream; each query takes one at random. */
 const SLOTS = 4;
@@ -15,7 +15,7 @@ const MAX_USES = 100;
 const MAX_AGE_MS = 1000;
 
 /** One connected UDP socket. It closes once retired and no query is waiting on it. */
-export class UdpChannel {
+export class UdpChannel implements PendingTry {
   private readonly sock: dgram.Socket;
   private readonly pending = new Map<number, Outstanding>();
   private queued: Outstanding[] = [];
@@ -79,6 +79,15 @@ export class UdpChannel {
     o.timer = setTimeout(this.onTimeout, timeoutMs, o);
     if (this.connected) this.transmit(o);
     else this.queued.push(o);
+  }
+
+  cancel(o: Outstanding): void {
+    if (this.pending.get(o.id) !== o) return;
+    this.pending.delete(o.id);
+    if (o.timer) clearTimeout(o.timer);
+    o.timer = null;
+    // A cancelled query still in `queued` is skipped on connect: it is no longer pending.
+    this.settled();
   }
 
   private readonly onMessage = (msg: Buffer): void => {
@@ -154,7 +163,8 @@ export class UdpPool {
     private readonly stats: ConnStats,
   ) {}
 
-  send(o: Outstanding, timeoutMs: number): void {
+  /** Sends `o` on one of the sockets, which it returns. */
+  send(o: Outstanding, timeoutMs: number): PendingTry {
     const i = randomBelow(SLOTS);
     let ch = this.slots[i]!;
     if (this.stopped) {
@@ -162,7 +172,7 @@ export class UdpPool {
       const once = new UdpChannel(this.host, this.port);
       once.send(o, timeoutMs);
       once.retire();
-      return;
+      return once;
     }
     if (ch === null || ch.closed || ch.uses >= MAX_USES || Date.now() - ch.born >= MAX_AGE_MS) {
       if (ch !== null) ch.retire();
@@ -173,6 +183,7 @@ export class UdpPool {
       this.stats.connHits[0]++;
     }
     ch.send(o, timeoutMs);
+    return ch;
   }
 
   close(): void {

@@ -86,7 +86,11 @@ class Flight {
   promise: Promise<Outcome> | null = null;
   /** Set by invalidation: the answer may predate the change, so it is not stored. */
   noStore = false;
-  constructor(readonly name: string) {}
+  constructor(
+    readonly name: string,
+    /** The query whose trip it is: once others wait on it, its client leaving must not abort it. */
+    readonly leader: Request,
+  ) {}
 }
 
 const SWEEP_INTERVAL_MS = 1000;
@@ -243,6 +247,7 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
     const key = flightKey(req);
     const f = this.flights.get(key);
     if (f !== undefined && f.promise !== null) {
+      f.leader.shareWork();
       return f.promise.then(
         (o) => this.share(req, next, o),
         () => this.bareOutcome(Response.rcode(Rcode.SERVFAIL, NAME, 'the shared query failed')),
@@ -250,7 +255,7 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
     }
     const r = next(req);
     if (!(r instanceof Promise)) return this.settle(req, r, null);
-    const flight = new Flight(req.name);
+    const flight = new Flight(req.name, req);
     this.flights.set(key, flight);
     const p = r.then(
       (res) => {

@@ -1,22 +1,27 @@
 // The forward plugin's handler: picks upstreams in policy order, sends the client's query
 // bytes with a new random ID, and returns the upstream's answer bytes with the client's ID
 // put back. The per-query loop follows CoreDNS's Forward.ServeDNS: skip upstreams that are
-// down, try one at random when all are, 2 s per try, 5 s in all, SERVFAIL when nothing
-// answered, REFUSED beyond max_concurrent.
+// down, try one at random when all are, 2 s per try, until the request's deadline (5 s),
+// SERVFAIL when nothing answered, REFUSED beyond max_concurrent. A client that leaves (a
+// closed TCP connection) ends the tries at once.
 
 import { Rcode } from '../../dns/constants.js';
 import { isSubdomain } from '../../dns/name.js';
 import { bareReply } from '../../server/reply.js';
 import { Response, type Handler, type HandlerResult, type Next, type Request } from '../../server/request.js';
-import { OutstandingQuery, type UpstreamProto } from '../../upstream/exchange.js';
+import {
+  frameFor,
+  OutstandingQuery,
+  type Outstanding,
+  type PendingTry,
+  type UpstreamProto,
+} from '../../upstream/exchange.js';
 import { forwardTotals } from './metrics.js';
 import type { Policy } from '../../upstream/policy.js';
 import type { Upstream } from './upstream.js';
 import type { UpstreamHealth } from '../../status/sources.js';
 import { answerCount, emptyTruncated, FLAG_TC, headerRcode, randomBelow, recordsFit } from '../../upstream/wire.js';
 
-/** CoreDNS's overall deadline for one query. */
-export const QUERY_DEADLINE_MS = 5000;
 /** Longest pause between passes over the upstreams when every try failed at once. */
 const MAX_PASS_GAP_MS = 1000;
 
@@ -92,6 +97,7 @@ export class Forward implements Handler {
 }
 
 function resumeCall(call: ForwardCall): void {
+  call.gapTimer = null;
   call.loop();
 }
 
@@ -108,6 +114,14 @@ class ForwardCall extends OutstandingQuery {
   private attempts = 0;
   private lastError: string | undefined = undefined;
   private upstream: Upstream | null = null;
+  /** Where the current try waits for its answer, and how many tries went out. */
+  private pending: PendingTry | null = null;
+  private tries = 0;
+  /** The pause before the next pass over the upstreams. */
+  gapTimer: NodeJS.Timeout | null = null;
+  /** The request's signal, listened to while the client can leave before the deadline. */
+  private signal: AbortSignal | null = null;
+  private done = false;
   private proto: UpstreamProto = 'udp';
   private overTcp: boolean;
   private tryStart = 0;
@@ -128,8 +142,28 @@ class ForwardCall extends OutstandingQuery {
     });
     this.list = fwd.opts.policy.order(fwd.opts.upstreams);
     this.passStart = performance.now();
-    this.deadline = this.passStart + QUERY_DEADLINE_MS;
+    // Every try's timer ends by the deadline, so only a client that can leave earlier needs the signal.
+    this.deadline = req.deadline;
+    if (req.mayLeave) {
+      const signal = req.signal;
+      if (signal.aborted) {
+        this.finish(Response.rcode(Rcode.SERVFAIL, 'forward', (signal.reason as Error).message));
+        return;
+      }
+      signal.addEventListener('abort', this);
+      this.signal = signal;
+    }
     this.loop();
+  }
+
+  /** The client left: the try in flight is taken back and no other one goes out. */
+  handleEvent(): void {
+    if (this.done) return;
+    this.pending?.cancel(this);
+    this.pending = null;
+    if (this.gapTimer !== null) clearTimeout(this.gapTimer);
+    this.gapTimer = null;
+    this.finish(Response.rcode(Rcode.SERVFAIL, 'forward', (this.signal!.reason as Error).message));
   }
 
   /** force_tcp wins, then prefer_udp, else the client's own transport. */
@@ -154,7 +188,7 @@ class ForwardCall extends OutstandingQuery {
         const gap = Math.min(o.readTimeoutMs, MAX_PASS_GAP_MS) - (now - this.passStart);
         if (gap > 0) {
           if (now + gap >= this.deadline) break;
-          setTimeout(resumeCall, gap, this);
+          this.gapTimer = setTimeout(resumeCall, gap, this);
           return;
         }
         this.passStart = now;
@@ -183,10 +217,15 @@ class ForwardCall extends OutstandingQuery {
     this.tryStart = now;
     const left = this.deadline - now;
     const timeout = left < this.fwd.opts.readTimeoutMs ? Math.max(1, Math.ceil(left)) : this.fwd.opts.readTimeoutMs;
-    up.send(this, this.proto, timeout);
+    const tryNo = ++this.tries;
+    const pending = up.send(this, this.proto, timeout);
+    // A try that failed at once (inside send) may already have been followed by another.
+    if (tryNo === this.tries && !this.done) this.pending = pending;
   }
 
   onAnswer(reply: Buffer): void {
+    if (this.done) return;
+    this.pending = null;
     const up = this.upstream!;
     const o = this.fwd.opts;
     let msg = reply;
@@ -232,6 +271,8 @@ class ForwardCall extends OutstandingQuery {
   }
 
   onFailure(error: string, cachedClosed: boolean): void {
+    if (this.done) return;
+    this.pending = null;
     const up = this.upstream!;
     const o = this.fwd.opts;
     const now = performance.now();
@@ -248,10 +289,15 @@ class ForwardCall extends OutstandingQuery {
   }
 
   onMismatch(): void {
+    if (this.done) return;
+    this.pending = null;
     this.finish(Response.wire(bareReply(this.req, Rcode.FORMERR), 'forward'));
   }
 
   private finish(r: HandlerResult): void {
+    if (this.done) return;
+    this.done = true;
+    if (this.signal !== null) this.signal.removeEventListener('abort', this);
     this.fwd.inflight--;
     this.resolve(r);
   }

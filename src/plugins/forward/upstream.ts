@@ -6,7 +6,14 @@
 import type tls from 'node:tls';
 import { emptyMessage, encodeMessage } from '../../dns/message.js';
 import { QClass, QType } from '../../dns/constants.js';
-import { joinHostPort, OutstandingQuery, type Outstanding, type UpstreamProto } from '../../upstream/exchange.js';
+import {
+  frameFor,
+  joinHostPort,
+  OutstandingQuery,
+  type Outstanding,
+  type PendingTry,
+  type UpstreamProto,
+} from '../../upstream/exchange.js';
 import { upstreamStats, type UpstreamStats } from './metrics.js';
 import { StreamConn, StreamPool } from '../../upstream/stream.js';
 import { UdpChannel, UdpPool } from '../../upstream/udp.js';
@@ -112,12 +119,12 @@ export class Upstream {
     this.probe = new HealthProbe(this, health);
   }
 
-  /** Sends one try of `o` over `proto` (TLS upstreams always use their TLS pool). */
-  send(o: Outstanding, proto: UpstreamProto, timeoutMs: number): void {
+  /** Sends one try of `o` over `proto` (TLS upstreams always use their TLS pool); returns where it waits. */
+  send(o: Outstanding, proto: UpstreamProto, timeoutMs: number): PendingTry {
     this.stats.requests++;
-    if (this.dot !== null) this.dot.send(o, timeoutMs);
-    else if (proto === 'udp') this.udp!.send(o, timeoutMs);
-    else this.tcp!.send(o, timeoutMs);
+    if (this.dot !== null) return this.dot.send(o, timeoutMs);
+    if (proto === 'udp') return this.udp!.send(o, timeoutMs);
+    return this.tcp!.send(o, timeoutMs);
   }
 
   /** The protocol a try uses: TLS upstreams always TLS. */

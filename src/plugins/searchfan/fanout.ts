@@ -4,7 +4,8 @@
 // them: candidate i is used only once every candidate before it is NXDOMAIN. For each
 // candidate the first upstream with a real answer (NOERROR or NXDOMAIN) decides, and the
 // other upstreams' branches for it are cancelled; once the result is known every branch
-// still in flight is cancelled: its socket is closed, and nothing is ever retried.
+// still in flight is cancelled: its socket is closed, and nothing is ever retried. The same
+// happens when nobody waits for the answer any more (cancel).
 
 import { emptyMessage, encodeMessage } from '../../dns/message.js';
 import { Rcode } from '../../dns/constants.js';
@@ -232,6 +233,11 @@ export class FanOut {
     }
     const bare = list[this.bare]!;
     this.finish({ kind: 'answer', reply: bare.reply!, index: this.bare });
+  }
+
+  /** Nobody waits for the answer any more: every branch still in flight is cancelled. */
+  cancel(reason: string): void {
+    this.finish({ kind: 'servfail', error: reason });
   }
 
   private cancelBranches(c: Candidate): void {
