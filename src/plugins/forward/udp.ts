@@ -15,10 +15,20 @@ const MAX_USES = 100;
 /** Milliseconds a socket is given new queries for before it is replaced. */
 const MAX_AGE_MS = 1000;
 
+/** Timers may fire this much before a deadline read from performance.now(). */
+const TIMER_SLACK_MS = 1;
+
 /** One connected UDP socket. It closes once retired and no query is waiting on it. */
 export class UdpChannel {
   private readonly sock: dgram.Socket;
   private readonly pending = new Map<number, Outstanding>();
+  // Deadlines of the queries sent, in send order (a channel carries at most MAX_USES): one
+  // timer per channel sweeps them instead of a timer per query.
+  private dueQuery: Outstanding[] = [];
+  private dueId: number[] = [];
+  private dueAt: number[] = [];
+  private sweepTimer: NodeJS.Timeout | null = null;
+  private sweepAt = Infinity;
   private queued: Outstanding[] = [];
   private connected = false;
   private retired = false;
@@ -77,7 +87,11 @@ export class UdpChannel {
     o.reused = this.uses > 0;
     this.uses++;
     this.pending.set(id, o);
-    o.timer = setTimeout(this.onTimeout, timeoutMs, o);
+    const due = performance.now() + timeoutMs;
+    this.dueQuery.push(o);
+    this.dueId.push(id);
+    this.dueAt.push(due);
+    if (due < this.sweepAt) this.armSweep(due, timeoutMs);
     if (this.connected) this.transmit(o);
     else this.queued.push(o);
   }
@@ -89,18 +103,47 @@ export class UdpChannel {
     // and the real answer still awaited.
     if (o === undefined || !answersQuestion(msg, o.query, o.questionEnd)) return;
     this.pending.delete(o.id);
-    clearTimeout(o.timer!);
-    o.timer = null;
     this.settled();
     o.onAnswer(msg);
   };
 
-  private readonly onTimeout = (o: Outstanding): void => {
-    if (this.pending.get(o.id) !== o) return;
-    this.pending.delete(o.id);
-    o.timer = null;
-    this.settled();
-    o.onFailure(`read udp ${this.label}: i/o timeout`, false);
+  private armSweep(at: number, inMs: number): void {
+    if (this.sweepTimer !== null) clearTimeout(this.sweepTimer);
+    this.sweepAt = at;
+    this.sweepTimer = setTimeout(this.sweep, Math.max(1, Math.ceil(inMs)));
+  }
+
+  /** Fails the queries whose deadline has passed; keeps the rest and re-arms for the earliest. */
+  private readonly sweep = (): void => {
+    this.sweepTimer = null;
+    this.sweepAt = Infinity;
+    const now = performance.now();
+    const expired: Outstanding[] = [];
+    let kept = 0;
+    let next = Infinity;
+    for (let i = 0; i < this.dueQuery.length; i++) {
+      const o = this.dueQuery[i]!;
+      const id = this.dueId[i]!;
+      // Answered, failed, or its ID since reused by another query: nothing to time out.
+      if (this.pending.get(id) !== o) continue;
+      const at = this.dueAt[i]!;
+      if (at <= now + TIMER_SLACK_MS) {
+        this.pending.delete(id);
+        expired.push(o);
+        continue;
+      }
+      this.dueQuery[kept] = o;
+      this.dueId[kept] = id;
+      this.dueAt[kept] = at;
+      kept++;
+      if (at < next) next = at;
+    }
+    this.dueQuery.length = kept;
+    this.dueId.length = kept;
+    this.dueAt.length = kept;
+    if (kept > 0) this.armSweep(next, next - now);
+    if (expired.length > 0) this.settled();
+    for (const o of expired) o.onFailure(`read udp ${this.label}: i/o timeout`, false);
   };
 
   private readonly onError = (e: NodeJS.ErrnoException): void => {
@@ -111,13 +154,15 @@ export class UdpChannel {
   };
 
   private failAll(error: string): void {
+    if (this.sweepTimer !== null) clearTimeout(this.sweepTimer);
+    this.sweepTimer = null;
+    this.sweepAt = Infinity;
+    this.dueQuery = [];
+    this.dueId = [];
+    this.dueAt = [];
     if (this.pending.size === 0) return;
     const waiting = [...this.pending.values()];
     this.pending.clear();
-    for (const o of waiting) {
-      if (o.timer) clearTimeout(o.timer);
-      o.timer = null;
-    }
     for (const o of waiting) o.onFailure(error, false);
   }
 
