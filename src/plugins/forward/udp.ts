@@ -23,8 +23,10 @@ export class UdpChannel {
   private readonly sock: dgram.Socket;
   private readonly pending = new Map<number, Outstanding>();
   // Deadlines of the queries sent, in send order (a channel carries at most MAX_USES): one
-  // timer per channel sweeps them instead of a timer per query.
-  private dueQuery: Outstanding[] = [];
+  // timer per channel sweeps them instead of a timer per query. An answered query's slot is
+  // emptied at once so the channel does not keep it alive until the sweep.
+  private dueQuery: Array<Outstanding | null> = [];
+  private dueHead = 0;
   private dueId: number[] = [];
   private dueAt: number[] = [];
   private sweepTimer: NodeJS.Timeout | null = null;
@@ -103,9 +105,27 @@ export class UdpChannel {
     // and the real answer still awaited.
     if (o === undefined || !answersQuestion(msg, o.query, o.questionEnd)) return;
     this.pending.delete(o.id);
+    this.forget(o);
     this.settled();
     o.onAnswer(msg);
   };
+
+  /** Empties the slot of an answered query; answers mostly come in send order, so this is short. */
+  private forget(o: Outstanding): void {
+    const q = this.dueQuery;
+    for (let i = this.dueHead; i < q.length; i++)
+      if (q[i] === o) {
+        q[i] = null;
+        break;
+      }
+    while (this.dueHead < q.length && q[this.dueHead] === null) this.dueHead++;
+    if (this.dueHead === q.length) {
+      q.length = 0;
+      this.dueId.length = 0;
+      this.dueAt.length = 0;
+      this.dueHead = 0;
+    }
+  }
 
   private armSweep(at: number, inMs: number): void {
     if (this.sweepTimer !== null) clearTimeout(this.sweepTimer);
@@ -121,11 +141,11 @@ export class UdpChannel {
     const expired: Outstanding[] = [];
     let kept = 0;
     let next = Infinity;
-    for (let i = 0; i < this.dueQuery.length; i++) {
-      const o = this.dueQuery[i]!;
+    for (let i = this.dueHead; i < this.dueQuery.length; i++) {
+      const o = this.dueQuery[i];
       const id = this.dueId[i]!;
       // Answered, failed, or its ID since reused by another query: nothing to time out.
-      if (this.pending.get(id) !== o) continue;
+      if (o === null || o === undefined || this.pending.get(id) !== o) continue;
       const at = this.dueAt[i]!;
       if (at <= now + TIMER_SLACK_MS) {
         this.pending.delete(id);
@@ -141,6 +161,7 @@ export class UdpChannel {
     this.dueQuery.length = kept;
     this.dueId.length = kept;
     this.dueAt.length = kept;
+    this.dueHead = 0;
     if (kept > 0) this.armSweep(next, next - now);
     if (expired.length > 0) this.settled();
     for (const o of expired) o.onFailure(`read udp ${this.label}: i/o timeout`, false);
@@ -160,6 +181,7 @@ export class UdpChannel {
     this.dueQuery = [];
     this.dueId = [];
     this.dueAt = [];
+    this.dueHead = 0;
     if (this.pending.size === 0) return;
     const waiting = [...this.pending.values()];
     this.pending.clear();
