@@ -23,6 +23,8 @@ if (out) {
     let total = 0;
     const stack = [];
     const walk = (n) => {
+      // The profiler's own work (the protocol's JSON at the mark) is not the server's.
+      if (n.callFrame.url.startsWith('node:inspector') || n.callFrame.url.endsWith('alloc-profile.mjs')) return;
       stack.push(n.callFrame);
       if (n.selfSize > 0) {
         total += n.selfSize;

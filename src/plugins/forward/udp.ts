@@ -119,12 +119,6 @@ export class UdpChannel {
         break;
       }
     while (this.dueHead < q.length && q[this.dueHead] === null) this.dueHead++;
-    if (this.dueHead === q.length) {
-      q.length = 0;
-      this.dueId.length = 0;
-      this.dueAt.length = 0;
-      this.dueHead = 0;
-    }
   }
 
   private armSweep(at: number, inMs: number): void {
@@ -133,36 +127,30 @@ export class UdpChannel {
     this.sweepTimer = setTimeout(this.sweep, Math.max(1, Math.ceil(inMs)));
   }
 
-  /** Fails the queries whose deadline has passed; keeps the rest and re-arms for the earliest. */
+  /** Fails the queries whose deadline has passed and re-arms for the earliest one left. */
   private readonly sweep = (): void => {
     this.sweepTimer = null;
     this.sweepAt = Infinity;
     const now = performance.now();
+    const q = this.dueQuery;
     const expired: Outstanding[] = [];
-    let kept = 0;
     let next = Infinity;
-    for (let i = this.dueHead; i < this.dueQuery.length; i++) {
-      const o = this.dueQuery[i];
+    for (let i = this.dueHead; i < q.length; i++) {
+      const o = q[i];
+      if (o === null || o === undefined) continue;
       const id = this.dueId[i]!;
-      // Answered, failed, or its ID since reused by another query: nothing to time out.
-      if (o === null || o === undefined || this.pending.get(id) !== o) continue;
       const at = this.dueAt[i]!;
-      if (at <= now + TIMER_SLACK_MS) {
+      if (this.pending.get(id) !== o) {
+        // Failed by other means, or its ID since reused by another query.
+        q[i] = null;
+      } else if (at <= now + TIMER_SLACK_MS) {
+        q[i] = null;
         this.pending.delete(id);
         expired.push(o);
-        continue;
-      }
-      this.dueQuery[kept] = o;
-      this.dueId[kept] = id;
-      this.dueAt[kept] = at;
-      kept++;
-      if (at < next) next = at;
+      } else if (at < next) next = at;
     }
-    this.dueQuery.length = kept;
-    this.dueId.length = kept;
-    this.dueAt.length = kept;
-    this.dueHead = 0;
-    if (kept > 0) this.armSweep(next, next - now);
+    while (this.dueHead < q.length && q[this.dueHead] === null) this.dueHead++;
+    if (next !== Infinity) this.armSweep(next, next - now);
     if (expired.length > 0) this.settled();
     for (const o of expired) o.onFailure(`read udp ${this.label}: i/o timeout`, false);
   };
