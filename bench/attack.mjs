@@ -95,7 +95,6 @@ export async function underAttack(log = (s) => process.stderr.write(s + '\n')) {
   writeFileSync(join(dir, 'Corefile.idle'), conf(idlePort));
   const args = (c) => [
     '--max-semi-space-size=2',
-    '--optimize-for-size',
     join(root, 'bin/clusterdns'),
     '-conf',
     join(dir, c),

@@ -39,10 +39,9 @@ export function clusterdnsServer(scenario) {
       return startProcess(
         this.name,
         process.execPath,
-        // As deployed (bin/clusterdns, npm start, the image): a 2 MB young generation, memory-saving heap sizing.
+        // As deployed (bin/clusterdns, npm start, the image): a 2 MB young generation.
         [
           '--max-semi-space-size=2',
-          '--optimize-for-size',
           ...(ctx.nodeArgs ?? []),
           join(scenario.root?.() ?? ctx.root, 'bin/clusterdns'),
           '-conf',
