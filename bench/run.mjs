@@ -54,7 +54,7 @@ if (flags.help) {
       '                        [--variant=NAME=NODE_FLAGS ...]\n' +
       '  --variant=NAME=FLAGS also runs every selected clusterdns server as `NAME+FLAGS` with those node\n' +
       '  flags added (an A/B in the same interleaved run), e.g. --variant="ofs=--optimize-for-size";\n' +
-      '  words NAME=VALUE are environment variables, e.g. --variant="big=CLUSTERDNS_SMALL_HEAP=0".\n',
+      '  words NAME=VALUE are environment variables, e.g. --variant="dgram=CLUSTERDNS_NATIVE_UDP=0".\n',
   );
   process.exit(0);
 }

@@ -189,4 +189,17 @@ export const scenarios = [
     queries: (ctx) => ctx.workload.queryFile,
     targets: { pinnedVsUnbound: 0.5, cpuVsUnboundForward: 0.5 },
   },
+  {
+    // The `forward` row served by the build in BENCH_BASE_ROOT, as kubernetes-base.
+    name: 'forward-base',
+    description: 'the `forward` row served by the build in $BENCH_BASE_ROOT (before/after in one run)',
+    root: () => process.env.BENCH_BASE_ROOT,
+    setup: async (ctx) => {
+      if (!process.env.BENCH_BASE_ROOT) return 'BENCH_BASE_ROOT is not set';
+      return startUpstream(ctx);
+    },
+    corefile: (ctx) =>
+      `cluster.local:${ctx.port} {\n    bind 127.0.0.1\n    forward . 127.0.0.1:${ctx.upstreamPort}\n}\n`,
+    queries: (ctx) => ctx.workload.queryFile,
+  },
 ];

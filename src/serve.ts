@@ -22,7 +22,6 @@ import type { PluginInstance } from './plugins/plugin.js';
 import { HttpServices } from './server/http.js';
 import { VERSION } from './version.js';
 import { coreLog, logger } from './log.js';
-import { servingStarted } from './heap.js';
 import { servePrimaryMetrics, setupWorkerMetrics } from './metrics/cluster.js';
 import { SteeredSockets } from './server/shards.js';
 
@@ -140,7 +139,6 @@ export async function runServer(flags: ServerFlags): Promise<void> {
     failStart(e);
     return;
   }
-  servingStarted();
   let stopping: Promise<void> | null = null;
   const stop = () => {
     stopping ??= (async () => {
@@ -396,7 +394,6 @@ function runPrimary(
   void enqueue(async () => {
     await Promise.all(Array.from({ length: flags.workers }, (_, shard) => fork(shard)));
     if (stopping) return;
-    servingStarted();
     if (flags.pidfile) writeFileSync(flags.pidfile, `${process.pid}\n`);
     banner(null, keys, flags.quiet);
     await watch(first).catch((e: Error) => reloadLog.error(`reload: ${e.message}`));

@@ -11,7 +11,6 @@ import {
 import { KubeApiError, KubeClient, type Query, type StreamOptions } from '../kube/http.js';
 import { ForbiddenError, Reflector } from '../kube/reflector.js';
 import type { Logger } from '../log.js';
-import { collectAfterBurst, listBegins, listEnds } from '../heap.js';
 import { objectKey } from '../kube/types.js';
 import type { ClusterKind, ClusterSink, KubeSource, SourceConfig } from './events.js';
 import { countRequest } from './metrics.js';
@@ -225,12 +224,6 @@ export class ApiSource implements KubeSource {
       onUpdate: (key, _old, value) => upsert(key, value),
       onDelete: (key) => common.onDelete(kind, key),
       onSynced: common.onSynced,
-      // The server's heap policy (heap.ts): full-speed sizing during a list, one collection after it.
-      onListBegin: listBegins,
-      onListEnd: (completed) => {
-        listEnds();
-        if (completed) collectAfterBurst();
-      },
       onConnectionChange: (connected) => common.onConnection(path, connected),
       onError: (err) => {
         if (err instanceof ForbiddenError)

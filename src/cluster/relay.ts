@@ -8,7 +8,6 @@
 
 import cluster, { type Worker } from 'node:cluster';
 import { createHash } from 'node:crypto';
-import { collectAfterBurst, listBegins, listEnds } from '../heap.js';
 import { logger, warnEachOnce, type Logger } from '../log.js';
 import {
   RELAY_ACK,
@@ -119,16 +118,12 @@ function listenInWorker(): void {
     if (!m || m.type !== EVENTS) return;
     const set = sinks.get(m.id);
     if (!set) return;
-    let synced = false;
     for (const ev of m.events) {
-      synced ||= ev.op === 'synced';
       // Decoded from JSON, each string its own copy: as compact as a projected record.
       if (ev.op === 'upsert') compactRecord(ev.kind, ev.value);
     }
     for (const sink of set) for (const ev of m.events) sink(ev);
     if (process.connected) process.send!({ type: ACK, id: m.id, seq: m.seq } satisfies AckMessage);
-    // The end of a snapshot: the messages it came in are garbage (heap.ts).
-    if (synced) collectAfterBurst();
   });
 }
 
@@ -137,7 +132,6 @@ export class RelayedSource implements KubeSource {
   readonly description: string;
   private readonly id: string;
   private sink: ClusterSink | null = null;
-  private endSnapshot: () => void = () => {};
 
   constructor(
     private readonly spec: SourceSpec,
@@ -149,27 +143,14 @@ export class RelayedSource implements KubeSource {
 
   async start(sink: ClusterSink): Promise<void> {
     listenInWorker();
-    // The snapshot that comes first is this process's LIST (heap.ts: full-speed heap sizing).
-    let snapshotting = true;
-    listBegins();
-    this.endSnapshot = () => {
-      if (!snapshotting) return;
-      snapshotting = false;
-      listEnds();
-    };
-    const wrapped: ClusterSink = (ev) => {
-      if (ev.op === 'synced') this.endSnapshot();
-      sink(ev);
-    };
-    this.sink = wrapped;
+    this.sink = sink;
     let set = sinks.get(this.id);
     if (!set) sinks.set(this.id, (set = new Set()));
-    set.add(wrapped);
+    set.add(sink);
     process.send!({ type: SUBSCRIBE, id: this.id, spec: this.spec } satisfies SubscribeMessage);
   }
 
   async stop(): Promise<void> {
-    this.endSnapshot();
     const set = sinks.get(this.id);
     if (set && this.sink) set.delete(this.sink);
     if (set && set.size === 0) {

@@ -14,10 +14,22 @@ const MAX_USES = 100;
 /** Milliseconds a socket is given new queries for before it is replaced. */
 const MAX_AGE_MS = 1000;
 
+/** Timers may fire this much before a deadline read from performance.now(). */
+const TIMER_SLACK_MS = 1;
+
 /** One connected UDP socket. It closes once retired and no query is waiting on it. */
 export class UdpChannel implements PendingTry {
   private readonly sock: dgram.Socket;
   private readonly pending = new Map<number, Outstanding>();
+  // Deadlines of the queries sent, in send order (a channel carries at most MAX_USES): one
+  // timer per channel sweeps them instead of a timer per query. An answered query's slot is
+  // emptied at once so the channel does not keep it alive until the sweep.
+  private dueQuery: Array<Outstanding | null> = [];
+  private dueHead = 0;
+  private dueId: number[] = [];
+  private dueAt: number[] = [];
+  private sweepTimer: NodeJS.Timeout | null = null;
+  private sweepAt = Infinity;
   private queued: Outstanding[] = [];
   private connected = false;
   private retired = false;
@@ -76,7 +88,11 @@ export class UdpChannel implements PendingTry {
     o.reused = this.uses > 0;
     this.uses++;
     this.pending.set(id, o);
-    o.timer = setTimeout(this.onTimeout, timeoutMs, o);
+    const due = performance.now() + timeoutMs;
+    this.dueQuery.push(o);
+    this.dueId.push(id);
+    this.dueAt.push(due);
+    if (due < this.sweepAt) this.armSweep(due, timeoutMs);
     if (this.connected) this.transmit(o);
     else this.queued.push(o);
   }
@@ -97,18 +113,54 @@ export class UdpChannel implements PendingTry {
     // and the real answer still awaited.
     if (o === undefined || !answersQuestion(msg, o.query, o.questionEnd)) return;
     this.pending.delete(o.id);
-    clearTimeout(o.timer!);
-    o.timer = null;
+    this.forget(o);
     this.settled();
     o.onAnswer(msg);
   };
 
-  private readonly onTimeout = (o: Outstanding): void => {
-    if (this.pending.get(o.id) !== o) return;
-    this.pending.delete(o.id);
-    o.timer = null;
-    this.settled();
-    o.onFailure(`read udp ${this.label}: i/o timeout`, false);
+  /** Empties the slot of an answered query; answers mostly come in send order, so this is short. */
+  private forget(o: Outstanding): void {
+    const q = this.dueQuery;
+    for (let i = this.dueHead; i < q.length; i++)
+      if (q[i] === o) {
+        q[i] = null;
+        break;
+      }
+    while (this.dueHead < q.length && q[this.dueHead] === null) this.dueHead++;
+  }
+
+  private armSweep(at: number, inMs: number): void {
+    if (this.sweepTimer !== null) clearTimeout(this.sweepTimer);
+    this.sweepAt = at;
+    this.sweepTimer = setTimeout(this.sweep, Math.max(1, Math.ceil(inMs)));
+  }
+
+  /** Fails the queries whose deadline has passed and re-arms for the earliest one left. */
+  private readonly sweep = (): void => {
+    this.sweepTimer = null;
+    this.sweepAt = Infinity;
+    const now = performance.now();
+    const q = this.dueQuery;
+    const expired: Outstanding[] = [];
+    let next = Infinity;
+    for (let i = this.dueHead; i < q.length; i++) {
+      const o = q[i];
+      if (o === null || o === undefined) continue;
+      const id = this.dueId[i]!;
+      const at = this.dueAt[i]!;
+      if (this.pending.get(id) !== o) {
+        // Failed by other means, or its ID since reused by another query.
+        q[i] = null;
+      } else if (at <= now + TIMER_SLACK_MS) {
+        q[i] = null;
+        this.pending.delete(id);
+        expired.push(o);
+      } else if (at < next) next = at;
+    }
+    while (this.dueHead < q.length && q[this.dueHead] === null) this.dueHead++;
+    if (next !== Infinity) this.armSweep(next, next - now);
+    if (expired.length > 0) this.settled();
+    for (const o of expired) o.onFailure(`read udp ${this.label}: i/o timeout`, false);
   };
 
   private readonly onError = (e: NodeJS.ErrnoException): void => {
@@ -119,13 +171,16 @@ export class UdpChannel implements PendingTry {
   };
 
   private failAll(error: string): void {
+    if (this.sweepTimer !== null) clearTimeout(this.sweepTimer);
+    this.sweepTimer = null;
+    this.sweepAt = Infinity;
+    this.dueQuery = [];
+    this.dueId = [];
+    this.dueAt = [];
+    this.dueHead = 0;
     if (this.pending.size === 0) return;
     const waiting = [...this.pending.values()];
     this.pending.clear();
-    for (const o of waiting) {
-      if (o.timer) clearTimeout(o.timer);
-      o.timer = null;
-    }
     for (const o of waiting) o.onFailure(error, false);
   }
 

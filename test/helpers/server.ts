@@ -33,6 +33,8 @@ export interface StartOptions {
   /** Do not wait for start-up (for tests of failing starts). */
   noWait?: boolean;
   port?: number;
+  /** Run bin/clusterdns itself (its #! line and the flags it sets) instead of `node bin/clusterdns`. */
+  launcher?: boolean;
 }
 
 export async function startServer(o: StartOptions): Promise<RunningServer> {
@@ -42,15 +44,12 @@ export async function startServer(o: StartOptions): Promise<RunningServer> {
     writeFileSync(join(dir, name), content.replaceAll('PORT', String(port)));
   const corefile = join(dir, 'Corefile');
   writeFileSync(corefile, o.corefile.replaceAll('PORT', String(port)));
-  const proc = spawn(
-    process.execPath,
-    [BIN, '-conf', corefile, '-workers', String(o.workers ?? 1), ...(o.args ?? [])],
-    {
-      cwd: dir,
-      env: { ...process.env, CLUSTERDNS_EXIT_WITH_PARENT: '1', ...o.env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
+  const args = ['-conf', corefile, '-workers', String(o.workers ?? 1), ...(o.args ?? [])];
+  const proc = spawn(o.launcher ? BIN : process.execPath, o.launcher ? args : [BIN, ...args], {
+    cwd: dir,
+    env: { ...process.env, CLUSTERDNS_EXIT_WITH_PARENT: '1', ...o.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   const waiters: Array<() => void> = [];
   const onData = (d: Buffer) => {

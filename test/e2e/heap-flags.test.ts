@@ -1,0 +1,115 @@
+// Heap settings are chosen at process start (issue 19 point 5): bin/clusterdns starts every
+// process (the primary and each worker) with its heap flags, and while serving, through the
+// first list and a 410 relist, no process changes a V8 flag at run time or forces a full GC.
+// A module hook loaded through NODE_OPTIONS records what each process does: every call of
+// v8.setFlagsFromString and every GC that V8 reports as forced (gc(), not V8's own scheduling).
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { KubeApiServer } from '../helpers/kubeapi.js';
+import { startServer, type RunningServer } from '../helpers/server.js';
+import { query } from '../helpers/dns.js';
+import { QType } from '../../src/dns/constants.js';
+import { namespace, service } from '../kubernetes/fixtures.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+const HOOK = `
+import v8 from 'node:v8';
+import cluster from 'node:cluster';
+import { appendFileSync } from 'node:fs';
+import { syncBuiltinESMExports } from 'node:module';
+import { PerformanceObserver, constants } from 'node:perf_hooks';
+const out = process.env.HEAP_HOOK_OUT;
+const role = cluster.isWorker ? 'worker' : 'primary';
+const log = (o) => appendFileSync(out, JSON.stringify({ pid: process.pid, role, ...o }) + '\\n');
+const real = v8.setFlagsFromString;
+v8.setFlagsFromString = (flag) => (log({ setFlags: String(flag) }), real.call(v8, flag));
+syncBuiltinESMExports();
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries())
+    if (e.detail.flags & constants.NODE_PERFORMANCE_GC_FLAGS_FORCED) log({ forcedGc: e.detail.kind });
+}).observe({ entryTypes: ['gc'] });
+log({ started: process.env.NODE_OPTIONS ?? '' });
+`;
+
+interface HookLine {
+  pid: number;
+  role: 'primary' | 'worker';
+  started?: string;
+  setFlags?: string;
+  forcedGc?: number;
+}
+
+for (const workers of [1, 2]) {
+  describe(`heap flags at start, none changed while serving (-workers ${workers})`, () => {
+    let api: KubeApiServer;
+    let s: RunningServer;
+    let out: string;
+    const lines = (): HookLine[] =>
+      readFileSync(out, 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as HookLine);
+
+    before(async () => {
+      api = await KubeApiServer.create();
+      api.apply(namespace('default'));
+      // Enough objects that a list is a burst of garbage worth collecting.
+      for (let i = 0; i < 400; i++) api.apply(service('default', `svc-${i}`, [`10.96.${i >> 8}.${i & 255}`]));
+      const dir = mkdtempSync(join(tmpdir(), 'clusterdns-heap-'));
+      const hook = join(dir, 'hook.mjs');
+      writeFileSync(hook, HOOK);
+      out = join(dir, 'hook.jsonl');
+      writeFileSync(out, '');
+      s = await startServer({
+        launcher: true,
+        workers,
+        corefile: `cluster.local:PORT {\n  bind 127.0.0.1\n  kubernetes cluster.local {\n    endpoint ${api.url}\n  }\n}\n`,
+        env: { NODE_OPTIONS: `--import ${pathToFileURL(hook).href}`, HEAP_HOOK_OUT: out },
+        probe: 'svc-399.default.svc.cluster.local.',
+      });
+    });
+    after(async () => {
+      await s?.stop();
+      await api?.close();
+    });
+
+    test('every process starts with the launcher heap flags, ahead of the caller NODE_OPTIONS', () => {
+      const started = lines().filter((l) => l.started !== undefined);
+      assert.equal(started.filter((l) => l.role === 'worker').length, workers === 1 ? 0 : workers);
+      assert.equal(started.filter((l) => l.role === 'primary').length, 1);
+      for (const l of started) assert.match(l.started!, /^--max-semi-space-size=\d+ --import /, `${l.role} ${l.pid}`);
+    });
+
+    test('a 410 relist while serving: answers follow it, and no process sets a V8 flag or forces a GC', async () => {
+      const lists = api.requestCount('/api/v1/services', 'list');
+      api.compact();
+      api.closeAllWatches();
+      api.apply(service('default', 'after-relist', ['10.96.9.9']));
+      const deadline = Date.now() + 10_000;
+      for (;;) {
+        const m = await query(s.port, 'after-relist.default.svc.cluster.local.', QType.A);
+        if (m.answers.length > 0 && api.requestCount('/api/v1/services', 'list') > lists) break;
+        assert.ok(Date.now() < deadline, 'the relist was not served within 10 s');
+        await sleep(50);
+      }
+      // The old policy collected 200 ms after a list ended; give any such collection time to show.
+      await sleep(1500);
+      const got = lines();
+      assert.deepEqual(
+        got.filter((l) => l.setFlags !== undefined).map((l) => `${l.role}: ${l.setFlags}`),
+        [],
+        'V8 flags set at run time',
+      );
+      assert.deepEqual(
+        got.filter((l) => l.forcedGc !== undefined).map((l) => `${l.role}: kind ${l.forcedGc}`),
+        [],
+        'forced garbage collections',
+      );
+    });
+  });
+}
