@@ -5,7 +5,7 @@
 
 import net from 'node:net';
 import { logger } from '../log.js';
-import type { Dispatcher } from './listeners.js';
+import type { Dispatcher } from './dispatcher.js';
 import type { ClientInfo } from './request.js';
 import { shardOf, workerShard } from './shards.js';
 
