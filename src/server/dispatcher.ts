@@ -12,6 +12,12 @@ import { queryNames } from '../status/names.js';
 
 const log = logger('');
 
+/**
+ * Where a message's answer goes (null: nothing is sent). It is given the client back, so that
+ * one function can serve every client of a socket instead of a closure per query.
+ */
+export type Send = (out: Buffer | null, client: ClientInfo) => void;
+
 /** State shared by all listeners of a process: the current routing tables and counters. */
 export class Dispatcher {
   routers = new Map<string, Router>();
@@ -19,14 +25,14 @@ export class Dispatcher {
   private idleWaiters: Array<() => void> = [];
 
   /** Handles one message; `send` is called exactly once, with null when the message is dropped. */
-  handle(buf: Buffer, client: ClientInfo, router: Router | undefined, send: (b: Buffer | null) => void): void {
+  handle(buf: Buffer, client: ClientInfo, router: Router | undefined, send: Send): void {
     const q = parseQuery(buf);
     if (typeof q === 'number') {
       if (q === QueryProblem.Drop) {
-        send(null);
+        send(null, client);
         return;
       }
-      send(headerOnlyReply(buf, q));
+      send(headerOnlyReply(buf, q), client);
       return;
     }
     const req = new Request(buf, q, client);
@@ -44,7 +50,7 @@ export class Dispatcher {
     }
     if (block === undefined) {
       const out = bareReply(req, early);
-      send(out);
+      send(out, client);
       if (counting && router?.dropped) this.count(router.dropped, req, out, '', start);
       return;
     }
@@ -56,7 +62,7 @@ export class Dispatcher {
     } catch (e) {
       this.panic(req, e);
       const out = bareReply(req, Rcode.SERVFAIL);
-      send(out);
+      send(out, client);
       if (counting && block.stats) this.count(block.stats, req, out, '', start);
       return;
     }
@@ -67,12 +73,12 @@ export class Dispatcher {
         (res) => {
           if (res.dropped || client.gone === true) {
             // Nothing to send: `acl`'s drop, or a TCP client that left while its answer was worked out.
-            send(null);
+            send(null, client);
             this.done();
             return;
           }
           const out = finalizeReply(req, res);
-          send(out);
+          send(out, client);
           if (res.more !== null && client.sendMore) for (const m of res.more) client.sendMore(m);
           if (counting && b.stats) this.count(b.stats, req, out, res.plugin, start);
           this.done();
@@ -80,7 +86,7 @@ export class Dispatcher {
         (e: unknown) => {
           this.panic(req, e);
           const out = bareReply(req, Rcode.SERVFAIL);
-          send(out);
+          send(out, client);
           if (counting && b.stats) this.count(b.stats, req, out, '', start);
           this.done();
         },
@@ -88,11 +94,11 @@ export class Dispatcher {
       return;
     }
     if (result.dropped) {
-      send(null);
+      send(null, client);
       return;
     }
     const out = finalizeReply(req, result);
-    send(out);
+    send(out, client);
     if (result.more !== null && client.sendMore) for (const m of result.more) client.sendMore(m);
     if (counting && block.stats) this.count(block.stats, req, out, result.plugin, start);
   }

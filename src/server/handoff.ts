@@ -18,7 +18,7 @@ const RETRY_MS = 100;
 /** Largest frame accepted from a peer (a 64 KiB message plus its header). */
 const MAX_FRAME = 70_000;
 
-type Send = (b: Buffer | null) => void;
+type Send = (b: Buffer | null, client: ClientInfo) => void;
 
 interface Pending {
   msg: Buffer;
@@ -213,7 +213,7 @@ export class PeerLink {
           const p = this.pending.get(f.readUInt32BE(0));
           if (!p) return;
           this.pending.delete(f.readUInt32BE(0));
-          p.send(f[4] === 1 ? null : Buffer.from(f.subarray(5)));
+          p.send(f[4] === 1 ? null : Buffer.from(f.subarray(5)), p.client);
         },
         () => sock.destroy(),
       ),

@@ -18,11 +18,14 @@ export interface RoutedBlock {
   nextView?: RoutedBlock;
 }
 
+/** Up to this many zones of one length are compared one by one; more are looked up by suffix. */
+const FEW = 4;
+
 /** Finds the block with the longest zone that contains a (lowercase) name. */
 export class Router {
   private readonly zones = new Map<string, RoutedBlock>();
-  /** Distinct lengths of the zones, longest first: a lookup tries one suffix per length. */
-  private lengths: number[] = [];
+  /** The zones grouped by length, longest first: a lookup tries one suffix per length. */
+  private groups: Array<{ len: number; zones: string[] }> = [];
   private root: RoutedBlock | undefined;
   /** Where queries that reach no chain are counted (CoreDNS's zone label "dropped"). */
   dropped: ZoneStats | null = null;
@@ -36,8 +39,13 @@ export class Router {
       return;
     }
     this.zones.set(block.zone, Router.chain(this.zones.get(block.zone), block));
-    if (!this.lengths.includes(block.zone.length))
-      this.lengths = [...this.lengths, block.zone.length].sort((a, b) => b - a);
+    const len = block.zone.length;
+    let g = this.groups.find((x) => x.len === len);
+    if (g === undefined) {
+      g = { len, zones: [] };
+      this.groups = [...this.groups, g].sort((a, b) => b.len - a.len);
+    }
+    if (!g.zones.includes(block.zone)) g.zones.push(block.zone);
   }
 
   /** Blocks with a view are tried in the order they came; one without a view goes last. */
@@ -56,14 +64,25 @@ export class Router {
 
   /** The block for a query: the longest zone containing the name whose view (if any) accepts it. */
   route(req: Request): RoutedBlock | undefined {
-    const lengths = this.lengths;
+    const groups = this.groups;
     const name = req.name;
     const n = name.length;
-    for (let i = 0; i < lengths.length; i++) {
-      const len = lengths[i]!;
+    for (let i = 0; i < groups.length; i++) {
+      const g = groups[i]!;
+      const len = g.len;
       if (len > n) continue;
       if (len < n && name.charCodeAt(n - len - 1) !== 0x2e) continue;
-      let b = this.zones.get(len === n ? name : name.slice(n - len));
+      let b: RoutedBlock | undefined;
+      const zs = g.zones;
+      if (zs.length <= FEW) {
+        // Comparing in place: a slice of the name would be a new string to hash for the Map.
+        for (let k = 0; k < zs.length; k++) {
+          if (name.endsWith(zs[k]!)) {
+            b = this.zones.get(zs[k]!);
+            break;
+          }
+        }
+      } else b = this.zones.get(len === n ? name : name.slice(n - len));
       while (b !== undefined && b.filter !== undefined && !b.filter(req)) b = b.nextView;
       if (b !== undefined) return b;
     }

@@ -5,14 +5,13 @@ import type { NativeUdp } from './udp-batch.js';
 
 /**
  * A UDP client on the native path: the peer's address stays four numbers until a plugin asks
- * for it as text. `send` answers into the current batch when it is called while the batch is
- * being handled, else straight to the peer.
+ * for it as text. Its answer goes through NativeUdp.reply: into the current batch when it is
+ * made while the batch is handled, else straight to the peer.
  */
 export class BatchClient implements ClientInfo {
   remotePort: number;
   family: 1 | 2;
   private text: string | undefined;
-  readonly send = (out: Buffer | null): void => this.path.reply(this, out);
 
   constructor(
     private readonly path: NativeUdp,
