@@ -26,7 +26,7 @@ import { sampleRecords } from './lib/workload.mjs';
 import { mixQueries, mixSamples } from './lib/mix.mjs';
 
 /** 10,000 Services (the workload's 2,000 plus filler) with 5 endpoints each, as one JSON List. */
-function writeClusterManifest(ctx, fileName = 'cluster.json') {
+export function writeClusterManifest(ctx, fileName = 'cluster.json') {
   const items = [];
   const namespaces = new Set();
   const add = (ns, name, ip, endpoints) => {
