@@ -180,3 +180,21 @@ export const scenarios = [
     targets: { pinnedVsUnbound: 0.5, cpuVsUnboundForward: 0.5 },
   },
 ];
+
+// `hosts`, `cache` and `rewrite` served by the build in $BENCH_BASE_ROOT as well, as
+// `kubernetes-base` is: the before/after of a hot-path change in one interleaved run.
+for (const name of ['hosts', 'cache', 'rewrite']) {
+  const s = scenarios.find((x) => x.name === name);
+  scenarios.push({
+    ...s,
+    name: `${name}-base`,
+    description: `the \`${name}\` row served by the build in $BENCH_BASE_ROOT (before/after in one run)`,
+    root: () => process.env.BENCH_BASE_ROOT,
+    targets: undefined,
+    setup: async (ctx) => {
+      if (!process.env.BENCH_BASE_ROOT) return 'BENCH_BASE_ROOT is not set';
+      if (name === 'rewrite') ctx.manifest = writeClusterManifest(ctx, 'cluster-rewrite-base.json');
+      else return s.setup?.(ctx);
+    },
+  });
+}
