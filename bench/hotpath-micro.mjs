@@ -4,10 +4,11 @@
 // written into its receive slab and its batch callback is called as the addon calls it; the
 // answers land in the send slab. No sockets and no kernel: what is measured is the user-space
 // work between recvmmsg and sendmmsg, the part of issue 23's CPU per query that the server's
-// code decides. Several builds (--root) are measured interleaved, in one process each per round.
+// code decides. Several builds (--root) are loaded into one process per round and measured in
+// alternating slices of --slice batches, so that other work on a shared machine falls on all alike.
 //
 //   node bench/hotpath-micro.mjs [--root DIR ...] [--scenario hosts,kubernetes,rewrite,cache]
-//        [--rounds 5] [--batches 20000] [--batch 64]
+//        [--rounds 5] [--batches 20000] [--batch 64] [--slice 250]
 //
 // Prints ns per query (median of the rounds, and the spread). A build is a directory with
 // dist/src built by `npm run build` (the default: this tree).
@@ -30,6 +31,7 @@ const { values: opt } = parseArgs({
     rounds: { type: 'string', default: '5' },
     batches: { type: 'string', default: '20000' },
     batch: { type: 'string', default: '64' },
+    slice: { type: 'string', default: '250' },
     child: { type: 'string' },
     help: { type: 'boolean', short: 'h' },
   },
@@ -63,7 +65,8 @@ function encodeQuery(id, name) {
   return b;
 }
 
-async function child(root, scenario, batches, batchSize) {
+/** One build serving `scenario` behind a stand-in addon: run(batches) → CPU ns and answers. */
+async function setup(root, scenario, batchSize) {
   const dist = (p) => pathToFileURL(join(root, 'dist/src', p)).href;
   const { parseConfig, Runtime } = await import(dist('server/runtime.js'));
   const listeners = await import(dist('server/listeners.js'));
@@ -198,27 +201,52 @@ async function child(root, scenario, batches, batchSize) {
     const u = process.cpuUsage();
     return u.user + u.system;
   };
-  let t0 = cpu();
-  for (let b = 0; b < batches; b++) fill((b * batchSize) % queries.length);
-  const fillUs = cpu() - t0;
-  let answered = 0;
-  t0 = cpu();
-  for (let b = 0; b < batches; b++) {
-    fill((b * batchSize) % queries.length);
-    answered += onBatch(batchSize);
+  let next = 0;
+  const run = (batches) => {
+    let t0 = cpu();
+    for (let b = 0; b < batches; b++) fill(((next + b) * batchSize) % queries.length);
+    const fillUs = cpu() - t0;
+    let answered = 0;
+    t0 = cpu();
+    for (let b = 0; b < batches; b++) {
+      fill(((next + b) * batchSize) % queries.length);
+      answered += onBatch(batchSize);
+    }
+    next += batches;
+    return { ns: (cpu() - t0 - fillUs) * 1000, answered };
+  };
+  const close = async () => {
+    await rt.shutdown();
+    upstream?.close();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  return { run, close };
+}
+
+/**
+ * Every build in this one process, measured in alternating slices of `slice` batches, so that
+ * other work on the machine falls on all of them alike.
+ */
+async function child(roots, scenario, batches, batchSize, slice) {
+  const builds = [];
+  for (const root of roots) builds.push(await setup(root, scenario, batchSize));
+  const ns = builds.map(() => 0);
+  const answered = builds.map(() => 0);
+  for (let done = 0; done < batches; done += slice) {
+    for (let k = 0; k < builds.length; k++) {
+      const r = builds[k].run(slice);
+      ns[k] += r.ns;
+      answered[k] += r.answered;
+    }
   }
-  const ns = BigInt(Math.round((cpu() - t0 - fillUs) * 1000));
-  const gc = process.memoryUsage();
-  await rt.shutdown();
-  upstream?.close();
-  rmSync(dir, { recursive: true, force: true });
-  process.stdout.write(JSON.stringify({ nsPerQuery: Number(ns) / answered, answered, heapUsed: gc.heapUsed }) + '\n');
+  for (const b of builds) await b.close();
+  process.stdout.write(JSON.stringify(ns.map((n, k) => n / answered[k])) + '\n');
   process.exit(0);
 }
 
 if (opt.child) {
-  const [root, scenario] = opt.child.split('|');
-  await child(root, scenario, Number(opt.batches), Number(opt.batch));
+  const [scenario, ...roots] = opt.child.split('|');
+  await child(roots, scenario, Number(opt.batches), Number(opt.batch), Number(opt.slice));
 } else {
   const roots = (opt.root ?? [resolve(here, '..')]).map((r) => resolve(r));
   const scenarios = opt.scenario.split(',');
@@ -226,40 +254,42 @@ if (opt.child) {
   const results = new Map();
   for (let r = 0; r < rounds; r++) {
     for (const scenario of scenarios) {
-      // Rotate the order of the builds each round so that neither always goes first.
-      for (let k = 0; k < roots.length; k++) {
-        const root = roots[(k + r) % roots.length];
-        const res = spawnSync(
-          process.execPath,
-          [
-            fileURLToPath(import.meta.url),
-            '--child',
-            `${root}|${scenario}`,
-            '--batches',
-            opt.batches,
-            '--batch',
-            opt.batch,
-          ],
-          { encoding: 'utf8', env: { ...process.env, CLUSTERDNS_LOG: 'error' } },
-        );
-        const line = res.stdout.trim().split('\n').pop();
-        if (res.status !== 0 || !line) {
-          process.stderr.write(`${root} ${scenario}: failed\n${res.stderr}\n`);
-          process.exit(1);
-        }
-        const v = JSON.parse(line).nsPerQuery;
+      // Rotate the order of the builds each round so that none always goes first.
+      const order = roots.map((_, k) => roots[(k + r) % roots.length]);
+      const res = spawnSync(
+        process.execPath,
+        [
+          fileURLToPath(import.meta.url),
+          '--child',
+          [scenario, ...order].join('|'),
+          '--batches',
+          opt.batches,
+          '--batch',
+          opt.batch,
+          '--slice',
+          opt.slice,
+        ],
+        { encoding: 'utf8', env: { ...process.env, CLUSTERDNS_LOG: 'error' } },
+      );
+      const line = res.stdout.trim().split('\n').pop();
+      if (res.status !== 0 || !line) {
+        process.stderr.write(`${scenario}: failed\n${res.stderr}\n`);
+        process.exit(1);
+      }
+      const vs = JSON.parse(line);
+      order.forEach((root, k) => {
         const key = `${scenario}|${root}`;
         if (!results.has(key)) results.set(key, []);
-        results.get(key).push(v);
-        process.stderr.write(`round ${r + 1} ${scenario} ${root}: ${v.toFixed(0)} ns/query\n`);
-      }
+        results.get(key).push(vs[k]);
+        process.stderr.write(`round ${r + 1} ${scenario} ${root}: ${vs[k].toFixed(0)} ns/query\n`);
+      });
     }
   }
   const median = (a) => [...a].sort((x, y) => x - y)[a.length >> 1];
   process.stdout.write(
     `| scenario | build | ns/query (median) | min–max over ${rounds} rounds |\n|---|---|---:|---|\n`,
   );
-  for (const [key, vs] of results) {
+  for (const [key, vs] of [...results].sort()) {
     const [scenario, root] = key.split('|');
     process.stdout.write(
       `| ${scenario} | ${root} | ${median(vs).toFixed(0)} | ${Math.min(...vs).toFixed(0)}–${Math.max(...vs).toFixed(0)} |\n`,
