@@ -26,7 +26,7 @@ import { sampleRecords } from './lib/workload.mjs';
 import { mixQueries, mixSamples } from './lib/mix.mjs';
 
 /** 10,000 Services (the workload's 2,000 plus filler) with 5 endpoints each, as one JSON List. */
-function writeClusterManifest(ctx, fileName = 'cluster.json') {
+export function writeClusterManifest(ctx, fileName = 'cluster.json') {
   const items = [];
   const namespaces = new Set();
   const add = (ns, name, ip, endpoints) => {
@@ -203,3 +203,21 @@ export const scenarios = [
     queries: (ctx) => ctx.workload.queryFile,
   },
 ];
+
+// `hosts`, `cache` and `rewrite` served by the build in $BENCH_BASE_ROOT as well, as
+// `kubernetes-base` is: the before/after of a hot-path change in one interleaved run.
+for (const name of ['hosts', 'cache', 'rewrite']) {
+  const s = scenarios.find((x) => x.name === name);
+  scenarios.push({
+    ...s,
+    name: `${name}-base`,
+    description: `the \`${name}\` row served by the build in $BENCH_BASE_ROOT (before/after in one run)`,
+    root: () => process.env.BENCH_BASE_ROOT,
+    targets: undefined,
+    setup: async (ctx) => {
+      if (!process.env.BENCH_BASE_ROOT) return 'BENCH_BASE_ROOT is not set';
+      if (name === 'rewrite') ctx.manifest = writeClusterManifest(ctx, 'cluster-rewrite-base.json');
+      else return s.setup?.(ctx);
+    },
+  });
+}

@@ -38,7 +38,12 @@ export const enum QueryProblem {
 const scratch = Buffer.allocUnsafe(256);
 const scratchLower = Buffer.allocUnsafe(256);
 
-function parseQname(buf: Buffer): { qname: string; lower: string; end: number } | null {
+/** parseQname's other results (module state, not an object per query): the lowercase name and where it ends. */
+let parsedLower = '';
+let parsedEnd = 0;
+
+/** The name at offset 12 as asked (parsedLower and parsedEnd set), or null when it needs the slow path. */
+function parseQname(buf: Buffer): string | null {
   let pos = 12;
   let out = 0;
   let upper = false;
@@ -67,10 +72,15 @@ function parseQname(buf: Buffer): { qname: string; lower: string; end: number } 
     out++;
     pos += 1 + len;
   }
-  if (out === 0) return { qname: '.', lower: '.', end: pos };
+  parsedEnd = pos;
+  if (out === 0) {
+    parsedLower = '.';
+    return '.';
+  }
   const qname = scratch.latin1Slice(0, out);
   // Most names arrive in lowercase: then one string serves both.
-  return { qname, lower: upper ? scratchLower.latin1Slice(0, out) : qname, end: pos };
+  parsedLower = upper ? scratchLower.latin1Slice(0, out) : qname;
+  return qname;
 }
 
 /**
@@ -89,20 +99,24 @@ export function parseQuery(buf: Buffer): ParsedQuery | QueryProblem {
   const ar = (buf[10]! << 8) | buf[11]!;
   if (opcode !== 0 && opcode !== 4) return QueryProblem.NotImp;
   if (qd !== 1 || an > 1 || ns > 1 || ar > 2) return QueryProblem.FormErr;
-  let q = parseQname(buf);
-  if (q === null) {
+  let qname = parseQname(buf);
+  let lower = parsedLower;
+  let end = parsedEnd;
+  if (qname === null) {
     try {
       const d = decodeName(buf, 12);
-      q = { qname: d.name, lower: d.name.toLowerCase(), end: d.end };
+      qname = d.name;
+      lower = d.name.toLowerCase();
+      end = d.end;
     } catch (e) {
       if (e instanceof NameError) return QueryProblem.FormErr;
       throw e;
     }
   }
-  if (q.end + 4 > buf.length) return QueryProblem.FormErr;
-  const qtype = (buf[q.end]! << 8) | buf[q.end + 1]!;
-  const qclass = (buf[q.end + 2]! << 8) | buf[q.end + 3]!;
-  const questionEnd = q.end + 4;
+  if (end + 4 > buf.length) return QueryProblem.FormErr;
+  const qtype = (buf[end]! << 8) | buf[end + 1]!;
+  const qclass = (buf[end + 2]! << 8) | buf[end + 3]!;
+  const questionEnd = end + 4;
   let edns: EdnsInfo | null = null;
   if (an !== 0 || ns !== 0 || ar !== 0) {
     // Walk the remaining records only to find the OPT; anything malformed is FORMERR.
@@ -139,8 +153,8 @@ export function parseQuery(buf: Buffer): ParsedQuery | QueryProblem {
     id: (buf[0]! << 8) | buf[1]!,
     flags,
     opcode,
-    qname: q.qname,
-    qnameLower: q.lower,
+    qname,
+    qnameLower: lower,
     qtype,
     qclass,
     questionEnd,

@@ -6,7 +6,7 @@
 
 import net from 'node:net';
 import { logger } from '../log.js';
-import type { Dispatcher } from './listeners.js';
+import type { Dispatcher } from './dispatcher.js';
 import type { ClientInfo, LeaveListener, Transport } from './request.js';
 import { shardOf, workerShard } from './shards.js';
 
@@ -19,7 +19,7 @@ const RETRY_MS = 100;
 /** Largest frame accepted from a peer (a 64 KiB message plus its header). */
 const MAX_FRAME = 70_000;
 
-type Send = (b: Buffer | null) => void;
+type Send = (b: Buffer | null, client: ClientInfo) => void;
 
 interface Pending {
   msg: Buffer;
@@ -293,7 +293,7 @@ export class PeerLink {
           if (!p) return;
           this.pending.delete(f.readUInt32BE(0));
           if (p.watch !== null) p.client.unfollow?.(p.watch);
-          p.send(f[4] === 1 ? null : Buffer.from(f.subarray(5)));
+          p.send(f[4] === 1 ? null : Buffer.from(f.subarray(5)), p.client);
         },
         () => sock.destroy(),
       ),

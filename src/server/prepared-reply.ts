@@ -3,6 +3,7 @@
 // every reply echoes the asker's own), and the offset of every TTL field is recorded so a
 // hit patches TTLs in place without decoding anything.
 
+import { copyBytes } from '../dns/bytes.js';
 import { QType } from '../dns/constants.js';
 import { decodeName, skipName } from '../dns/name.js';
 import type { Request } from './request.js';
@@ -225,8 +226,8 @@ export function writeReply(req: Request, p: PreparedReply, ttl: number, flags: n
   const optAt = qEnd + body.length;
   const hasOpt = req.edns !== null;
   const buf = Buffer.allocUnsafe(hasOpt ? optAt + OPT_LEN : optAt);
-  req.raw.copy(buf, 0, 0, qEnd);
-  body.copy(buf, qEnd);
+  copyBytes(req.raw, 0, qEnd, buf, 0);
+  copyBytes(body, 0, body.length, buf, qEnd);
   buf[2] = flags >>> 8;
   buf[3] = flags & 0xff;
   buf[4] = 0;

@@ -1,6 +1,7 @@
 // Turns a plugin's Response into the bytes sent to the client: OPT echo, BADVERS,
 // truncation to the client's buffer with TC set.
 
+import { copyBytes } from '../dns/bytes.js';
 import { Rcode } from '../dns/constants.js';
 import { decodeMessage, encodeMessage, type Message } from '../dns/message.js';
 import { skipName } from '../dns/name.js';
@@ -82,13 +83,21 @@ export function recordsReply(
     tc = 0x0200;
   }
   const buf = Buffer.allocUnsafe(len);
-  req.raw.copy(buf, 0, 0, qEnd);
-  buf.writeUInt16BE(replyFlags(req, rcode, extraFlags | tc), 2);
-  buf.writeUInt16BE(1, 4);
-  buf.writeUInt16BE(an, 6);
-  buf.writeUInt16BE(ns, 8);
-  buf.writeUInt16BE(ar + (opt ? 1 : 0), 10);
-  records.copy(buf, qEnd);
+  copyBytes(req.raw, 0, qEnd, buf, 0);
+  // Plain byte writes: writeUInt16BE's argument checks show up at this rate.
+  const flags = replyFlags(req, rcode, extraFlags | tc);
+  buf[2] = flags >> 8;
+  buf[3] = flags & 0xff;
+  buf[4] = 0;
+  buf[5] = 1;
+  buf[6] = an >> 8;
+  buf[7] = an & 0xff;
+  buf[8] = ns >> 8;
+  buf[9] = ns & 0xff;
+  const arCount = ar + (opt ? 1 : 0);
+  buf[10] = arCount >> 8;
+  buf[11] = arCount & 0xff;
+  copyBytes(records, 0, records.length, buf, qEnd);
   if (opt) writeOptEcho(buf, qEnd + records.length, req, rcode);
   return buf;
 }

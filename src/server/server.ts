@@ -1,7 +1,9 @@
 // The process-level server: listeners that outlive configurations, the switch from one
 // Runtime to the next on reload (queries in flight finish on the old chain), and shutdown.
 
-import { Dispatcher, DnsListener, listenerKey, type Router } from './listeners.js';
+import { Dispatcher } from './dispatcher.js';
+import { DnsListener, listenerKey } from './listeners.js';
+import type { Router } from './router.js';
 import { Rcode } from '../dns/constants.js';
 import { Response, type HandlerResult, type Next, type Request } from './request.js';
 import { HttpServices } from './http.js';

@@ -180,7 +180,7 @@ export class SteeredSockets {
     const standIn = this.map[index]!;
     const { addon } = udpBatchAddon();
     if (!addon || standIn === index || this.orphans.has(index)) return;
-    const link = PeerLink.fromPrimary(standIn, (_msg, _client, _key, send) => send(null));
+    const link = PeerLink.fromPrimary(standIn, (_msg, client, _key, send) => send(null, client));
     const socks: UdpBatchSocket[] = [];
     for (const g of this.groups) {
       let sock: UdpBatchSocket;

@@ -13,7 +13,9 @@ import {
   type ResourceRecord,
 } from '../../src/dns/message.js';
 import { QClass, QType, Rcode } from '../../src/dns/constants.js';
-import { Dispatcher, DnsListener, Router, listenerKey } from '../../src/server/listeners.js';
+import { Dispatcher } from '../../src/server/dispatcher.js';
+import { DnsListener, listenerKey } from '../../src/server/listeners.js';
+import { Router } from '../../src/server/router.js';
 import { Response, type HandlerResult, type Next, type Request } from '../../src/server/request.js';
 import { CacheHandler } from '../../src/plugins/cache/handler.js';
 import { parseCache } from '../../src/plugins/cache/setup.js';

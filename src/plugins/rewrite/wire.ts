@@ -3,6 +3,7 @@
 // the kubernetes plugin's do) given the client's question instead, which is what `answer auto`
 // and exact rules ask for. Anything else takes the Message path in handler.ts.
 
+import { copyBytes } from '../../dns/bytes.js';
 import { decodeName, skipName } from '../../dns/name.js';
 import type { ParsedQuery } from '../../dns/query.js';
 import type { Request } from '../../server/request.js';
@@ -14,10 +15,16 @@ export function rebuildQuery(req: Request, qname: string, qtype: number, qclass:
   const optLen = e ? e.optLength : 0;
   const qEnd = 12 + qname.length + 1 + 4;
   const raw = Buffer.allocUnsafe(qEnd + optLen);
-  req.raw.copy(raw, 0, 0, 4);
-  raw.writeUInt16BE(1, 4);
-  raw.writeUInt32BE(0, 6);
-  raw.writeUInt16BE(e ? 1 : 0, 10);
+  // Byte by byte: Buffer#copy and write* cost more than these few octets.
+  const src = req.raw;
+  raw[0] = src[0]!;
+  raw[1] = src[1]!;
+  raw[2] = src[2]!;
+  raw[3] = src[3]!;
+  raw[4] = 0;
+  raw[5] = 1;
+  raw[6] = raw[7] = raw[8] = raw[9] = raw[10] = 0;
+  raw[11] = e ? 1 : 0;
   let p = 12;
   let start = 0;
   while (start < qname.length) {
@@ -33,9 +40,11 @@ export function rebuildQuery(req: Request, qname: string, qtype: number, qclass:
     start = dot + 1;
   }
   raw[p++] = 0;
-  raw.writeUInt16BE(qtype, p);
-  raw.writeUInt16BE(qclass, p + 2);
-  if (e) req.raw.copy(raw, qEnd, e.optOffset, e.optOffset + e.optLength);
+  raw[p] = qtype >> 8;
+  raw[p + 1] = qtype & 0xff;
+  raw[p + 2] = qclass >> 8;
+  raw[p + 3] = qclass & 0xff;
+  if (e) copyBytes(src, e.optOffset, e.optOffset + e.optLength, raw, qEnd);
   const q: ParsedQuery = {
     id: req.id,
     flags: req.flags,
@@ -51,8 +60,14 @@ export function rebuildQuery(req: Request, qname: string, qtype: number, qclass:
 }
 
 const OPT = 41;
-/** Types whose RDATA holds no compressible name (RFC 3597 section 4): their bytes move as they are. */
-const FLAT_TYPES = new Set([1, 16, 28, 41]);
+
+/** Types whose RDATA holds no compressible name (RFC 3597 section 4): their bytes move as they are (A, TXT, AAAA, OPT). */
+function isFlatType(type: number): boolean {
+  return type === 1 || type === 28 || type === 16 || type === OPT;
+}
+
+/** Where each record of the answer being swapped starts (reused: one swap runs at a time). */
+let starts = new Int32Array(64);
 
 /**
  * `wire` (the answer to `inner`) with `req`'s question, when every owner name is either the
@@ -60,7 +75,7 @@ const FLAT_TYPES = new Set([1, 16, 28, 41]);
  * or OPT. Null otherwise.
  */
 export function swapQuestion(req: Request, inner: Request, wire: Buffer): Buffer | null {
-  if (wire.length < 12 || wire.readUInt16BE(4) !== 1) return null;
+  if (wire.length < 12 || wire[4] !== 0 || wire[5] !== 1) return null;
   const innerQEnd = inner.questionEnd;
   let pos: number;
   try {
@@ -70,11 +85,11 @@ export function swapQuestion(req: Request, inner: Request, wire: Buffer): Buffer
   }
   if (pos !== innerQEnd) return null;
   const delta = req.questionEnd - innerQEnd;
-  const count = wire.readUInt16BE(6) + wire.readUInt16BE(8) + wire.readUInt16BE(10);
+  const count = ((wire[6]! << 8) | wire[7]!) + ((wire[8]! << 8) | wire[9]!) + ((wire[10]! << 8) | wire[11]!);
+  if (starts.length < count) starts = new Int32Array(count);
   // First pass: check every record, so the copy below cannot fail half-way.
-  const starts: number[] = [];
   for (let i = 0; i < count; i++) {
-    starts.push(pos);
+    starts[i] = pos;
     // Owner name: the pointer to the question, or labels ending in the root or a pointer past it.
     let p = pos;
     for (;;) {
@@ -103,21 +118,21 @@ export function swapQuestion(req: Request, inner: Request, wire: Buffer): Buffer
         return null;
       }
     }
-    const type = wire.readUInt16BE(p);
-    if (!FLAT_TYPES.has(type)) return null;
-    const end = p + 10 + wire.readUInt16BE(p + 8);
+    const type = (wire[p]! << 8) | wire[p + 1]!;
+    if (!isFlatType(type)) return null;
+    const end = p + 10 + ((wire[p + 8]! << 8) | wire[p + 9]!);
     if (end > wire.length || (type === OPT && wire[pos] !== 0)) return null;
     pos = end;
   }
   if (pos !== wire.length) return null;
   const out = Buffer.allocUnsafe(wire.length + delta);
-  wire.copy(out, 0, 0, 12);
-  req.raw.copy(out, 12, 12, req.questionEnd);
-  wire.copy(out, req.questionEnd, innerQEnd);
+  copyBytes(wire, 0, 12, out, 0);
+  copyBytes(req.raw, 12, req.questionEnd, out, 12);
+  copyBytes(wire, innerQEnd, wire.length, out, req.questionEnd);
   if (delta !== 0) {
     // Pointers past the question move with the records.
-    for (const s of starts) {
-      let p = s + delta;
+    for (let i = 0; i < count; i++) {
+      let p = starts[i]! + delta;
       for (;;) {
         const b = out[p]!;
         if (b === 0) break;
@@ -126,7 +141,8 @@ export function swapQuestion(req: Request, inner: Request, wire: Buffer): Buffer
           if (target >= innerQEnd) {
             const moved = target + delta;
             if (moved > 0x3fff) return null;
-            out.writeUInt16BE(0xc000 | moved, p);
+            out[p] = 0xc0 | (moved >> 8);
+            out[p + 1] = moved & 0xff;
           }
           break;
         }

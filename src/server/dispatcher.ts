@@ -1,0 +1,161 @@
+// Answering one message, whatever socket it came from: parsing the question, routing to a
+// server block, FORMERR/NOTIMP/REFUSED/BADVERS, panics, metrics, and the count of answers in flight.
+
+import { QClass, Rcode } from '../dns/constants.js';
+import { parseQuery, QueryProblem } from '../dns/query.js';
+import { logger } from '../log.js';
+import { bareReply, finalizeReply } from './reply.js';
+import { Request, type ClientInfo, type HandlerResult } from './request.js';
+import type { RoutedBlock, Router } from './router.js';
+import { serverStats, type ZoneStats } from './stats.js';
+import { queryNames } from '../status/names.js';
+
+const log = logger('');
+
+/**
+ * Where a message's answer goes (null: nothing is sent). It is given the client back, so that
+ * one function can serve every client of a socket instead of a closure per query.
+ */
+export type Send = (out: Buffer | null, client: ClientInfo) => void;
+
+/** State shared by all listeners of a process: the current routing tables and counters. */
+export class Dispatcher {
+  routers = new Map<string, Router>();
+  inflight = 0;
+  private idleWaiters: Array<() => void> = [];
+
+  /** Handles one message; `send` is called exactly once, with null when the message is dropped. */
+  handle(buf: Buffer, client: ClientInfo, router: Router | undefined, send: Send): void {
+    const q = parseQuery(buf);
+    if (typeof q === 'number') {
+      if (q === QueryProblem.Drop) {
+        send(null, client);
+        return;
+      }
+      send(headerOnlyReply(buf, q), client);
+      return;
+    }
+    const req = new Request(buf, q, client);
+    const counting = serverStats.enabled;
+    const start = counting ? performance.now() : 0;
+    let early = -1;
+    let block: RoutedBlock | undefined;
+    if (q.edns !== null && q.edns.version > 0) early = Rcode.BADVERS;
+    else {
+      block = router?.route(req);
+      if (block === undefined || (q.qclass !== QClass.IN && block.anyClass !== true)) {
+        block = undefined;
+        early = Rcode.REFUSED;
+      }
+    }
+    if (block === undefined) {
+      const out = bareReply(req, early);
+      send(out, client);
+      if (counting && router?.dropped) this.count(router.dropped, req, out, '', start);
+      return;
+    }
+    req.zone = block.zone;
+    req.server = block.serverLabel;
+    let result: HandlerResult;
+    try {
+      result = block.chain(req);
+    } catch (e) {
+      req.settle();
+      this.panic(req, e);
+      const out = bareReply(req, Rcode.SERVFAIL);
+      send(out, client);
+      if (counting && block.stats) this.count(block.stats, req, out, '', start);
+      return;
+    }
+    if (result instanceof Promise) {
+      req.answersLater();
+      this.inflight++;
+      const b = block;
+      result.then(
+        (res) => {
+          req.settle();
+          if (res.dropped || client.gone === true) {
+            // Nothing to send: `acl`'s drop, or a TCP client that left while its answer was worked out.
+            send(null, client);
+            this.done();
+            return;
+          }
+          const out = finalizeReply(req, res);
+          send(out, client);
+          if (res.more !== null && client.sendMore) for (const m of res.more) client.sendMore(m);
+          if (counting && b.stats) this.count(b.stats, req, out, res.plugin, start);
+          this.done();
+        },
+        (e: unknown) => {
+          req.settle();
+          this.panic(req, e);
+          const out = bareReply(req, Rcode.SERVFAIL);
+          send(out, client);
+          if (counting && b.stats) this.count(b.stats, req, out, '', start);
+          this.done();
+        },
+      );
+      return;
+    }
+    req.settle();
+    if (result.dropped) {
+      send(null, client);
+      return;
+    }
+    const out = finalizeReply(req, result);
+    send(out, client);
+    if (result.more !== null && client.sendMore) for (const m of result.more) client.sendMore(m);
+    if (counting && block.stats) this.count(block.stats, req, out, result.plugin, start);
+  }
+
+  private count(stats: ZoneStats, req: Request, out: Buffer, plugin: string, start: number): void {
+    const rcode = out.length >= 4 ? out[3]! & 0xf : 0;
+    stats.record(
+      req.client.proto === 'udp' ? 0 : 1,
+      req.client.family,
+      req.qtype,
+      req.do,
+      req.raw.length,
+      out.length,
+      rcode,
+      plugin,
+      (performance.now() - start) / 1000,
+    );
+    if (queryNames.enabled) queryNames.record(req.name, rcode);
+  }
+
+  private panic(req: Request, e: unknown): void {
+    serverStats.panics++;
+    log.error(`plugin failed on ${req.qname}: ${(e as Error)?.stack ?? String(e)}`);
+  }
+
+  private done(): void {
+    this.inflight--;
+    if (this.inflight === 0 && this.idleWaiters.length) {
+      const w = this.idleWaiters;
+      this.idleWaiters = [];
+      for (const f of w) f();
+    }
+  }
+
+  /** Resolves when no query is in flight (or after `timeoutMs`). */
+  drained(timeoutMs: number): Promise<void> {
+    if (this.inflight === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const t = setTimeout(resolve, timeoutMs);
+      this.idleWaiters.push(() => {
+        clearTimeout(t);
+        resolve();
+      });
+    });
+  }
+}
+
+/** FORMERR/NOTIMP for a message whose header is readable but that is not a usable query. */
+export function headerOnlyReply(buf: Buffer, rcode: number, at = 0): Buffer {
+  const out = Buffer.alloc(12);
+  out.writeUInt16BE(buf.readUInt16BE(at), 0);
+  const flags = buf.readUInt16BE(at + 2);
+  out.writeUInt16BE(0x8000 | (flags & 0x7900) | (rcode & 0xf), 2);
+  return out;
+}

@@ -1,0 +1,52 @@
+// The client of a datagram on the native batched UDP path.
+
+import type { ClientInfo } from './request.js';
+import type { NativeUdp } from './udp-batch.js';
+
+/**
+ * A UDP client on the native path: the peer's address stays four numbers until a plugin asks
+ * for it as text. Its answer goes through NativeUdp.reply: into the current batch when it is
+ * made while the batch is handled, else straight to the peer.
+ */
+export class BatchClient implements ClientInfo {
+  remotePort: number;
+  family: 1 | 2;
+  private text: string | undefined;
+
+  constructor(
+    private readonly path: NativeUdp,
+    readonly gen: number,
+    readonly slot: number,
+    readonly af: number,
+    port: number,
+    readonly scope: number,
+    readonly a0: number,
+    readonly a1: number,
+    readonly a2: number,
+    readonly a3: number,
+  ) {
+    this.remotePort = port;
+    this.family = af === 6 ? 2 : 1;
+  }
+
+  get proto(): 'udp' {
+    return 'udp';
+  }
+
+  get remoteAddress(): string {
+    if (this.text === undefined) {
+      const a = this.a0;
+      this.text =
+        this.af === 4 ? `${a >>> 24}.${(a >>> 16) & 255}.${(a >>> 8) & 255}.${a & 255}` : this.path.ntop(this);
+    }
+    return this.text;
+  }
+
+  get localAddress(): string {
+    return this.path.localAddress;
+  }
+
+  get localPort(): number {
+    return this.path.localPort;
+  }
+}
