@@ -12,6 +12,7 @@ import {
   registry,
   whenRegistryCreated,
   withoutInternalFamilies,
+  type Registry,
 } from './registry.js';
 
 const REQ = 'clusterdns:metrics-req';
@@ -63,9 +64,27 @@ export function setupWorkerMetrics(): void {
   });
 }
 
-/** The exposition text: this process's, or every worker's summed when running as a worker. */
-export async function metricsText(): Promise<string> {
-  if (!cluster.isWorker || !process.send) return registry.metrics();
+/**
+ * In a worker: `reg` (the worker's server's own metrics) is part of what the worker gives the
+ * primary's aggregation, beside the process registry. A worker runs one server.
+ */
+export function aggregatedInWorker(reg: Registry): void {
+  if (!cluster.isWorker) return;
+  const own = metricsRegistry();
+  promClient().AggregatorRegistry.setRegistries([own, reg]);
+}
+
+/**
+ * The exposition text: this process's registry with `own` (a server's own metrics), or every
+ * worker's summed when running as a worker (each worker's `own` is in it: aggregatedInWorker).
+ */
+export async function metricsText(own: readonly Registry[] = []): Promise<string> {
+  if (!cluster.isWorker || !process.send) {
+    if (own.length === 0) return registry.metrics();
+    return promClient()
+      .Registry.merge([metricsRegistry(), ...own])
+      .metrics();
+  }
   metricsRegistry();
   setupWorkerMetrics();
   const id = nextId++;
@@ -161,8 +180,8 @@ function wholeServerMemory(): MetricJson | null {
 }
 
 /** What /metrics serves: metricsText() without the families kept for the status page only. */
-export async function exportedMetricsText(): Promise<string> {
-  return withoutInternalFamilies(await metricsText());
+export async function exportedMetricsText(own: readonly Registry[] = []): Promise<string> {
+  return withoutInternalFamilies(await metricsText(own));
 }
 
 /**

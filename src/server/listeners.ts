@@ -10,7 +10,7 @@ import { parseQuery, QueryProblem } from '../dns/query.js';
 import { logger } from '../log.js';
 import { bareReply, finalizeReply } from './reply.js';
 import { Request, type ClientInfo, type HandlerResult, type Response } from './request.js';
-import { serverStats, type ZoneStats } from './stats.js';
+import { ServerStats, type ZoneStats } from './stats.js';
 import { queryNames } from '../status/names.js';
 import { TcpConnection, type Dispatch, type TcpLimits } from './tcp-conn.js';
 import {
@@ -50,8 +50,11 @@ export class Router {
   /** Where queries that reach no chain are counted (CoreDNS's zone label "dropped"). */
   dropped: ZoneStats | null = null;
 
+  /** `stats`: the server's counters (absent in unit tests that route by hand). */
+  constructor(private readonly stats?: ServerStats) {}
+
   add(routed: RoutedBlock): void {
-    this.dropped ??= serverStats.zone(routed.serverLabel, 'dropped');
+    this.dropped ??= this.stats?.zone(routed.serverLabel, 'dropped') ?? null;
     // Each router links its own copies: the same block may sit behind several listeners.
     const block: RoutedBlock = { ...routed, nextView: undefined };
     if (block.zone === '.') {
@@ -111,11 +114,13 @@ export interface ListenerOptions {
   udpRecvBuffer?: number;
 }
 
-/** State shared by all listeners of a process: the current routing tables and counters. */
+/** State shared by all listeners of a server: the current routing tables and counters. */
 export class Dispatcher {
   routers = new Map<string, Router>();
   inflight = 0;
   private idleWaiters: Array<() => void> = [];
+
+  constructor(readonly stats: ServerStats = new ServerStats()) {}
 
   /** Handles one message; `send` is called exactly once, with null when the message is dropped. */
   handle(buf: Buffer, client: ClientInfo, router: Router | undefined, send: (b: Buffer | null) => void): void {
@@ -129,7 +134,7 @@ export class Dispatcher {
       return;
     }
     const req = new Request(buf, q, client);
-    const counting = serverStats.enabled;
+    const counting = this.stats.enabled;
     const start = counting ? performance.now() : 0;
     let early = -1;
     let block: RoutedBlock | undefined;
@@ -213,7 +218,7 @@ export class Dispatcher {
   }
 
   private panic(req: Request, e: unknown): void {
-    serverStats.panics++;
+    this.stats.panics++;
     log.error(`plugin failed on ${req.qname}: ${(e as Error)?.stack ?? String(e)}`);
   }
 

@@ -15,7 +15,7 @@ import { logger } from '../log.js';
 import type { HttpServices } from './http.js';
 import { listenerKey, Router, type RoutedBlock } from './listeners.js';
 import { Response, type HandlerResult, type Next, type Request } from './request.js';
-import { serverStats } from './stats.js';
+import type { ServerServices } from './services.js';
 import { systemErrorText } from './system-errors.js';
 
 /** CoreDNS's built-in configuration when no Corefile is found. */
@@ -87,6 +87,8 @@ export function parseConfig(source: ConfigSource, defaultPort: number, warn?: (m
 
 export interface RuntimeEnv {
   http: HttpServices;
+  /** The server's services, which outlive this configuration (services.ts). */
+  services: ServerServices;
   requestReload(reason: string): void;
   shuttingDown(): boolean;
 }
@@ -150,6 +152,7 @@ function compose(handlers: PluginInstance[]): Next {
 export class Runtime {
   readonly blocks: BlockRuntime[] = [];
   readonly instances: PluginInstance[] = [];
+  readonly services: ServerServices;
 
   /** Loads the code of the plugins `config` uses, then builds the runtime. */
   static async create(config: LoadedConfig, env: RuntimeEnv, problem?: ProblemSink): Promise<Runtime> {
@@ -162,6 +165,7 @@ export class Runtime {
     env: RuntimeEnv,
     problem: ProblemSink = throwFirst,
   ) {
+    const services = (this.services = env.services);
     for (const block of config.blocks) {
       const info = blockInfo(block);
       const grouped = groupDirectives(block, problem);
@@ -172,7 +176,7 @@ export class Runtime {
         info,
         instances,
         chain: () => Response.rcode(Rcode.REFUSED, ''),
-        stats: serverStats.zone(info.serverLabel, info.zones[0]!),
+        stats: services.stats.zone(info.serverLabel, info.zones[0]!),
       };
       let chain: Next | null = null;
       const ctx = (name: string): SetupContext => ({
@@ -180,6 +184,7 @@ export class Runtime {
         corefile: config.source.file,
         configFiles: config.files,
         http: env.http,
+        services,
         logger: logger(name),
         resolve: (req) => (chain ? chain(req) : Response.rcode(Rcode.SERVFAIL, '')),
         requestReload: env.requestReload,
@@ -213,7 +218,7 @@ export class Runtime {
       // One RoutedBlock per zone of the block, all sharing the chain.
       this.blocks.push(rb);
       for (const z of info.zones.slice(1)) {
-        this.blocks.push({ ...rb, zone: z, stats: serverStats.zone(info.serverLabel, z) });
+        this.blocks.push({ ...rb, zone: z, stats: services.stats.zone(info.serverLabel, z) });
       }
     }
   }
@@ -235,7 +240,7 @@ export class Runtime {
       for (const h of hosts) {
         const key = listenerKey(h, b.info.port);
         let r = out.get(key);
-        if (!r) out.set(key, (r = new Router()));
+        if (!r) out.set(key, (r = new Router(this.services.stats)));
         r.add(b);
       }
     }

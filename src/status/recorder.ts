@@ -7,7 +7,7 @@
 import { defineCollected, type Sample } from '../metrics/collected.js';
 import { keepOffMetrics, metricsRegistry, registry } from '../metrics/registry.js';
 import { rcodeToString } from '../dns/constants.js';
-import { DURATION_BUCKETS, NT, serverStats } from '../server/stats.js';
+import { DURATION_BUCKETS, NT, type ServerStats } from '../server/stats.js';
 import type { PluginInstance } from '../plugins/plugin.js';
 import { queryNames } from './names.js';
 import { apiSyncStates, upstreamHealth, type UpstreamState } from './sources.js';
@@ -58,10 +58,10 @@ async function metricSum(name: string): Promise<number> {
   return sum;
 }
 
-/** This process's counters now: every server block and zone, every plugin and qtype. */
-async function readCounts(at: number): Promise<Counts> {
+/** The server's counters now: every server block and zone, every plugin and qtype. */
+async function readCounts(at: number, serverStats: ServerStats | undefined): Promise<Counts> {
   const c = new Counts(at);
-  for (const z of serverStats.all()) {
+  for (const z of serverStats?.all() ?? []) {
     for (const byRcode of z.responses.values()) for (let r = 0; r < RCODE_SLOTS; r++) c.rcodes[r]! += byRcode[r]!;
     for (let t = 0; t < NT; t++)
       for (let b = 0; b < DURATION_SLOTS; b++) c.durations[b]! += z.durations[t * DURATION_SLOTS + b]!;
@@ -73,23 +73,26 @@ async function readCounts(at: number): Promise<Counts> {
 }
 
 export class StatusRecorder {
-  /** Instance lists of the configurations showing a page; the newest is read. */
-  private readonly users: Array<() => readonly PluginInstance[]> = [];
+  /** The configurations showing a page (their instances, their server's counters); the newest is read. */
+  private readonly users: Array<{ instances: () => readonly PluginInstance[]; stats: ServerStats }> = [];
   private ring: Counts[] = [];
   private timer: NodeJS.Timeout | null = null;
   private ticking: Promise<void> | null = null;
   /** Queries per second over the last tick. */
   queriesPerSecond = 0;
 
-  /** Turns counting on for a page; the returned function turns it off again. */
-  acquire(instances: () => readonly PluginInstance[]): () => void {
-    this.users.push(instances);
+  /** Turns counting on in `stats` (the server's) for a page; the returned function turns it off again. */
+  acquire(instances: () => readonly PluginInstance[], stats: ServerStats): () => void {
+    const user = { instances, stats };
+    this.users.push(user);
+    const stopCounting = stats.count();
     if (this.users.length === 1) this.start();
     let released = false;
     return () => {
       if (released) return;
       released = true;
-      this.users.splice(this.users.indexOf(instances), 1);
+      stopCounting();
+      this.users.splice(this.users.indexOf(user), 1);
       if (this.users.length === 0) this.stop();
     };
   }
@@ -99,13 +102,11 @@ export class StatusRecorder {
   }
 
   instances(): readonly PluginInstance[] {
-    return this.users[this.users.length - 1]?.() ?? [];
+    return this.users[this.users.length - 1]?.instances() ?? [];
   }
 
   private start(): void {
     defineStatusMetrics();
-    // Like the prometheus plugin: once on, the server counts for the life of the process.
-    serverStats.enabled = true;
     queryNames.enabled = true;
     this.ring = [];
     this.queriesPerSecond = 0;
@@ -131,7 +132,7 @@ export class StatusRecorder {
   }
 
   private async snapshot(): Promise<void> {
-    const c = await readCounts(performance.now());
+    const c = await readCounts(performance.now(), this.users[this.users.length - 1]?.stats);
     if (!this.active) return;
     const prev = this.ring[this.ring.length - 1];
     if (prev !== undefined) {

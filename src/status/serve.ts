@@ -5,6 +5,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { HttpServices } from '../server/http.js';
 import type { PluginInstance } from '../plugins/plugin.js';
+import type { ServerStats } from '../server/stats.js';
 import { metricsText } from '../metrics/cluster.js';
 import { parseExposition } from './exposition.js';
 import { STATUS_PAGE_CSP, STATUS_PAGE_HTML } from './page.js';
@@ -53,14 +54,16 @@ function serveJson(_req: IncomingMessage, res: ServerResponse): void {
 /**
  * Adds the status routes on `address` and starts counting for them; the returned function
  * removes both and stops counting when no other configuration shows a page.
- * `instances` lists the running configuration's plugins (for upstream and API state).
+ * `instances` lists the running configuration's plugins (for upstream and API state); `stats`
+ * are its server's counters.
  */
 export async function serveStatus(
   http: HttpServices,
   address: string,
   instances: () => readonly PluginInstance[],
+  stats: ServerStats,
 ): Promise<() => Promise<void>> {
-  const stopCounting = statusRecorder.acquire(instances);
+  const stopCounting = statusRecorder.acquire(instances, stats);
   const releases: Array<() => Promise<void>> = [];
   try {
     // Handlers of their own: a route is removed only by the configuration that added it, so

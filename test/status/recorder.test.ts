@@ -8,7 +8,7 @@ import type { ApiSyncState, UpstreamHealth } from '../../src/status/sources.js';
 import { statusRecorder } from '../../src/status/recorder.js';
 import { statusReport } from '../../src/status/serve.js';
 import { queryNames } from '../../src/status/names.js';
-import { serverStats } from '../../src/server/stats.js';
+import { ServerStats } from '../../src/server/stats.js';
 import { registry } from '../../src/metrics/registry.js';
 
 test('counters, names and plugin state reach /status.json; counting stops with the last page', async () => {
@@ -35,7 +35,8 @@ test('counters, names and plugin state reach /status.json; counting stops with t
     { name: 'whoami' },
   ] as unknown as PluginInstance[];
   assert.equal(queryNames.enabled, false);
-  const release = statusRecorder.acquire(() => instances);
+  const serverStats = new ServerStats();
+  const release = statusRecorder.acquire(() => instances, serverStats);
   assert.equal(serverStats.enabled, true);
   assert.equal(queryNames.enabled, true);
   await statusRecorder.tick();

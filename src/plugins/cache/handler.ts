@@ -7,7 +7,6 @@ import { isSubdomain } from '../../dns/name.js';
 import { Request, Response, type Handler, type HandlerResult, type Next } from '../../server/request.js';
 import { matchZone } from '../fallthrough.js';
 import { clock, releaseClock, retainClock } from './clock.js';
-import { selfProbeNames } from '../../server/probes.js';
 import { attachCache, type InvalidationTarget } from '../../server/invalidation.js';
 import { CacheCounters, metricLabels, trackCache, untrackCache, type CacheMetricSource } from './metrics.js';
 import {
@@ -136,7 +135,11 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
     else this.counters.evictionsDenial++;
   };
 
-  constructor(readonly opts: CacheOptions) {
+  constructor(
+    readonly opts: CacheOptions,
+    /** The server's own probe names (services.ts): always passed through, never stored. */
+    private readonly selfProbes: ReadonlySet<string> = new Set(),
+  ) {
     this.store = new CacheStore({
       successCapacity: opts.success.capacity,
       denialCapacity: opts.denial.capacity,
@@ -229,7 +232,7 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
 
   /** One trip to the next plugin per key at a time; later identical queries wait for it. */
   private fetch(req: Request, next: Next): Outcome | Promise<Outcome> {
-    if (selfProbeNames.size > 0 && selfProbeNames.has(req.name)) {
+    if (this.selfProbes.size > 0 && this.selfProbes.has(req.name)) {
       const r = next(req);
       return r instanceof Promise ? r.then((res) => this.bareOutcome(res)) : this.bareOutcome(r);
     }

@@ -13,11 +13,11 @@ import type { Logger } from '../../log.js';
 import { durationArg, intArg, once, unknownProperty } from '../args.js';
 import type { PluginSetup, SetupContext, PluginInstance } from '../plugin.js';
 import type { ClusterIndex, IndexListener } from './clusterindex.js';
-import { feedFor, type FeedHold } from './feed.js';
+import { KUBE_FEEDS, type FeedHold } from './feed.js';
 import { KubernetesHandler } from './handler.js';
 import type { KubernetesInstance } from './instance.js';
 import { invalidateCaches, invalidateZones } from './invalidate.js';
-import { RelayedSource, relayed, sourceFromSpec, type SourceSpec } from './relay.js';
+import { RelayedSource, relayed, sourceFromSpec, WORKER_RELAY, type SourceSpec } from './relay.js';
 import { observeProgramming, trackApiState } from './metrics.js';
 import type { ProjectionOptions } from './objects.js';
 import {
@@ -311,9 +311,13 @@ export function createInstance(
   };
   // In a worker the primary runs the one watcher and relays its events (relay.ts). The
   // index and its source outlive a reload that keeps the same source (feed.ts).
-  const feed = feedFor(spec, () =>
-    relayed() ? new RelayedSource(spec, describeSource(o.source)) : sourceFromSpec(spec, projection, log),
-  );
+  const feed = ctx.services
+    .get(KUBE_FEEDS)
+    .feedFor(spec, () =>
+      relayed()
+        ? new RelayedSource(ctx.services.get(WORKER_RELAY), spec, describeSource(o.source))
+        : sourceFromSpec(spec, projection, log),
+    );
   const { index, source } = feed;
   let local: string[] | null = null;
   const handler = new KubernetesHandler(

@@ -14,7 +14,14 @@ import { durationArg, intArg, once, unknownProperty } from '../args.js';
 import { ClusterIndex } from '../kubernetes/clusterindex.js';
 import type { KubeSource } from '../kubernetes/events.js';
 import { MANIFEST_POLL_MS, type SourceConfig } from '../kubernetes/options.js';
-import { relayed, RelayedSource, sourceFromSpec, type SourceSpec } from '../kubernetes/relay.js';
+import {
+  relayed,
+  RelayedSource,
+  sourceFromSpec,
+  WORKER_RELAY,
+  type SourceSpec,
+  type WorkerRelay,
+} from '../kubernetes/relay.js';
 import { isKubernetesInstance, type KubernetesInstance } from '../kubernetes/instance.js';
 import type { PluginInstance, PluginSetup, SetupContext } from '../plugin.js';
 import { RouteFeed } from './feed.js';
@@ -156,7 +163,7 @@ function findKubernetes(ctx: SetupContext, zone: string | null): KubernetesInsta
 }
 
 /** A Services-only watch of our own (relayed through the primary when running as a worker). */
-function ownSource(source: SourceConfig, log: Logger): KubeSource {
+function ownSource(source: SourceConfig, log: Logger, relay: () => WorkerRelay): KubeSource {
   const spec: SourceSpec = {
     source,
     labels: '',
@@ -175,7 +182,7 @@ function ownSource(source: SourceConfig, log: Logger): KubeSource {
     }
   };
   return relayed()
-    ? new RelayedSource(spec, `routes ${source.kind}`)
+    ? new RelayedSource(relay(), spec, `routes ${source.kind}`)
     : sourceFromSpec(spec, { endpointPodNames: false, warn }, log);
 }
 
@@ -215,7 +222,7 @@ export const setup: PluginSetup = (ds, ctx): PluginInstance => {
           );
         const index = new ClusterIndex();
         feed.attach(index);
-        source = ownSource(cfg.source ?? { kind: 'in-cluster' }, ctx.logger);
+        source = ownSource(cfg.source ?? { kind: 'in-cluster' }, ctx.logger, () => ctx.services.get(WORKER_RELAY));
         try {
           await source.start(index.apply);
         } catch (e) {
