@@ -11,7 +11,7 @@ import { logger } from '../log.js';
 import { bareReply, finalizeReply } from './reply.js';
 import { Request, type ClientInfo, type HandlerResult, type Response } from './request.js';
 import { ServerStats, type ZoneStats } from './stats.js';
-import { queryNames } from '../status/names.js';
+import { QueryNames } from '../status/names.js';
 import { TcpConnection, type Dispatch, type TcpLimits } from './tcp-conn.js';
 import {
   FLAG_TRUNCATED,
@@ -120,7 +120,10 @@ export class Dispatcher {
   inflight = 0;
   private idleWaiters: Array<() => void> = [];
 
-  constructor(readonly stats: ServerStats = new ServerStats()) {}
+  constructor(
+    readonly stats: ServerStats = new ServerStats(),
+    private readonly names: QueryNames = new QueryNames(),
+  ) {}
 
   /** Handles one message; `send` is called exactly once, with null when the message is dropped. */
   handle(buf: Buffer, client: ClientInfo, router: Router | undefined, send: (b: Buffer | null) => void): void {
@@ -214,7 +217,7 @@ export class Dispatcher {
       plugin,
       (performance.now() - start) / 1000,
     );
-    if (queryNames.enabled) queryNames.record(req.name, rcode);
+    if (this.names.enabled) this.names.record(req.name, rcode);
   }
 
   private panic(req: Request, e: unknown): void {

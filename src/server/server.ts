@@ -90,7 +90,7 @@ async function listenOrExplain(l: DnsListener, host: string, port: number): Prom
 export class DnsServer {
   /** Owned by this server, handed to every configuration it runs. */
   readonly services = new ServerServices();
-  readonly dispatcher = new Dispatcher(this.services.stats);
+  readonly dispatcher = new Dispatcher(this.services.stats, this.services.queryNames);
   readonly http = new HttpServices();
   private readonly listeners = new Map<string, DnsListener[]>();
   runtime: Runtime | null = null;

@@ -4,6 +4,9 @@
 // Runtime gets it from the server (SetupContext.services), so a reload sees what the server
 // it replaces built up, and a second server in the same process sees none of it.
 
+import { aggregatedInWorker } from '../metrics/cluster.js';
+import { promClient, type Registry } from '../metrics/registry.js';
+import { QueryNames } from '../status/names.js';
 import { ServerStats } from './stats.js';
 
 /**
@@ -56,7 +59,22 @@ export class ServerServices {
    */
   readonly selfProbes = new Set<string>();
   readonly enabledPlugins = new EnabledPlugins();
+  /** The status page's top names, fed while a page is configured. */
+  readonly queryNames = new QueryNames();
   private readonly made = new Map<ServiceKey<unknown>, unknown>();
+  private registry: Registry | null = null;
+
+  /**
+   * The server's own metrics (its counters, its status page), served with the process's;
+   * made on first use, so a server that wants no metrics never loads prom-client.
+   */
+  metrics(): Registry {
+    if (this.registry === null) {
+      this.registry = new (promClient().Registry)();
+      aggregatedInWorker(this.registry);
+    }
+    return this.registry;
+  }
 
   /** This server's instance of `key`, made at the first call. */
   get<T>(key: ServiceKey<T>): T {

@@ -68,18 +68,26 @@ test(
     api.apply(namespace('default'));
     api.apply(service('default', 'web', ['10.96.0.50'], [['http', 'TCP', 80]]));
     const upstream = await countingUpstream();
-    const [portA, metricsA] = [await freePort('127.0.0.2'), await freePort('127.0.0.2')];
-    const [portB, metricsB] = [await freePort('127.0.0.3'), await freePort('127.0.0.3')];
+    const [portA, metricsA, healthA] = [
+      await freePort('127.0.0.2'),
+      await freePort('127.0.0.2'),
+      await freePort('127.0.0.2'),
+    ];
+    const [portB, metricsB, healthB] = [
+      await freePort('127.0.0.3'),
+      await freePort('127.0.0.3'),
+      await freePort('127.0.0.3'),
+    ];
     // A: kubernetes behind a cache, and a loop probe its own block drops, so the probe name stays live.
     const a = await serverWith(
-      `cluster.local:${portA} {\n bind 127.0.0.2\n prometheus 127.0.0.2:${metricsA}\n cache 30\n kubernetes {\n endpoint http://127.0.0.1:${api.port}\n }\n}\n` +
+      `cluster.local:${portA} {\n bind 127.0.0.2\n prometheus 127.0.0.2:${metricsA}\n health 127.0.0.2:${healthA} {\n status\n }\n cache 30\n kubernetes {\n endpoint http://127.0.0.1:${api.port}\n }\n}\n` +
         `probe.test:${portA} {\n bind 127.0.0.2\n acl {\n drop\n }\n loop\n}\n`,
     );
     let b: DnsServer | null = null;
     try {
       // B: the same cluster, and a cache in front of an upstream.
       b = await serverWith(
-        `cluster.local:${portB} {\n bind 127.0.0.3\n prometheus 127.0.0.3:${metricsB}\n kubernetes {\n endpoint http://127.0.0.1:${api.port}\n }\n}\n` +
+        `cluster.local:${portB} {\n bind 127.0.0.3\n prometheus 127.0.0.3:${metricsB}\n health 127.0.0.3:${healthB} {\n status\n }\n kubernetes {\n endpoint http://127.0.0.1:${api.port}\n }\n}\n` +
           `.:${portB} {\n bind 127.0.0.3\n cache 30\n forward . 127.0.0.1:${upstream.port}\n}\n`,
       );
       for (let i = 0; i < 3; i++) {
@@ -106,6 +114,23 @@ test(
         !samples(textB, 'coredns_plugin_enabled').some((l) => l.includes('name="cache"')),
         'B enables no cache in its prometheus block',
       );
+
+      // The status pages: each counts its own server's queries.
+      const statusTotal = async (host: string, port: number) =>
+        ((await (await fetch(`http://${host}:${port}/status.json`)).json()) as { queries: { total: number } }).queries
+          .total;
+      // Ticks once a second: wait for the number, then hold it to it.
+      const settled = async (host: string, port: number, want: number) => {
+        const end = Date.now() + 5000;
+        let got = await statusTotal(host, port);
+        while (got !== want && Date.now() < end) {
+          await new Promise((res) => setTimeout(res, 200));
+          got = await statusTotal(host, port);
+        }
+        return got;
+      };
+      assert.equal(await settled('127.0.0.2', healthA, 3), 3, "A's page counts A's queries");
+      assert.equal(await settled('127.0.0.3', healthB, 1), 1, "B's page counts B's query only");
 
       // Probe names: A's probe is A's; B caches the same name like any other.
       const loop = a.runtime!.instances.find((i) => i.name === 'loop')!.handler as LoopHandler;

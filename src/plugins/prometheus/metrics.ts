@@ -3,7 +3,6 @@
 // counters and the enabled plugins are a server's own (services.ts), in a registry of its own.
 
 import { registerCollected, histogramSamples, type Sample } from '../../metrics/collected.js';
-import { aggregatedInWorker } from '../../metrics/cluster.js';
 import { metricsRegistry, promClient, type Registry } from '../../metrics/registry.js';
 import { DURATION_BUCKETS, MONITORED_TYPES, NT, SIZE_BUCKETS } from '../../server/stats.js';
 import { ServiceKey, type ServerServices } from '../../server/services.js';
@@ -31,11 +30,10 @@ export function defineProcessMetrics(): void {
   );
 }
 
-/** A server's core metrics, made when its first prometheus instance starts. */
+/** A server's core metrics, in its own registry, defined when its first prometheus instance starts. */
 export const SERVER_METRICS = new ServiceKey<Registry>('prometheus core metrics', (services) => {
-  const r = new (promClient().Registry)();
+  const r = services.metrics();
   defineServerMetrics(r, services);
-  aggregatedInWorker(r);
   return r;
 });
 
