@@ -196,6 +196,7 @@ export function servePrimaryMetrics(): void {
   let deadUpdate: Promise<void> = Promise.resolve();
   const waiting = new Map<number, { left: Set<number>; got: Map<number, MetricJson[]>; done: () => void }>();
   let nextRequest = 0;
+  let ownDefaults = false;
 
   const combine = (lists: MetricJson[][]): MetricJson[][] =>
     lists.map((l) =>
@@ -285,5 +286,3 @@ export function servePrimaryMetrics(): void {
     },
   );
 }
-
-let ownDefaults = false;

@@ -21,7 +21,7 @@ export class ServiceKey<T> {
 }
 
 /** (server, zone, plugin) triples of the running configurations, as coredns_plugin_enabled reports them. */
-export class EnabledPlugins {
+class EnabledPlugins {
   private readonly holds = new Map<string, number>();
 
   /** Marks `entries` enabled until the returned function is called (a configuration's shutdown). */
