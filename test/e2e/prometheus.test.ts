@@ -193,3 +193,38 @@ for (const workers of [1, 2]) {
     },
   );
 }
+
+test(
+  'queries are counted only while the configuration has prometheus, as CoreDNS counts in the plugin',
+  {
+    timeout: 45000,
+  },
+  async () => {
+    const mp = await freePort();
+    const block = (prometheus: boolean) =>
+      `.:PORT {\n bind 127.0.0.1\n${prometheus ? ` prometheus 127.0.0.1:${mp}\n` : ''} hosts {\n 10.0.0.1 a.test\n }\n}\n`;
+    const s = await startServer({ corefile: block(true) });
+    const reloads = () => s.output().split('Reloading complete').length - 1;
+    const reloadTo = async (text: string) => {
+      const before = reloads();
+      writeFileSync(s.corefile, text.replaceAll('PORT', String(s.port)));
+      s.proc.kill('SIGUSR1');
+      await until('the reload', 15000, async () => reloads() > before);
+    };
+    try {
+      for (let i = 0; i < 2; i++) await query(s.port, 'a.test.', QType.A);
+      await reloadTo(block(false));
+      for (let i = 0; i < 5; i++) await query(s.port, 'a.test.', QType.A);
+      await reloadTo(block(true));
+      await query(s.port, 'a.test.', QType.A);
+      const text = await (await fetch(`http://127.0.0.1:${mp}/metrics`)).text();
+      assert.equal(
+        sample(text, 'coredns_dns_requests_total', { server: `dns://:${s.port}`, zone: '.', type: 'A' }),
+        3,
+        'the 5 queries answered without prometheus are not counted',
+      );
+    } finally {
+      await s.stop();
+    }
+  },
+);
