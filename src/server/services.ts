@@ -63,6 +63,7 @@ export class ServerServices {
   readonly queryNames = new QueryNames();
   private readonly made = new Map<ServiceKey<unknown>, unknown>();
   private registry: Registry | null = null;
+  private readonly declared: Array<(r: Registry) => void> = [];
 
   /**
    * The server's own metrics (its counters, its status page), served with the process's;
@@ -70,10 +71,17 @@ export class ServerServices {
    */
   metrics(): Registry {
     if (this.registry === null) {
-      this.registry = new (promClient().Registry)();
-      aggregatedInWorker(this.registry);
+      const r = (this.registry = new (promClient().Registry)());
+      aggregatedInWorker(r);
+      for (const define of this.declared.splice(0)) define(r);
     }
     return this.registry;
+  }
+
+  /** Runs `define` with the server's registry: now if it exists, else when metrics are first wanted. */
+  withMetrics(define: (r: Registry) => void): void {
+    if (this.registry !== null) define(this.registry);
+    else this.declared.push(define);
   }
 
   /** This server's instance of `key`, made at the first call. */

@@ -110,6 +110,9 @@ test(
         assert.ok(!samples(textB, name).some((l) => l.includes(serverA)), `${name}: B shows nothing of A`);
       }
       assert.ok(samples(textA, 'coredns_plugin_enabled').some((l) => l.includes('name="cache"')));
+      // A plugin's own counters too: A's acl dropped its loop probe; B has no acl.
+      assert.ok(samples(textA, 'coredns_acl_dropped_requests_total').some((l) => l.includes(serverA)));
+      assert.equal(samples(textB, 'coredns_acl_dropped_requests_total').length, 0, "B shows none of A's acl counts");
       assert.ok(
         !samples(textB, 'coredns_plugin_enabled').some((l) => l.includes('name="cache"')),
         'B enables no cache in its prometheus block',
