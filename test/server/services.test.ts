@@ -171,3 +171,40 @@ test(
     }
   },
 );
+
+test(
+  "one server's API outage is not another's: coredns_kubernetes_api_up is each server's own",
+  { timeout: 60000 },
+  async () => {
+    const apis = [await KubeApiServer.create(), await KubeApiServer.create()];
+    for (const api of apis) {
+      api.apply(namespace('default'));
+      api.apply(service('default', 'web', ['10.96.0.50'], [['http', 'TCP', 80]]));
+    }
+    const servers: DnsServer[] = [];
+    try {
+      const metrics: number[] = [];
+      for (const [i, host] of ['127.0.0.2', '127.0.0.3'].entries()) {
+        const port = await freePort(host);
+        metrics.push(await freePort(host));
+        servers.push(
+          await serverWith(
+            `cluster.local:${port} {\n bind ${host}\n prometheus ${host}:${metrics[i]}\n kubernetes {\n endpoint http://127.0.0.1:${apis[i]!.port}\n }\n}\n`,
+          ),
+        );
+      }
+      const apiUp = async (i: number) =>
+        /^coredns_kubernetes_api_up (\d)$/m.exec(await scrape(i === 0 ? '127.0.0.2' : '127.0.0.3', metrics[i]!))?.[1];
+      assert.equal(await apiUp(0), '1');
+      assert.equal(await apiUp(1), '1');
+      await apis[1]!.stop();
+      const end = Date.now() + 10000;
+      while (Date.now() < end && (await apiUp(1)) !== '0') await new Promise((r) => setTimeout(r, 100));
+      assert.equal(await apiUp(1), '0', 'B serves the last known state');
+      assert.equal(await apiUp(0), '1', "A still reaches its API: B's outage is not A's");
+    } finally {
+      for (const s of servers) await s.shutdown();
+      for (const api of apis) await api.close();
+    }
+  },
+);

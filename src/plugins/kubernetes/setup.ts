@@ -18,7 +18,7 @@ import { KubernetesHandler } from './handler.js';
 import type { KubernetesInstance } from './instance.js';
 import { invalidateCaches, invalidateZones } from './invalidate.js';
 import { RelayedSource, relayed, sourceFromSpec, WORKER_RELAY, type SourceSpec } from './relay.js';
-import { observeProgramming, trackApiState } from './metrics.js';
+import { API_STATES, observeProgramming } from './metrics.js';
 import type { ProjectionOptions } from './objects.js';
 import {
   DEFAULT_STARTUP_TIMEOUT_MS,
@@ -319,6 +319,7 @@ export function createInstance(
         : sourceFromSpec(spec, projection, log),
     );
   const { index, source } = feed;
+  const apiStates = ctx.services.get(API_STATES);
   let local: string[] | null = null;
   const handler = new KubernetesHandler(
     o,
@@ -358,7 +359,7 @@ export function createInstance(
     clusterView: clusterView(index, handler.lookup),
     async startup() {
       // Up once synced and while connected: an instance still waiting for its first list is not up.
-      untrack = trackApiState({
+      untrack = apiStates.track({
         get connected() {
           return index.synced && index.connected;
         },
