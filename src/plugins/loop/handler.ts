@@ -81,7 +81,6 @@ export class LoopHandler implements Handler {
     private readonly selfProbes: Set<string> = new Set(),
   ) {
     this.qname = ownProbeName(zone);
-    selfProbes.add(this.qname);
   }
 
   /** Probing is over: the probe name is an ordinary name again. */
@@ -111,6 +110,8 @@ export class LoopHandler implements Handler {
    */
   start(host: string, port: number, printedHost: string): void {
     this.address = `${printedHost.includes(':') ? `[${printedHost}]` : printedHost}:${port}`;
+    // Registered only while probing: a configuration set up and never started leaves nothing behind.
+    this.selfProbes.add(this.qname);
     const deadline = Date.now() + PROBE_WINDOW_MS;
     const attempt = (): void => {
       this.timer = null;
