@@ -23,7 +23,7 @@ const EDE_BLOCKED = 15;
 const EDE_FILTERED = 17;
 
 /** Requests by action, keyed by (server, zone). */
-export type AclCounters = Record<Action, PlainCounter>;
+type AclCounters = Record<Action, PlainCounter>;
 
 function newCounters(): AclCounters {
   return { allow: new PlainCounter(), block: new PlainCounter(), filter: new PlainCounter(), drop: new PlainCounter() };

@@ -12,7 +12,7 @@ export interface ApiState {
 }
 
 /** A server's running kubernetes instances, as its api_up gauge reads them. */
-export class ApiStates {
+class ApiStates {
   private readonly live = new Set<ApiState>();
 
   track(s: ApiState): () => void {
