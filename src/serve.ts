@@ -20,6 +20,7 @@ import {
 } from './server/ipc.js';
 import type { PluginInstance } from './plugins/plugin.js';
 import { HttpServices } from './server/http.js';
+import { ServerServices } from './server/services.js';
 import { VERSION } from './version.js';
 import { coreLog, logger } from './log.js';
 import { servePrimaryMetrics, setupWorkerMetrics } from './metrics/cluster.js';
@@ -109,6 +110,7 @@ export async function runServer(flags: ServerFlags): Promise<void> {
       cfg = parseConfig(readConfigSource(flags.conf), flags.port, (m: string) => coreLog.warn(m));
       const validated = await Runtime.create(cfg, {
         http: new HttpServices(),
+        services: new ServerServices(),
         requestReload: () => {},
         shuttingDown: () => false,
       });
@@ -272,7 +274,13 @@ function runPrimary(
       return transact(reason);
     });
   };
-  const env = { http: new HttpServices(), requestReload: reload, shuttingDown: () => stopping };
+  // The primary's own services: its workers each have theirs (DnsServer).
+  const env = {
+    http: new HttpServices(),
+    services: new ServerServices(),
+    requestReload: reload,
+    shuttingDown: () => stopping,
+  };
   let watcher: PluginInstance[] = [];
   const watch = async (cfg: LoadedConfig) => {
     const rt = await Runtime.create(cfg, env);

@@ -3,6 +3,7 @@
 
 import { CorefileError } from './corefile/errors.js';
 import { HttpServices } from './server/http.js';
+import { ServerServices } from './server/services.js';
 import { parseConfig, readConfigSource, Runtime, type LoadedConfig } from './server/runtime.js';
 
 /** Prints `FILE:LINE - ...` for each problem on stderr; returns the exit code (0: it would load). */
@@ -18,7 +19,7 @@ export async function validateCorefile(conf: string | undefined, defaultPort: nu
   const problems: Error[] = [];
   const rt = await Runtime.create(
     cfg,
-    { http: new HttpServices(), requestReload: () => {}, shuttingDown: () => false },
+    { http: new HttpServices(), services: new ServerServices(), requestReload: () => {}, shuttingDown: () => false },
     (e) => problems.push(e),
   );
   // In file order, whichever check found them (unknown directives are seen before setups run).

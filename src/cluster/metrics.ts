@@ -2,8 +2,9 @@
 // query path: they count API requests and watch events, and read the sources' state when
 // /metrics is scraped.
 
-import { defineCollected, histogramSamples, type Sample } from '../metrics/collected.js';
+import { defineCollected, histogramSamples, registerCollected, type Sample } from '../metrics/collected.js';
 import { labelKey, PlainCounter, splitLabelKey, withRegistry } from '../metrics/registry.js';
+import { ServiceKey } from '../server/services.js';
 import type { EndpointSliceRecord, ServiceRecord } from './objects.js';
 
 /** What the api_up gauge reads from each running plugin instance. */
@@ -11,27 +12,38 @@ export interface ApiState {
   readonly connected: boolean;
 }
 
-const liveSources = new Set<ApiState>();
+/** A server's running kubernetes instances, as its api_up gauge reads them. */
+class ApiStates {
+  private readonly live = new Set<ApiState>();
 
-export function trackApiState(s: ApiState): () => void {
-  liveSources.add(s);
-  return () => {
-    liveSources.delete(s);
-  };
+  track(s: ApiState): () => void {
+    this.live.add(s);
+    return () => {
+      this.live.delete(s);
+    };
+  }
+
+  /** 1 while every running instance reaches its API (or manifests); 0 while one serves stale data. */
+  up(): number {
+    let up = this.live.size > 0 ? 1 : 0;
+    for (const s of this.live) if (!s.connected) up = 0;
+    return up;
+  }
 }
 
-/** Ours: 1 while every running kubernetes instance reaches its API (or manifests); 0 while one serves stale data. */
-withRegistry((registry, { Gauge }) => {
-  new Gauge({
-    name: 'coredns_kubernetes_api_up',
-    help: 'Whether the kubernetes plugin currently reaches the Kubernetes API (1) or serves the last known state (0).',
-    registers: [registry],
-    collect() {
-      let up = liveSources.size > 0 ? 1 : 0;
-      for (const s of liveSources) if (!s.connected) up = 0;
-      this.set(up);
-    },
-  });
+/** Ours: coredns_kubernetes_api_up, of the server's own instances (another server's outage is not this one's). */
+export const API_STATES = new ServiceKey<ApiStates>('kubernetes api_up', (services) => {
+  const states = new ApiStates();
+  services.withMetrics((registry) =>
+    registerCollected(
+      registry,
+      'coredns_kubernetes_api_up',
+      'Whether the kubernetes plugin currently reaches the Kubernetes API (1) or serves the last known state (0).',
+      'gauge',
+      () => [{ labels: {}, value: states.up() }],
+    ),
+  );
+  return states;
 });
 
 const requests = new PlainCounter();

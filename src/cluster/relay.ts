@@ -9,6 +9,7 @@
 import cluster, { type Worker } from 'node:cluster';
 import { createHash } from 'node:crypto';
 import { logger, warnEachOnce, type Logger } from '../log.js';
+import { ServiceKey } from '../server/services.js';
 import {
   RELAY_ACK,
   RELAY_SUBSCRIBE,
@@ -108,24 +109,30 @@ export function relayed(): boolean {
 
 // ---------------------------------------------------------------- worker side
 
-const sinks = new Map<string, Set<ClusterSink>>();
-let workerListening = false;
+/** A worker's end of the relay: the sources subscribed to the primary, by spec key. */
+export class WorkerRelay {
+  readonly sinks = new Map<string, Set<ClusterSink>>();
+  private listening = false;
 
-function listenInWorker(): void {
-  if (workerListening) return;
-  workerListening = true;
-  process.on('message', (m: EventsMessage) => {
-    if (!m || m.type !== EVENTS) return;
-    const set = sinks.get(m.id);
-    if (!set) return;
-    for (const ev of m.events) {
-      // Decoded from JSON, each string its own copy: as compact as a projected record.
-      if (ev.op === 'upsert') compactRecord(ev.kind, ev.value);
-    }
-    for (const sink of set) for (const ev of m.events) sink(ev);
-    if (process.connected) process.send!({ type: ACK, id: m.id, seq: m.seq } satisfies AckMessage);
-  });
+  listen(): void {
+    if (this.listening) return;
+    this.listening = true;
+    process.on('message', (m: EventsMessage) => {
+      if (!m || m.type !== EVENTS) return;
+      const set = this.sinks.get(m.id);
+      if (!set) return;
+      for (const ev of m.events) {
+        // Decoded from JSON, each string its own copy: as compact as a projected record.
+        if (ev.op === 'upsert') compactRecord(ev.kind, ev.value);
+      }
+      for (const sink of set) for (const ev of m.events) sink(ev);
+      if (process.connected) process.send!({ type: ACK, id: m.id, seq: m.seq } satisfies AckMessage);
+    });
+  }
 }
+
+/** The worker's relay end, one per server (a worker runs one), found through the setup context. */
+export const WORKER_RELAY = new ServiceKey('kubernetes relay', () => new WorkerRelay());
 
 /** A KubeSource fed by the primary's watcher. */
 export class RelayedSource implements KubeSource {
@@ -134,6 +141,7 @@ export class RelayedSource implements KubeSource {
   private sink: ClusterSink | null = null;
 
   constructor(
+    private readonly relay: WorkerRelay,
     private readonly spec: SourceSpec,
     description: string,
   ) {
@@ -142,7 +150,8 @@ export class RelayedSource implements KubeSource {
   }
 
   async start(sink: ClusterSink): Promise<void> {
-    listenInWorker();
+    this.relay.listen();
+    const sinks = this.relay.sinks;
     this.sink = sink;
     let set = sinks.get(this.id);
     if (!set) sinks.set(this.id, (set = new Set()));
@@ -151,6 +160,7 @@ export class RelayedSource implements KubeSource {
   }
 
   async stop(): Promise<void> {
+    const sinks = this.relay.sinks;
     const set = sinks.get(this.id);
     if (set && this.sink) set.delete(this.sink);
     if (set && set.size === 0) {

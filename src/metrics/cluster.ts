@@ -13,6 +13,7 @@ import {
   registry,
   whenRegistryCreated,
   withoutInternalFamilies,
+  type Registry,
 } from './registry.js';
 
 const REQ = 'clusterdns:metrics-req';
@@ -64,9 +65,27 @@ export function setupWorkerMetrics(): void {
   });
 }
 
-/** The exposition text: this process's, or every worker's summed when running as a worker. */
-export async function metricsText(): Promise<string> {
-  if (!cluster.isWorker || !process.send) return registry.metrics();
+/**
+ * In a worker: `reg` (the worker's server's own metrics) is part of what the worker gives the
+ * primary's aggregation, beside the process registry. A worker runs one server.
+ */
+export function aggregatedInWorker(reg: Registry): void {
+  if (!cluster.isWorker) return;
+  const own = metricsRegistry();
+  promClient().AggregatorRegistry.setRegistries([own, reg]);
+}
+
+/**
+ * The exposition text: this process's registry with `own` (a server's own metrics), or every
+ * worker's summed when running as a worker (each worker's `own` is in it: aggregatedInWorker).
+ */
+export async function metricsText(own: readonly Registry[] = []): Promise<string> {
+  if (!cluster.isWorker || !process.send) {
+    if (own.length === 0) return registry.metrics();
+    return promClient()
+      .Registry.merge([metricsRegistry(), ...own])
+      .metrics();
+  }
   metricsRegistry();
   setupWorkerMetrics();
   const id = nextId++;
@@ -162,13 +181,23 @@ function wholeServerMemory(): MetricJson | null {
 }
 
 /** What /metrics serves: metricsText() without the families kept for the status page only. */
-async function exportedMetricsText(): Promise<string> {
-  return withoutInternalFamilies(await metricsText());
+async function exportedMetricsText(own: readonly Registry[] = []): Promise<string> {
+  return withoutInternalFamilies(await metricsText(own));
 }
 
-/** The one `GET /metrics` handler (prometheus plugin, nodecache's setup metrics listener). */
-export function serveMetrics(_req: IncomingMessage, res: ServerResponse): void {
-  exportedMetricsText().then(
+/**
+ * The one `GET /metrics` handler (prometheus plugin, nodecache's setup metrics listener): the
+ * process's families and those of the registries `own` (a server's own metrics).
+ */
+export function metricsHandler(own: readonly Registry[] = []): (req: IncomingMessage, res: ServerResponse) => void {
+  return (_req, res) => serveMetricsText(own, res);
+}
+
+/** `metricsHandler()` for a process with no server of its own (nodecache). */
+export const serveMetrics = metricsHandler();
+
+function serveMetricsText(own: readonly Registry[], res: ServerResponse): void {
+  exportedMetricsText(own).then(
     (text) => {
       res.writeHead(200, { 'content-type': registry.contentType });
       res.end(text);
@@ -192,6 +221,7 @@ export function servePrimaryMetrics(): void {
   let deadUpdate: Promise<void> = Promise.resolve();
   const waiting = new Map<number, { left: Set<number>; got: Map<number, MetricJson[]>; done: () => void }>();
   let nextRequest = 0;
+  let ownDefaults = false;
 
   const combine = (lists: MetricJson[][]): MetricJson[][] =>
     lists.map((l) =>
@@ -281,5 +311,3 @@ export function servePrimaryMetrics(): void {
     },
   );
 }
-
-let ownDefaults = false;

@@ -3,7 +3,7 @@
 // kept as bucket arrays need no per-query prom-client call.
 
 import type { MetricValue } from 'prom-client';
-import { withRegistry } from './registry.js';
+import { withRegistry, type Registry } from './registry.js';
 
 export type MetricKind = 'counter' | 'gauge' | 'histogram';
 
@@ -40,20 +40,30 @@ export function defineCollected(
   collect: () => Sample[],
   aggregator: 'sum' | 'max' | 'first' = 'sum',
 ): void {
-  withRegistry((registry) => {
-    if (registry.getSingleMetric(name)) return;
-    const m: CollectedMetric = {
-      name,
-      help,
-      type,
-      aggregator,
-      async get() {
-        return { name, help, type, aggregator, values: collect() as MetricValue<string>[] };
-      },
-      reset() {},
-    };
-    registry.registerMetric(m as unknown as Parameters<typeof registry.registerMetric>[0]);
-  });
+  withRegistry((registry) => registerCollected(registry, name, help, type, collect, aggregator));
+}
+
+/** Registers a collected metric in `registry` (one of a server's own, for instance) unless it has one so named. */
+export function registerCollected(
+  registry: Registry,
+  name: string,
+  help: string,
+  type: MetricKind,
+  collect: () => Sample[],
+  aggregator: 'sum' | 'max' | 'first' = 'sum',
+): void {
+  if (registry.getSingleMetric(name)) return;
+  const m: CollectedMetric = {
+    name,
+    help,
+    type,
+    aggregator,
+    async get() {
+      return { name, help, type, aggregator, values: collect() as MetricValue<string>[] };
+    },
+    reset() {},
+  };
+  registry.registerMetric(m as unknown as Parameters<typeof registry.registerMetric>[0]);
 }
 
 /** Expands non-cumulative bucket counts (last slot +Inf) into histogram samples. */

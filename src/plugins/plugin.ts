@@ -5,6 +5,7 @@
 import type { Directive, ServerKey } from '../corefile/types.js';
 import type { Handler, Request, HandlerResult } from '../server/request.js';
 import type { HttpServices } from '../server/http.js';
+import type { ServerServices } from '../server/services.js';
 import type { Logger } from '../log.js';
 import type { ResourceRecord } from '../dns/message.js';
 import type { ClusterIndex } from '../cluster/clusterindex.js';
@@ -79,6 +80,11 @@ export interface SetupContext {
   /** The Corefile and every file it imports (what `reload` watches). */
   configFiles: readonly string[];
   http: HttpServices;
+  /**
+   * What the server owns across configurations (counters, probe names, enabled plugins, a
+   * plugin's per-server state by ServiceKey): take what the handler needs here, at setup.
+   */
+  services: ServerServices;
   logger: Logger;
   /** Resolve a name through this block's whole chain (for ExternalName targets, loop probes). */
   resolve(req: Request): HandlerResult;

@@ -7,8 +7,8 @@ import { logger } from '../log.js';
 import { bareReply, finalizeReply } from './reply.js';
 import { Request, type ClientInfo, type HandlerResult } from './request.js';
 import type { RoutedBlock, Router } from './router.js';
-import { serverStats, type ZoneStats } from './stats.js';
-import { queryNames } from '../status/names.js';
+import { ServerStats, type ZoneStats } from './stats.js';
+import { QueryNames } from '../status/names.js';
 
 const log = logger('');
 
@@ -18,11 +18,16 @@ const log = logger('');
  */
 export type Send = (out: Buffer | null, client: ClientInfo) => void;
 
-/** State shared by all listeners of a process: the current routing tables and counters. */
+/** State shared by all listeners of a server: the current routing tables and counters. */
 export class Dispatcher {
   routers = new Map<string, Router>();
   inflight = 0;
   private idleWaiters: Array<() => void> = [];
+
+  constructor(
+    readonly stats: ServerStats = new ServerStats(),
+    private readonly names: QueryNames = new QueryNames(),
+  ) {}
 
   /** Handles one message; `send` is called exactly once, with null when the message is dropped. */
   handle(buf: Buffer, client: ClientInfo, router: Router | undefined, send: Send): void {
@@ -36,7 +41,7 @@ export class Dispatcher {
       return;
     }
     const req = new Request(buf, q, client);
-    const counting = serverStats.enabled;
+    const counting = this.stats.enabled;
     const start = counting ? performance.now() : 0;
     let early = -1;
     let block: RoutedBlock | undefined;
@@ -121,11 +126,11 @@ export class Dispatcher {
       plugin,
       (performance.now() - start) / 1000,
     );
-    if (queryNames.enabled) queryNames.record(req.name, rcode);
+    if (this.names.enabled) this.names.record(req.name, rcode);
   }
 
   private panic(req: Request, e: unknown): void {
-    serverStats.panics++;
+    this.stats.panics++;
     log.error(`plugin failed on ${req.qname}: ${(e as Error)?.stack ?? String(e)}`);
   }
 

@@ -1,7 +1,7 @@
 // Routing a query to its server block: the longest zone containing the name, then the block's view.
 
 import type { Request, HandlerResult } from './request.js';
-import { serverStats, type ZoneStats } from './stats.js';
+import type { ServerStats, ZoneStats } from './stats.js';
 
 /** A server block as the listener sees it. */
 export interface RoutedBlock {
@@ -30,8 +30,11 @@ export class Router {
   /** Where queries that reach no chain are counted (CoreDNS's zone label "dropped"). */
   dropped: ZoneStats | null = null;
 
+  /** `stats`: the server's counters (absent in unit tests that route by hand). */
+  constructor(private readonly stats?: ServerStats) {}
+
   add(routed: RoutedBlock): void {
-    this.dropped ??= serverStats.zone(routed.serverLabel, 'dropped');
+    this.dropped ??= this.stats?.zone(routed.serverLabel, 'dropped') ?? null;
     // Each router links its own copies: the same block may sit behind several listeners.
     const block: RoutedBlock = { ...routed, nextView: undefined };
     if (block.zone === '.') {

@@ -16,7 +16,7 @@ import type { HttpServices } from './http.js';
 import { listenerKey } from './listeners.js';
 import { Router, type RoutedBlock } from './router.js';
 import { Response, type HandlerResult, type Next, type Request } from './request.js';
-import { serverStats } from './stats.js';
+import type { ServerServices } from './services.js';
 import { systemErrorText } from './system-errors.js';
 
 /** CoreDNS's built-in configuration when no Corefile is found. */
@@ -88,6 +88,8 @@ export function parseConfig(source: ConfigSource, defaultPort: number, warn?: (m
 
 export interface RuntimeEnv {
   http: HttpServices;
+  /** The server's services, which outlive this configuration (services.ts). */
+  services: ServerServices;
   requestReload(reason: string): void;
   shuttingDown(): boolean;
 }
@@ -151,6 +153,7 @@ function compose(handlers: PluginInstance[]): Next {
 export class Runtime {
   readonly blocks: BlockRuntime[] = [];
   readonly instances: PluginInstance[] = [];
+  readonly services: ServerServices;
 
   /** Loads the code of the plugins `config` uses, then builds the runtime. */
   static async create(config: LoadedConfig, env: RuntimeEnv, problem?: ProblemSink): Promise<Runtime> {
@@ -163,6 +166,7 @@ export class Runtime {
     env: RuntimeEnv,
     problem: ProblemSink = throwFirst,
   ) {
+    const services = (this.services = env.services);
     for (const block of config.blocks) {
       const info = blockInfo(block);
       const grouped = groupDirectives(block, problem);
@@ -173,7 +177,7 @@ export class Runtime {
         info,
         instances,
         chain: () => Response.rcode(Rcode.REFUSED, ''),
-        stats: serverStats.zone(info.serverLabel, info.zones[0]!),
+        stats: services.stats.zone(info.serverLabel, info.zones[0]!),
       };
       let chain: Next | null = null;
       const ctx = (name: string): SetupContext => ({
@@ -181,6 +185,7 @@ export class Runtime {
         corefile: config.source.file,
         configFiles: config.files,
         http: env.http,
+        services,
         logger: logger(name),
         resolve: (req) => (chain ? chain(req) : Response.rcode(Rcode.SERVFAIL, '')),
         requestReload: env.requestReload,
@@ -214,7 +219,7 @@ export class Runtime {
       // One RoutedBlock per zone of the block, all sharing the chain.
       this.blocks.push(rb);
       for (const z of info.zones.slice(1)) {
-        this.blocks.push({ ...rb, zone: z, stats: serverStats.zone(info.serverLabel, z) });
+        this.blocks.push({ ...rb, zone: z, stats: services.stats.zone(info.serverLabel, z) });
       }
     }
   }
@@ -236,7 +241,7 @@ export class Runtime {
       for (const h of hosts) {
         const key = listenerKey(h, b.info.port);
         let r = out.get(key);
-        if (!r) out.set(key, (r = new Router()));
+        if (!r) out.set(key, (r = new Router(this.services.stats)));
         r.add(b);
       }
     }

@@ -7,6 +7,7 @@ import type { Router } from './router.js';
 import { Rcode } from '../dns/constants.js';
 import { Response, type HandlerResult, type Next, type Request } from './request.js';
 import { HttpServices } from './http.js';
+import { ServerServices } from './services.js';
 import { parseConfig, readConfigSource, Runtime, type LoadedConfig } from './runtime.js';
 import { leadProcess, logger } from '../log.js';
 import { formatHostPort, listenErrorMessage, ListenError } from './system-errors.js';
@@ -89,7 +90,9 @@ async function listenOrExplain(l: DnsListener, host: string, port: number): Prom
 }
 
 export class DnsServer {
-  readonly dispatcher = new Dispatcher();
+  /** Owned by this server, handed to every configuration it runs. */
+  readonly services = new ServerServices();
+  readonly dispatcher = new Dispatcher(this.services.stats, this.services.queryNames);
   readonly http = new HttpServices();
   private readonly listeners = new Map<string, DnsListener[]>();
   runtime: Runtime | null = null;
@@ -103,6 +106,7 @@ export class DnsServer {
   private env() {
     return {
       http: this.http,
+      services: this.services,
       requestReload: (reason: string) => {
         if (this.opts.requestReload) this.opts.requestReload(reason);
         else void this.reload(reason);

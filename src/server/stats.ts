@@ -1,6 +1,7 @@
 // CoreDNS's server metrics, counted on the hot path with plain typed arrays indexed by
 // small integers (no label strings built per query) and turned into Prometheus samples
-// only when /metrics is scraped. Counting is on once any configuration loads `prometheus`.
+// only when /metrics is scraped. Counting is on while a running configuration asks for it
+// (`prometheus`, the status page); each server has its own (services.ts).
 
 import { QType, rcodeToString } from '../dns/constants.js';
 
@@ -102,9 +103,23 @@ export class ZoneStats {
 }
 
 export class ServerStats {
+  /** Read once per query: whether to count it. */
   enabled = false;
   panics = 0;
   private readonly zones = new Map<string, ZoneStats>();
+  private holders = 0;
+
+  /** Counts queries until the returned function is called (the asking configuration's shutdown). */
+  count(): () => void {
+    this.holders++;
+    this.enabled = true;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.enabled = --this.holders > 0;
+    };
+  }
 
   /** Stats for one server block zone ("dropped" for queries that never reached a chain). */
   zone(server: string, zone: string): ZoneStats {
@@ -118,7 +133,5 @@ export class ServerStats {
     return this.zones.values();
   }
 }
-
-export const serverStats = new ServerStats();
 
 export { rcodeToString, NB as DURATION_BUCKET_COUNT, NS as SIZE_BUCKET_COUNT };

@@ -105,5 +105,3 @@ export class QueryNames {
     this.nxdomain.decay(f);
   }
 }
-
-export const queryNames = new QueryNames();

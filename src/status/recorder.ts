@@ -1,15 +1,16 @@
-// The status page's numbers for this process. A one-second tick copies the server's
-// counters (and the cache metrics) into a short ring, from which come the query rate and
+// The status page's numbers for one server (each has its recorder: services.ts). A one-second
+// tick copies the server's counters (and its cache metrics) into a short ring, from which come the query rate and
 // the last-10-seconds window; clusterdns_status_* metrics publish them, so with several
 // workers the primary's metrics aggregation (src/metrics/cluster.ts) sums every worker's
 // numbers exactly as it does for /metrics. Nothing here runs per query.
 
-import { defineCollected, type Sample } from '../metrics/collected.js';
-import { keepOffMetrics, metricsRegistry, registry } from '../metrics/registry.js';
+import { registerCollected, type MetricKind, type Sample } from '../metrics/collected.js';
+import { keepOffMetrics, registry, type Registry } from '../metrics/registry.js';
 import { rcodeToString } from '../dns/constants.js';
-import { DURATION_BUCKETS, NT, serverStats } from '../server/stats.js';
+import { DURATION_BUCKETS, NT, type ServerStats } from '../server/stats.js';
+import { ServiceKey, type ServerServices } from '../server/services.js';
 import type { PluginInstance } from '../plugins/plugin.js';
-import { queryNames } from './names.js';
+import type { QueryNames } from './names.js';
 import { apiSyncStates, upstreamHealth, type UpstreamState } from './sources.js';
 
 export const TICK_MS = 1000;
@@ -50,36 +51,43 @@ export class Counts {
   }
 }
 
-async function metricSum(name: string): Promise<number> {
+/** The sum of `name`'s samples labelled with one of `servers` (the process registry holds every server's). */
+async function metricSum(name: string, servers: ReadonlySet<string>): Promise<number> {
   const m = registry.getSingleMetric(name);
   if (m === undefined) return 0;
   let sum = 0;
-  for (const v of (await m.get()).values) sum += v.value;
+  for (const v of (await m.get()).values) if (servers.has(String(v.labels['server']))) sum += v.value;
   return sum;
 }
 
-/** This process's counters now: every server block and zone, every plugin and qtype. */
-async function readCounts(at: number): Promise<Counts> {
+/** The server's counters now: every server block and zone, every plugin and qtype. */
+async function readCounts(at: number, serverStats: ServerStats): Promise<Counts> {
   const c = new Counts(at);
+  const servers = new Set<string>();
   for (const z of serverStats.all()) {
+    servers.add(z.server);
     for (const byRcode of z.responses.values()) for (let r = 0; r < RCODE_SLOTS; r++) c.rcodes[r]! += byRcode[r]!;
     for (let t = 0; t < NT; t++)
       for (let b = 0; b < DURATION_SLOTS; b++) c.durations[b]! += z.durations[t * DURATION_SLOTS + b]!;
   }
   // Through the registry, by CoreDNS's names: no core module imports the cache plugin.
-  c.cacheRequests = await metricSum('coredns_cache_requests_total');
-  c.cacheHits = await metricSum('coredns_cache_hits_total');
+  c.cacheRequests = await metricSum('coredns_cache_requests_total', servers);
+  c.cacheHits = await metricSum('coredns_cache_hits_total', servers);
   return c;
 }
 
 export class StatusRecorder {
   /** Instance lists of the configurations showing a page; the newest is read. */
   private readonly users: Array<() => readonly PluginInstance[]> = [];
+  private stopCounting: (() => void) | null = null;
+  private defined = false;
   private ring: Counts[] = [];
   private timer: NodeJS.Timeout | null = null;
   private ticking: Promise<void> | null = null;
   /** Queries per second over the last tick. */
   queriesPerSecond = 0;
+
+  constructor(private readonly services: ServerServices) {}
 
   /** Turns counting on for a page; the returned function turns it off again. */
   acquire(instances: () => readonly PluginInstance[]): () => void {
@@ -103,10 +111,12 @@ export class StatusRecorder {
   }
 
   private start(): void {
-    defineStatusMetrics();
-    // Like the prometheus plugin: once on, the server counts for the life of the process.
-    serverStats.enabled = true;
-    queryNames.enabled = true;
+    if (!this.defined) {
+      this.defined = true;
+      defineStatusMetrics(this, this.services.metrics(), this.services.queryNames);
+    }
+    this.stopCounting = this.services.stats.count();
+    this.services.queryNames.enabled = true;
     this.ring = [];
     this.queriesPerSecond = 0;
     void this.tick();
@@ -117,9 +127,12 @@ export class StatusRecorder {
   private stop(): void {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
-    queryNames.enabled = false;
-    queryNames.all.clear();
-    queryNames.nxdomain.clear();
+    this.stopCounting?.();
+    this.stopCounting = null;
+    const names = this.services.queryNames;
+    names.enabled = false;
+    names.all.clear();
+    names.nxdomain.clear();
   }
 
   /** Takes one snapshot (or joins the one being taken); tests call it to tick by hand. */
@@ -131,13 +144,13 @@ export class StatusRecorder {
   }
 
   private async snapshot(): Promise<void> {
-    const c = await readCounts(performance.now());
+    const c = await readCounts(performance.now(), this.services.stats);
     if (!this.active) return;
     const prev = this.ring[this.ring.length - 1];
     if (prev !== undefined) {
       const seconds = (c.at - prev.at) / 1000;
       this.queriesPerSecond = seconds > 0 ? (c.queries - prev.queries) / seconds : 0;
-      queryNames.age(seconds);
+      this.services.queryNames.age(seconds);
     }
     this.ring.push(c);
     if (this.ring.length > WINDOW_SECONDS * (1000 / TICK_MS) + 1) this.ring.shift();
@@ -155,33 +168,32 @@ export class StatusRecorder {
   }
 }
 
-export const statusRecorder = new StatusRecorder();
+/** Each server's recorder, started by the first configuration that shows a page. */
+export const STATUS_RECORDER = new ServiceKey('status page', (services) => new StatusRecorder(services));
 
 // ------------------------------------------------------------------ published metrics
 
 /** The windows of the windowed metrics, as their `window` label says. */
 export const WINDOW_LABELS = { recent: `${WINDOW_SECONDS}s`, total: 'total' } as const;
 
-function windows(): Array<[string, Counts]> {
-  return [
+/** Registers the clusterdns_status_* metrics of `statusRecorder` in its server's registry. */
+function defineStatusMetrics(statusRecorder: StatusRecorder, own: Registry, queryNames: QueryNames): void {
+  const windows = (): Array<[string, Counts]> => [
     [WINDOW_LABELS.recent, statusRecorder.recent()],
     [WINDOW_LABELS.total, statusRecorder.total()],
   ];
-}
-
-/** No samples while no configuration shows a page (the metrics stay registered). */
-function whileShown(samples: () => Sample[]): () => Sample[] {
-  return () => (statusRecorder.active ? samples() : []);
-}
-
-let defined = false;
-
-/** Registers the clusterdns_status_* metrics (once, when a page is first configured). */
-function defineStatusMetrics(): void {
-  if (defined) return;
-  defined = true;
-  // The page is built from the metrics: they are wanted now (prom-client loads here).
-  metricsRegistry();
+  /** No samples while no configuration shows a page (the metrics stay registered). */
+  const whileShown =
+    (samples: () => Sample[]): (() => Sample[]) =>
+    () =>
+      statusRecorder.active ? samples() : [];
+  const defineCollected = (
+    name: string,
+    help: string,
+    type: MetricKind,
+    collect: () => Sample[],
+    aggregator: 'sum' | 'max' | 'first' = 'sum',
+  ) => registerCollected(own, name, help, type, collect, aggregator);
   const about = "For the health plugin's /status page, summed over workers.";
   // Client-chosen names as label values, and a gauge shaped like histogram buckets: page only.
   for (const name of [

@@ -7,6 +7,7 @@ import { readdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseConfig, readConfigSource, Runtime } from '../../src/server/runtime.js';
 import { HttpServices } from '../../src/server/http.js';
+import { ServerServices } from '../../src/server/services.js';
 import { knownDirectives, loadPlugins } from '../../src/plugins/order.js';
 import { setLogSink } from '../../src/log.js';
 
@@ -57,7 +58,12 @@ async function load(f: string): Promise<string[]> {
       b.directives = b.directives.filter((d) => knownDirectives.has(d.name) || !EXTERNAL.has(d.name));
     await loadPlugins(cfg.blocks.flatMap((b) => b.directives.map((d) => d.name)));
     const http = new HttpServices();
-    const rt = new Runtime(cfg, { http, requestReload: () => {}, shuttingDown: () => false });
+    const rt = new Runtime(cfg, {
+      http,
+      services: new ServerServices(),
+      requestReload: () => {},
+      shuttingDown: () => false,
+    });
     const names = rt.instances.map((i) => i.name);
     await rt.shutdown();
     await http.closeAll();

@@ -17,6 +17,7 @@ import { KubeClient } from '../../src/kube/http.js';
 import { isRecord } from '../../src/kube/types.js';
 import { pluginOrder } from '../../src/plugins/order.js';
 import { HttpServices } from '../../src/server/http.js';
+import { ServerServices } from '../../src/server/services.js';
 import { parseConfig, Runtime } from '../../src/server/runtime.js';
 import { renderCorefile } from '../../src/nodecache/template.js';
 import { KubeApiServer } from '../helpers/kubeapi.js';
@@ -102,7 +103,12 @@ function corefileOf(role: Role, configMap: string): string {
 /** Parse and set up a Corefile with this project's plugins (no sockets are opened). */
 async function loadCorefile(text: string, file: string): Promise<Runtime> {
   const cfg = parseConfig({ file, text, builtin: false }, 53);
-  return Runtime.create(cfg, { http: new HttpServices(), requestReload: () => {}, shuttingDown: () => false });
+  return Runtime.create(cfg, {
+    http: new HttpServices(),
+    services: new ServerServices(),
+    requestReload: () => {},
+    shuttingDown: () => false,
+  });
 }
 
 /** kubernetes-models class for apiVersion/kind (e.g. kubernetes-models/apps/v1 → Deployment). */

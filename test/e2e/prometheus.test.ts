@@ -4,6 +4,8 @@ import assert from 'node:assert/strict';
 import { startServer } from '../helpers/server.js';
 import { query } from '../helpers/dns.js';
 import { freePort } from '../helpers/ports.js';
+import { until } from '../helpers/workers.js';
+import { writeFileSync } from 'node:fs';
 import { QClass, QType } from '../../src/dns/constants.js';
 
 function sample(text: string, name: string, labels: Record<string, string>): number | undefined {
@@ -153,6 +155,76 @@ test(
     } finally {
       await s.stop();
       await upstream.close();
+    }
+  },
+);
+
+for (const workers of [1, 2]) {
+  test(
+    `a reload that removes cache takes it out of coredns_plugin_enabled (${workers} worker${workers > 1 ? 's' : ''})`,
+    { timeout: 45000 },
+    async () => {
+      const mp = await freePort();
+      const block = (plugins: string) =>
+        `.:PORT {\n bind 127.0.0.1\n prometheus 127.0.0.1:${mp}\n${plugins} hosts {\n 10.0.0.1 a.test\n }\n}\n`;
+      const s = await startServer({ corefile: block(' cache 30\n'), workers });
+      try {
+        const server = `dns://:${s.port}`;
+        const enabled = async (name: string) =>
+          sample(await (await fetch(`http://127.0.0.1:${mp}/metrics`)).text(), 'coredns_plugin_enabled', {
+            server,
+            zone: '.',
+            name,
+          });
+        assert.equal(await enabled('cache'), 1);
+        assert.equal(await enabled('errors'), undefined);
+        writeFileSync(s.corefile, block(' errors\n').replaceAll('PORT', String(s.port)));
+        s.proc.kill('SIGUSR1');
+        await until('errors enabled after the reload', 15000, async () => (await enabled('errors')) === 1);
+        // The replaced configuration is stopped once its queries are answered: its plugins go with it.
+        await until('cache no longer enabled', 10000, async () => (await enabled('cache')) === undefined);
+        assert.equal(await enabled('hosts'), 1, 'kept plugins stay enabled');
+        assert.equal(await enabled('prometheus'), 1);
+        const r = await query(s.port, 'a.test.', QType.A);
+        assert.equal((r.answers[0]?.data as { address?: string }).address, '10.0.0.1');
+      } finally {
+        await s.stop();
+      }
+    },
+  );
+}
+
+test(
+  'queries are counted only while the configuration has prometheus, as CoreDNS counts in the plugin',
+  {
+    timeout: 45000,
+  },
+  async () => {
+    const mp = await freePort();
+    const block = (prometheus: boolean) =>
+      `.:PORT {\n bind 127.0.0.1\n${prometheus ? ` prometheus 127.0.0.1:${mp}\n` : ''} hosts {\n 10.0.0.1 a.test\n }\n}\n`;
+    const s = await startServer({ corefile: block(true) });
+    const reloads = () => s.output().split('Reloading complete').length - 1;
+    const reloadTo = async (text: string) => {
+      const before = reloads();
+      writeFileSync(s.corefile, text.replaceAll('PORT', String(s.port)));
+      s.proc.kill('SIGUSR1');
+      await until('the reload', 15000, async () => reloads() > before);
+    };
+    try {
+      for (let i = 0; i < 2; i++) await query(s.port, 'a.test.', QType.A);
+      await reloadTo(block(false));
+      for (let i = 0; i < 5; i++) await query(s.port, 'a.test.', QType.A);
+      await reloadTo(block(true));
+      await query(s.port, 'a.test.', QType.A);
+      const text = await (await fetch(`http://127.0.0.1:${mp}/metrics`)).text();
+      assert.equal(
+        sample(text, 'coredns_dns_requests_total', { server: `dns://:${s.port}`, zone: '.', type: 'A' }),
+        3,
+        'the 5 queries answered without prometheus are not counted',
+      );
+    } finally {
+      await s.stop();
     }
   },
 );

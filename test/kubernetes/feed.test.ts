@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { feedFor, feedKey } from '../../src/plugins/kubernetes/feed.js';
+import { feedKey, KubeFeeds } from '../../src/plugins/kubernetes/feed.js';
 import type { ClusterSink, KubeSource } from '../../src/cluster/events.js';
 import type { SourceSpec } from '../../src/cluster/relay.js';
 
@@ -54,12 +54,13 @@ test('two holders share one index and one start; the source stops with the last 
     sources.push(s);
     return s;
   };
-  const parsedOnly = feedFor(spec(file), make); // a configuration validated, never started
-  const running = feedFor(spec(file), make);
+  const feeds = new KubeFeeds();
+  const parsedOnly = feeds.feedFor(spec(file), make); // a configuration validated, never started
+  const running = feeds.feedFor(spec(file), make);
   assert.notEqual(running.index, parsedOnly.index, 'nobody held the first: the running one starts fresh');
   const h1 = running.hold();
   await h1.start();
-  const next = feedFor(spec(file), make); // the reload's configuration
+  const next = feeds.feedFor(spec(file), make); // the reload's configuration
   assert.equal(next.index, running.index);
   const h2 = next.hold();
   await h2.start();

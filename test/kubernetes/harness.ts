@@ -7,6 +7,7 @@ import { QClass, Rcode } from '../../src/dns/constants.js';
 import { parseQuery } from '../../src/dns/query.js';
 import { logger } from '../../src/log.js';
 import { HttpServices } from '../../src/server/http.js';
+import { ServerServices } from '../../src/server/services.js';
 import { finalizeReply } from '../../src/server/reply.js';
 import { Request, Response, type ClientInfo, type HandlerResult } from '../../src/server/request.js';
 import type { SetupContext } from '../../src/plugins/plugin.js';
@@ -31,6 +32,7 @@ export function fakeContext(zones: string[] = ['.'], corefile = '/tmp/Corefile')
     corefile,
     configFiles: [corefile],
     http: new HttpServices(),
+    services: new ServerServices(),
     logger: logger('kubernetes'),
     resolve: () => Response.rcode(Rcode.SERVFAIL, ''),
     requestReload: () => {},

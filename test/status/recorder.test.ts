@@ -5,11 +5,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { PluginInstance } from '../../src/plugins/plugin.js';
 import type { ApiSyncState, UpstreamHealth } from '../../src/status/sources.js';
-import { statusRecorder } from '../../src/status/recorder.js';
-import { statusReport } from '../../src/status/serve.js';
-import { queryNames } from '../../src/status/names.js';
-import { serverStats } from '../../src/server/stats.js';
-import { registry } from '../../src/metrics/registry.js';
+import { STATUS_RECORDER } from '../../src/status/recorder.js';
+import { statusReporter } from '../../src/status/serve.js';
+import { ServerServices } from '../../src/server/services.js';
 
 test('counters, names and plugin state reach /status.json; counting stops with the last page', async () => {
   let down = false;
@@ -34,6 +32,10 @@ test('counters, names and plugin state reach /status.json; counting stops with t
     { name: 'kubernetes', apiSync: () => sync },
     { name: 'whoami' },
   ] as unknown as PluginInstance[];
+  const services = new ServerServices();
+  const { stats: serverStats, queryNames } = services;
+  const statusRecorder = services.get(STATUS_RECORDER);
+  const statusReport = statusReporter(services);
   assert.equal(queryNames.enabled, false);
   const release = statusRecorder.acquire(() => instances);
   assert.equal(serverStats.enabled, true);
@@ -75,6 +77,6 @@ test('counters, names and plugin state reach /status.json; counting stops with t
   release();
   assert.equal(queryNames.enabled, false);
   assert.equal(queryNames.all.size, 0);
-  const text = await registry.metrics();
+  const text = await services.metrics().metrics();
   assert.doesNotMatch(text, /^clusterdns_status_workers \d/m, 'no samples once no page is configured');
 });

@@ -1,8 +1,9 @@
 // Allows, blocks (REFUSED), filters (empty NOERROR) or drops queries by type and client network.
 
 import { Rcode } from '../../dns/constants.js';
-import { defineCollected } from '../../metrics/collected.js';
+import { registerCollected } from '../../metrics/collected.js';
 import { labelKey, PlainCounter, splitLabelKey } from '../../metrics/registry.js';
+import { ServiceKey } from '../../server/services.js';
 import { matchZone } from '../fallthrough.js';
 import { Response, type Handler, type HandlerResult, type Next, type Request } from '../../server/request.js';
 import { cidrContains, clientBytes, type Cidr } from '../../dns/cidr.js';
@@ -21,23 +22,31 @@ export interface Rule {
 const EDE_BLOCKED = 15;
 const EDE_FILTERED = 17;
 
-const counters: Record<Action, PlainCounter> = {
-  allow: new PlainCounter(),
-  block: new PlainCounter(),
-  filter: new PlainCounter(),
-  drop: new PlainCounter(),
-};
-const define = (action: Action, name: string, help: string) =>
-  defineCollected(name, help, 'counter', () =>
-    [...counters[action].entries()].map(([k, value]) => {
-      const [server, zone] = splitLabelKey(k);
-      return { labels: { server: server!, zone: zone!, view: '' }, value };
-    }),
-  );
-define('block', 'coredns_acl_blocked_requests_total', 'Counter of DNS requests being blocked.');
-define('filter', 'coredns_acl_filtered_requests_total', 'Counter of DNS requests being filtered.');
-define('allow', 'coredns_acl_allowed_requests_total', 'Counter of DNS requests being allowed.');
-define('drop', 'coredns_acl_dropped_requests_total', 'Counter of DNS requests being dropped.');
+/** Requests by action, keyed by (server, zone). */
+type AclCounters = Record<Action, PlainCounter>;
+
+function newCounters(): AclCounters {
+  return { allow: new PlainCounter(), block: new PlainCounter(), filter: new PlainCounter(), drop: new PlainCounter() };
+}
+
+/** A server's acl counters (they outlive a reload), published in its registry. */
+export const ACL_COUNTERS = new ServiceKey<AclCounters>('acl counters', (services) => {
+  const counters = newCounters();
+  services.withMetrics((registry) => {
+    const define = (action: Action, name: string, help: string) =>
+      registerCollected(registry, name, help, 'counter', () =>
+        [...counters[action].entries()].map(([k, value]) => {
+          const [server, zone] = splitLabelKey(k);
+          return { labels: { server: server!, zone: zone!, view: '' }, value };
+        }),
+      );
+    define('block', 'coredns_acl_blocked_requests_total', 'Counter of DNS requests being blocked.');
+    define('filter', 'coredns_acl_filtered_requests_total', 'Counter of DNS requests being filtered.');
+    define('allow', 'coredns_acl_allowed_requests_total', 'Counter of DNS requests being allowed.');
+    define('drop', 'coredns_acl_dropped_requests_total', 'Counter of DNS requests being dropped.');
+  });
+  return counters;
+});
 
 function ede(code: number): Buffer {
   const b = Buffer.alloc(2);
@@ -51,13 +60,14 @@ export class AclHandler implements Handler {
   constructor(
     private readonly zones: readonly string[],
     private readonly rules: readonly Rule[],
+    private readonly counters: AclCounters = newCounters(),
   ) {}
 
   serveDNS(req: Request, next: Next): HandlerResult {
     const zone = matchZone(this.zones, req.name);
     if (zone === undefined) return next(req);
     const action = this.decide(req);
-    counters[action].inc(labelKey(req.server, zone));
+    this.counters[action].inc(labelKey(req.server, zone));
     switch (action) {
       case 'allow':
         return next(req);

@@ -2,7 +2,7 @@ import { directiveError } from '../../corefile/errors.js';
 import { typeFromString } from '../../dns/constants.js';
 import type { PluginSetup } from '../plugin.js';
 import { zoneArgs } from '../../corefile/args.js';
-import { AclHandler, type Action, type Rule } from './handler.js';
+import { ACL_COUNTERS, AclHandler, type Action, type Rule } from './handler.js';
 import { parseCidr, type Cidr } from '../../dns/cidr.js';
 
 const ACTIONS: ReadonlySet<string> = new Set(['allow', 'block', 'filter', 'drop']);
@@ -49,5 +49,5 @@ export const setup: PluginSetup = (ds, ctx) =>
       if (nets !== null && nets.length === 0) nets = null;
       rules.push({ action: p.name as Action, types, nets });
     }
-    return { name: 'acl', handler: new AclHandler(zones, rules) };
+    return { name: 'acl', handler: new AclHandler(zones, rules, ctx.services.get(ACL_COUNTERS)) };
   });

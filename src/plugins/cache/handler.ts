@@ -14,7 +14,6 @@ import {
 } from '../../server/request.js';
 import { matchZone } from '../fallthrough.js';
 import { clock, releaseClock, retainClock } from '../../server/clock.js';
-import { selfProbeNames } from '../../server/probes.js';
 import { attachCache, type InvalidationTarget } from '../../server/invalidation.js';
 import { CacheCounters, metricLabels, trackCache, untrackCache, type CacheMetricSource } from './metrics.js';
 import {
@@ -147,7 +146,11 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
     else this.counters.evictionsDenial++;
   };
 
-  constructor(readonly opts: CacheOptions) {
+  constructor(
+    readonly opts: CacheOptions,
+    /** The server's own probe names (services.ts): always passed through, never stored. */
+    private readonly selfProbes: ReadonlySet<string> = new Set(),
+  ) {
     this.store = new CacheStore({
       successCapacity: opts.success.capacity,
       denialCapacity: opts.denial.capacity,
@@ -240,7 +243,7 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
 
   /** One trip to the next plugin per key at a time; later identical queries wait for it. */
   private fetch(req: Request, next: Next): Outcome | Promise<Outcome> {
-    if (selfProbeNames.size > 0 && selfProbeNames.has(req.name)) {
+    if (this.selfProbes.size > 0 && this.selfProbes.has(req.name)) {
       const r = next(req);
       return r instanceof Promise ? r.then((res) => this.bareOutcome(res)) : this.bareOutcome(r);
     }

@@ -31,7 +31,7 @@ export const setup: PluginSetup = (ds, ctx) => {
         res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' });
         res.end('OK');
       });
-      if (status) releaseStatus = await serveStatus(ctx.http, address, () => ctx.instances());
+      if (status) releaseStatus = await serveStatus(ctx.http, address, () => ctx.instances(), ctx.services);
     },
     async shutdown() {
       await releaseStatus?.();

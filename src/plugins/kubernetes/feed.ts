@@ -1,5 +1,5 @@
-// One index per distinct source in a process, shared by the kubernetes instances of the
-// running and the next configuration. A reload builds a new Runtime while the old one still
+// One index per distinct source in a server, shared by the kubernetes instances of the
+// running and the next configuration (the server keeps them: services.ts). A reload builds a new Runtime while the old one still
 // serves; without sharing, its kubernetes instance would relist (or, in a worker, receive
 // the primary's whole snapshot) and rebuild every index while queries flow, which showed as
 // p99 spikes of most of a second under load with 10,000 Services. The watch already keeps
@@ -9,6 +9,7 @@
 
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { ServiceKey } from '../../server/services.js';
 import { ClusterIndex } from '../../cluster/clusterindex.js';
 import type { KubeSource } from '../../cluster/events.js';
 import { specKey, type SourceSpec } from '../../cluster/relay.js';
@@ -36,8 +37,6 @@ interface Entry {
   started: Promise<void> | null;
 }
 
-const feeds = new Map<string, Entry>();
-
 /** The files whose content a source reads at start: a reload after editing them must reconnect. */
 function filesOf(spec: SourceSpec): string[] {
   const s = spec.source;
@@ -58,8 +57,20 @@ export function feedKey(spec: SourceSpec): string {
   return h.digest('hex').slice(0, 16);
 }
 
-/** The feed for `spec`: the one already running for the same source, or a new one. */
-export function feedFor(spec: SourceSpec, makeSource: () => KubeSource): Feed {
+/** A server's feeds, one per distinct source. */
+export class KubeFeeds {
+  private readonly feeds = new Map<string, Entry>();
+
+  /** The feed for `spec`: the one already running for the same source, or a new one. */
+  feedFor(spec: SourceSpec, makeSource: () => KubeSource): Feed {
+    return feedIn(this.feeds, spec, makeSource);
+  }
+}
+
+/** Each server's feeds, found by the kubernetes plugin through its setup context. */
+export const KUBE_FEEDS = new ServiceKey('kubernetes feeds', () => new KubeFeeds());
+
+function feedIn(feeds: Map<string, Entry>, spec: SourceSpec, makeSource: () => KubeSource): Feed {
   const key = feedKey(spec);
   let e = feeds.get(key);
   if (e === undefined || e.holders === 0) {

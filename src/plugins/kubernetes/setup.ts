@@ -13,12 +13,12 @@ import { warnEachOnce, type Logger } from '../../log.js';
 import { durationArg, intArg, once, unknownProperty } from '../../corefile/args.js';
 import type { PluginSetup, SetupContext, PluginInstance } from '../plugin.js';
 import type { ClusterIndex, IndexListener } from '../../cluster/clusterindex.js';
-import { feedFor, type FeedHold } from './feed.js';
+import { KUBE_FEEDS, type FeedHold } from './feed.js';
 import { KubernetesHandler } from './handler.js';
 import type { KubernetesInstance } from './instance.js';
 import { invalidateCaches, invalidateZones } from './invalidate.js';
-import { RelayedSource, relayed, sourceFromSpec, type SourceSpec } from '../../cluster/relay.js';
-import { observeProgramming, trackApiState } from '../../cluster/metrics.js';
+import { RelayedSource, relayed, sourceFromSpec, WORKER_RELAY, type SourceSpec } from '../../cluster/relay.js';
+import { API_STATES, observeProgramming } from '../../cluster/metrics.js';
 import type { ProjectionOptions } from '../../cluster/objects.js';
 import { DEFAULT_STARTUP_TIMEOUT_MS, DEFAULT_TTL, type KubernetesOptions, type PodMode } from './options.js';
 import { MANIFEST_POLL_MS, type SourceConfig } from '../../cluster/events.js';
@@ -289,10 +289,15 @@ export function createInstance(
   };
   // In a worker the primary runs the one watcher and relays its events (relay.ts). The
   // index and its source outlive a reload that keeps the same source (feed.ts).
-  const feed = feedFor(spec, () =>
-    relayed() ? new RelayedSource(spec, describeSource(o.source)) : sourceFromSpec(spec, projection, log),
-  );
+  const feed = ctx.services
+    .get(KUBE_FEEDS)
+    .feedFor(spec, () =>
+      relayed()
+        ? new RelayedSource(ctx.services.get(WORKER_RELAY), spec, describeSource(o.source))
+        : sourceFromSpec(spec, projection, log),
+    );
   const { index, source } = feed;
+  const apiStates = ctx.services.get(API_STATES);
   let local: string[] | null = null;
   const handler = new KubernetesHandler(
     o,
@@ -332,7 +337,7 @@ export function createInstance(
     clusterView: clusterView(index, handler.lookup, o),
     async startup() {
       // Up once synced and while connected: an instance still waiting for its first list is not up.
-      untrack = trackApiState({
+      untrack = apiStates.track({
         get connected() {
           return index.synced && index.connected;
         },

@@ -12,7 +12,6 @@ import { isSubdomain } from '../../dns/name.js';
 import { emptyMessage, encodeMessage } from '../../dns/message.js';
 import type { Handler, HandlerResult, Next, Request } from '../../server/request.js';
 import type { Logger } from '../../log.js';
-import { selfProbeNames } from '../../server/probes.js';
 
 /** How long the probe keeps trying to reach our own listener. */
 export const PROBE_WINDOW_MS = 30_000;
@@ -78,15 +77,16 @@ export class LoopHandler implements Handler {
   constructor(
     readonly zone: string,
     private readonly exit: LoopExit,
+    /** The server's probe names (services.ts), which its cache lets through. */
+    private readonly selfProbes: Set<string> = new Set(),
   ) {
     this.qname = ownProbeName(zone);
-    selfProbeNames.add(this.qname);
   }
 
   /** Probing is over: the probe name is an ordinary name again. */
   private disable(): void {
     this.disabled = true;
-    selfProbeNames.delete(this.qname);
+    this.selfProbes.delete(this.qname);
   }
 
   serveDNS(req: Request, next: Next): HandlerResult {
@@ -110,6 +110,8 @@ export class LoopHandler implements Handler {
    */
   start(host: string, port: number, printedHost: string): void {
     this.address = `${printedHost.includes(':') ? `[${printedHost}]` : printedHost}:${port}`;
+    // Registered only while probing: a configuration set up and never started leaves nothing behind.
+    this.selfProbes.add(this.qname);
     const deadline = Date.now() + PROBE_WINDOW_MS;
     const attempt = (): void => {
       this.timer = null;
@@ -162,7 +164,7 @@ export class LoopHandler implements Handler {
 
   stop(): void {
     this.stopped = true;
-    selfProbeNames.delete(this.qname);
+    this.selfProbes.delete(this.qname);
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     try {

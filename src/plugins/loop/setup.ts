@@ -8,7 +8,7 @@ export const setup: PluginSetup = (ds, ctx) => {
   noArgs(d);
   noBlock(d);
   // CoreDNS probes the first zone of the block's first key.
-  const h = new LoopHandler(ctx.block.zones[0] ?? '.', fatalExit(logger('loop')));
+  const h = new LoopHandler(ctx.block.zones[0] ?? '.', fatalExit(logger('loop')), ctx.services.selfProbes);
   return {
     name: 'loop',
     handler: h,

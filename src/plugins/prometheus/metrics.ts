@@ -1,24 +1,52 @@
-// CoreDNS's core metrics: names, labels and buckets as CoreDNS exports them.
+// CoreDNS's core metrics: names, labels and buckets as CoreDNS exports them. The process's
+// metrics (prom-client's defaults, build info) go to the process registry; the per-query
+// counters and the enabled plugins are a server's own (services.ts), in a registry of its own.
 
-import { defineCollected, histogramSamples, type Sample } from '../../metrics/collected.js';
-import { metricsRegistry, promClient } from '../../metrics/registry.js';
-import { DURATION_BUCKETS, MONITORED_TYPES, NT, SIZE_BUCKETS, serverStats } from '../../server/stats.js';
+import { registerCollected, histogramSamples, type Sample } from '../../metrics/collected.js';
+import { metricsRegistry, promClient, type Registry } from '../../metrics/registry.js';
+import { DURATION_BUCKETS, MONITORED_TYPES, NT, SIZE_BUCKETS } from '../../server/stats.js';
+import { ServiceKey, type ServerServices } from '../../server/services.js';
 import { rcodeToString } from '../../dns/constants.js';
 import { VERSION } from '../../version.js';
 
-/** (server, zone, name) of every plugin in the running configuration. */
-export const enabledPlugins = new Set<string>();
+/** A family prom-client's default metrics always have: present means they are registered. */
+const DEFAULT_METRIC = 'process_cpu_user_seconds_total';
 
-let defined = false;
-
-export function defineCoreMetrics(): void {
-  if (defined) return;
-  defined = true;
-  // Creating the registry loads prom-client and registers what the plugins declared.
-  promClient().collectDefaultMetrics({ register: metricsRegistry() });
+/** Registers the process's own metrics once (the registry remembers they are there). */
+export function defineProcessMetrics(): void {
+  const registry = metricsRegistry();
+  if (registry.getSingleMetric(DEFAULT_METRIC)) return;
+  promClient().collectDefaultMetrics({ register: registry });
   // Gauges named like counters (promtool rejects them); nodejs_active_*{type} carry the same numbers.
   for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'])
-    metricsRegistry().removeSingleMetric(name);
+    registry.removeSingleMetric(name);
+  registerCollected(
+    registry,
+    'coredns_build_info',
+    "A metric with a constant '1' value labeled by version, revision, and goversion from which CoreDNS was built.",
+    'gauge',
+    () => [{ labels: { version: VERSION, revision: '', goversion: process.version }, value: 1 }],
+    'first',
+  );
+}
+
+/** A server's core metrics, in its own registry, defined when its first prometheus instance starts. */
+export const SERVER_METRICS = new ServiceKey<Registry>('prometheus core metrics', (services) => {
+  const r = services.metrics();
+  defineServerMetrics(r, services);
+  return r;
+});
+
+function defineServerMetrics(registry: Registry, services: ServerServices): void {
+  const serverStats = services.stats;
+  const enabledPlugins = services.enabledPlugins;
+  const defineCollected = (
+    name: string,
+    help: string,
+    type: 'counter' | 'gauge' | 'histogram',
+    collect: () => Sample[],
+    aggregator: 'sum' | 'max' | 'first' = 'sum',
+  ) => registerCollected(registry, name, help, type, collect, aggregator);
   const view = '';
   defineCollected(
     'coredns_dns_requests_total',
@@ -124,21 +152,14 @@ export function defineCoreMetrics(): void {
     { labels: {}, value: serverStats.panics },
   ]);
   defineCollected(
-    'coredns_build_info',
-    "A metric with a constant '1' value labeled by version, revision, and goversion from which CoreDNS was built.",
-    'gauge',
-    () => [{ labels: { version: VERSION, revision: '', goversion: process.version }, value: 1 }],
-    'first',
-  );
-  defineCollected(
     'coredns_plugin_enabled',
     'A metric that indicates whether a plugin is enabled on per server and zone basis.',
     'gauge',
     () =>
-      [...enabledPlugins].map((k) => {
-        const [server, zone, name] = k.split(' ');
-        return { labels: { server: server!, zone: zone!, view, name: name! }, value: 1 };
-      }),
+      Array.from(enabledPlugins.entries(), (e) => ({
+        labels: { server: e.server, zone: e.zone, view, name: e.plugin },
+        value: 1,
+      })),
     'first',
   );
 }

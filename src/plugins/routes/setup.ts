@@ -14,7 +14,14 @@ import { durationArg, intArg, once, unknownProperty } from '../../corefile/args.
 import { ClusterIndex } from '../../cluster/clusterindex.js';
 import type { KubeSource } from '../../cluster/events.js';
 import { MANIFEST_POLL_MS, type SourceConfig } from '../../cluster/events.js';
-import { relayed, RelayedSource, sourceFromSpec, type SourceSpec } from '../../cluster/relay.js';
+import {
+  relayed,
+  RelayedSource,
+  sourceFromSpec,
+  WORKER_RELAY,
+  type SourceSpec,
+  type WorkerRelay,
+} from '../../cluster/relay.js';
 import type { ClusterView, PluginInstance, PluginSetup, SetupContext } from '../plugin.js';
 import { RouteFeed } from './feed.js';
 import { RouteStream } from './stream.js';
@@ -158,7 +165,7 @@ function findClusterView(ctx: SetupContext, zone: string | null): ClusterView | 
 }
 
 /** A Services-only watch of our own (relayed through the primary when running as a worker). */
-function ownSource(source: SourceConfig, log: Logger): KubeSource {
+function ownSource(source: SourceConfig, log: Logger, relay: () => WorkerRelay): KubeSource {
   const spec: SourceSpec = {
     source,
     labels: '',
@@ -170,7 +177,7 @@ function ownSource(source: SourceConfig, log: Logger): KubeSource {
   };
   const warn = warnEachOnce(log);
   return relayed()
-    ? new RelayedSource(spec, `routes ${source.kind}`)
+    ? new RelayedSource(relay(), spec, `routes ${source.kind}`)
     : sourceFromSpec(spec, { endpointPodNames: false, warn }, log);
 }
 
@@ -210,7 +217,7 @@ export const setup: PluginSetup = (ds, ctx): PluginInstance => {
           );
         const index = new ClusterIndex();
         feed.attach(index);
-        source = ownSource(cfg.source ?? { kind: 'in-cluster' }, ctx.logger);
+        source = ownSource(cfg.source ?? { kind: 'in-cluster' }, ctx.logger, () => ctx.services.get(WORKER_RELAY));
         try {
           await source.start(index.apply);
         } catch (e) {
