@@ -102,7 +102,7 @@ export class ConnectSession {
     else await applyWindows(setup, ctx);
 
     if (this.flags.routesUrl) {
-      this.naming = { clusterDomain: this.flags.domains[0], searchDomains: this.flags.search };
+      this.naming = { clusterDomain: this.flags.domains[0]!, searchDomains: this.flags.search };
       this.stream = new RouteStream({
         url: this.flags.routesUrl,
         token: this.flags.token,

@@ -197,7 +197,7 @@ export class ResolvedSandbox {
   run(file: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<CmdResult> {
     const argv = [...this.wrap(), file, ...args];
     return new Promise((res) => {
-      execFile(argv[0], argv.slice(1), { env: this.env(env), timeout: 30_000 }, (err, stdout, stderr) => {
+      execFile(argv[0]!, argv.slice(1), { env: this.env(env), timeout: 30_000 }, (err, stdout, stderr) => {
         res({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr });
       });
     });

@@ -140,7 +140,7 @@ describe('clusterdns connect end to end', { concurrency: true }, () => {
     own.set(route('kube-system', 'metrics', '10.96.0.40'));
     await until('caught up', () => blockOf(hostsText(r)).some((l) => l.startsWith('10.96.0.40 ')));
     assert.equal(own.requests.length, 2);
-    assert.equal(own.requests[1].resourceVersion, rv, 'resumed from the last resourceVersion it saw');
+    assert.equal(own.requests[1]?.resourceVersion, rv, 'resumed from the last resourceVersion it saw');
     c.proc.kill('SIGINT');
     assert.equal(await c.exited, 0);
     assert.equal(hostsText(r), HOSTS);

@@ -55,7 +55,8 @@ function mutate(r: () => number): Buffer {
     }
     case 5: {
       // flipped bits
-      for (let i = 0; i < 1 + Math.floor(r() * 6); i++) base[Math.floor(r() * base.length)] ^= 1 << Math.floor(r() * 8);
+      for (let i = 0; i < 1 + Math.floor(r() * 6); i++)
+        base[Math.floor(r() * base.length)]! ^= 1 << Math.floor(r() * 8);
       base[2] = base[2]! & 0x7f; // keep QR clear so most reach the parser
       return base;
     }

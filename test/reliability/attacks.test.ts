@@ -77,12 +77,24 @@ const COREFILE = `cluster.local:PORT {
 }
 `;
 
+/** The attacker's JSON report: each attack kind fills the counters that apply to it. */
+type AttackReport = Record<
+  | 'sent'
+  | 'answered'
+  | 'truncated'
+  | 'largest'
+  | 'amplification'
+  | 'opened'
+  | 'refused'
+  | 'closedLater'
+  | 'closedAfterMs'
+  | 'stillOpen'
+  | 'written',
+  number
+>;
+
 /** Runs an attack in its own process; resolves with its JSON report. */
-function attack(
-  kind: string,
-  port: number,
-  args: Record<string, string | number | boolean>,
-): Promise<Record<string, number>> {
+function attack(kind: string, port: number, args: Record<string, string | number | boolean>): Promise<AttackReport> {
   const argv = [ATTACKER, kind, '--port', String(port)];
   for (const [k, v] of Object.entries(args)) {
     if (v === true) argv.push(`--${k}`);
@@ -101,7 +113,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 interface UnderAttack {
   good: GoodResult;
   control: GoodResult;
-  report: Record<string, number>;
+  report: AttackReport;
   rssBefore: number;
   rssMost: number;
 }

@@ -219,9 +219,9 @@ export class StreamPool implements ConnOwner {
         this.conns.push(conn);
         this.startSweeper();
       }
-      this.stats.connMisses[this.proto]++;
+      this.stats.connMisses[this.proto]!++;
     } else {
-      this.stats.connHits[this.proto]++;
+      this.stats.connHits[this.proto]!++;
     }
     conn.send(o, timeoutMs);
     if (this.stopped) conn.retire();

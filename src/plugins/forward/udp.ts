@@ -169,9 +169,9 @@ export class UdpPool {
       if (ch !== null) ch.retire();
       ch = new UdpChannel(this.host, this.port);
       this.slots[i] = ch;
-      this.stats.connMisses[0]++;
+      this.stats.connMisses[0]!++;
     } else {
-      this.stats.connHits[0]++;
+      this.stats.connHits[0]!++;
     }
     ch.send(o, timeoutMs);
   }
