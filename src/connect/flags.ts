@@ -157,7 +157,7 @@ function parse(
       strict: true,
       allowPositionals: false,
     });
-    return values as Record<string, string | boolean | undefined>;
+    return values;
   } catch (err) {
     throw new ConnectFlagError(unknownFlagMessage(err as Error, [...Object.keys(options), 'version']));
   }

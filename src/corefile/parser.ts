@@ -133,7 +133,7 @@ function describeChainEntry(e: string): string {
 
 function errCode(e: unknown): string | undefined {
   if (typeof e === 'object' && e !== null && 'code' in e) {
-    const c = (e as { code: unknown }).code;
+    const c = e.code;
     return typeof c === 'string' ? c : undefined;
   }
   return undefined;

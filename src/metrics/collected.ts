@@ -48,7 +48,7 @@ export function defineCollected(
       type,
       aggregator,
       async get() {
-        return { name, help, type, aggregator, values: collect() as MetricValue<string>[] };
+        return { name, help, type, aggregator, values: collect() };
       },
       reset() {},
     };

@@ -587,7 +587,7 @@ function literalLookup(type: 'udp4' | 'udp6'): dgram.SocketOptions['lookup'] {
     if (net.isIP(address) !== 0) cb(null, address, family);
     else dns.lookup(address, options as dns.LookupOneOptions, cb as never);
   };
-  return f as unknown as dgram.SocketOptions['lookup'];
+  return f;
 }
 
 let udpPathLogged = false;

@@ -45,7 +45,7 @@ export async function startUpstream(respond: (q: Message) => Message | null, del
   const sock = dgram.createSocket('udp4');
   await new Promise<void>((r) => sock.bind(0, '127.0.0.1', () => r()));
   const up: Upstream = {
-    port: (sock.address() as net.AddressInfo).port,
+    port: sock.address().port,
     log: [],
     count(name?: string) {
       return name === undefined

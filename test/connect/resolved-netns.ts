@@ -147,8 +147,8 @@ export class ResolvedSandbox {
     );
     this.unshare = u;
     let out = '';
-    u.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-    u.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+    u.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    u.stderr.on('data', (d: Buffer) => (out += d.toString()));
     await this.poll(
       'the sandbox to start',
       () => out.includes('ready'),

@@ -85,7 +85,7 @@ describe('systemd-resolved backend (resolvectl stand-in)', () => {
       ],
       'the undo record is written before the change',
     );
-    await revertResolved(h.records[0]!.resolved!, h.runner, h.log);
+    await revertResolved(h.records[0]!.resolved, h.runner, h.log);
     assert.deepEqual(h.fake.link('kdns0'), { index: 3, dns: [], domains: [], defaultRoute: null });
     assert.deepEqual(h.fake.changes().at(-1), ['revert', 'kdns0']);
   });

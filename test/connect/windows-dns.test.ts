@@ -126,7 +126,7 @@ describe('Windows NRPT and interface DNS through PowerShell', () => {
     assert.match(ran[1]!, /Add-DnsClientNrptRule -Namespace '\.cluster\.local'/);
     assert.match(ran[1]!, /Set-DnsClientServerAddress -InterfaceIndex 12 /);
     assert.equal(records[0]?.windows?.interfaceDns?.interfaceIndex, 12);
-    await revertWindows(records[0]!.windows!, runner, log);
+    await revertWindows(records[0].windows, runner, log);
     assert.match(ran[2]!, /Remove-DnsClientNrptRule -Force/);
   });
 

@@ -124,11 +124,11 @@ test(
       const pid = s.proc.pid!;
       const workers = await until(async () => (childrenOf(pid).length === 2 ? childrenOf(pid) : undefined), 5000);
       assert.equal(workers?.length, 2);
-      process.kill(workers![0]!, 'SIGKILL');
+      process.kill(workers[0]!, 'SIGKILL');
       for (let i = 0; i < 20; i++) assert.equal((await query(s.port, 'x.', QType.A)).rcode, Rcode.NOERROR);
       const replaced = await until(async () => {
         const now = childrenOf(pid);
-        return now.length === 2 && !now.includes(workers![0]!) ? now : undefined;
+        return now.length === 2 && !now.includes(workers[0]!) ? now : undefined;
       }, 5000);
       assert.ok(replaced, 'the killed worker was not replaced');
       await s.waitFor(/exited \(SIGKILL\); starting another/);

@@ -57,8 +57,8 @@ export async function startServer(o: StartOptions): Promise<RunningServer> {
     out += d.toString();
     for (const w of waiters.splice(0)) w();
   };
-  proc.stdout!.on('data', onData);
-  proc.stderr!.on('data', onData);
+  proc.stdout.on('data', onData);
+  proc.stderr.on('data', onData);
   let exited: number | null | undefined;
   const exitP = new Promise<number | null>((r) =>
     proc.on('exit', (code) => {

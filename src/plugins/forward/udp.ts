@@ -44,7 +44,7 @@ export class UdpChannel {
   private readonly onConnect = (err?: Error | null): void => {
     if (this.closed) return;
     if (err) {
-      this.onError(err as NodeJS.ErrnoException);
+      this.onError(err);
       return;
     }
     this.connected = true;

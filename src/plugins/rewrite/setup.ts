@@ -151,7 +151,7 @@ function edns0Rule(stop: boolean, args: Token[]): Rule {
   const action = args[1]!.text.toLowerCase();
   if (action !== 'set' && action !== 'replace' && action !== 'append' && action !== 'unset')
     throw new RuleError(`invalid action: "${args[1]!.text}"`, args[1]);
-  const a = action as Edns0Action;
+  const a = action;
   switch (kind) {
     case 'local': {
       if (a === 'unset' ? args.length !== 3 : args.length !== 4)

@@ -38,7 +38,7 @@ export class StoredAnswer {
     const ttls = a.ttls;
     for (let i = 0; i < offs.length; i++) {
       const ttl = ttls[i]! - age;
-      body.writeUInt32BE(ttl < 1 ? 1 : ttl, offs[i]!);
+      body.writeUInt32BE(ttl < 1 ? 1 : ttl, offs[i]);
     }
     this.aged = {
       body,

@@ -464,7 +464,7 @@ export class GoTemplate {
         if ((v as { [MAP]?: boolean })[MAP]) return undefined;
         throw this.err(`can't evaluate field ${key} in type ${typeName(v)}`);
       }
-      v = (v as ValueObject)[key];
+      v = v[key];
     }
     return v;
   }
@@ -516,7 +516,7 @@ export class GoTemplate {
               throw this.err(`error calling index: index out of range: ${String(k)}`);
             v = v.charCodeAt(k);
           } else if (v && typeof v === 'object') {
-            v = Object.prototype.hasOwnProperty.call(v, String(k)) ? (v as ValueObject)[String(k)] : '';
+            v = Object.prototype.hasOwnProperty.call(v, String(k)) ? v[String(k)] : '';
           } else throw this.err(`can't index item of type ${typeName(v)}`);
         }
         return v;
@@ -634,17 +634,17 @@ export function sprintf(fmt: string, args: Value[]): string {
           break;
         case 'x':
         case 'X':
-          s = int ? (a as number).toString(16) : Buffer.from(format(a), 'latin1').toString('hex');
+          s = int ? a.toString(16) : Buffer.from(format(a), 'latin1').toString('hex');
           if (verb === 'X') s = s.toUpperCase();
           break;
         case 'o':
-          s = int ? (a as number).toString(8) : `%!o(${format(a)})`;
+          s = int ? a.toString(8) : `%!o(${format(a)})`;
           break;
         case 'b':
-          s = int ? (a as number).toString(2) : `%!b(${format(a)})`;
+          s = int ? a.toString(2) : `%!b(${format(a)})`;
           break;
         case 'c':
-          s = int ? String.fromCharCode(a as number) : `%!c(${format(a)})`;
+          s = int ? String.fromCharCode(a) : `%!c(${format(a)})`;
           break;
         case 'q':
           s = JSON.stringify(format(a));
