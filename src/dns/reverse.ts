@@ -76,11 +76,6 @@ export function parseIPv6(s: string): Uint8Array | null {
   return out;
 }
 
-/** Formats 4 bytes as dotted quad. */
-export function formatIPv4(b: Uint8Array): string {
-  return `${b[0]}.${b[1]}.${b[2]}.${b[3]}`;
-}
-
 /**
  * Formats 16 bytes in the canonical RFC 5952 form (lowercase, no leading
  * zeros, the first longest run of two or more zero groups compressed), the same

@@ -47,8 +47,3 @@ export const execRunnerSync: SyncCommandRunner = (file, args, input) => {
   if (r.error) return { code: -1, stdout: r.stdout ?? '', stderr: r.error.message };
   return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
 };
-
-/** `file arg arg` for log lines (quoting arguments with spaces, for reading only). */
-export function commandText(file: string, args: readonly string[]): string {
-  return [file, ...args.map((a) => (/[\s"]/.test(a) ? JSON.stringify(a) : a))].join(' ');
-}

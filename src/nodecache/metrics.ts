@@ -22,10 +22,6 @@ export function countSetupError(type: SetupErrorType): void {
   setupErrors.set(type, (setupErrors.get(type) ?? 0) + 1);
 }
 
-export function setupErrorCount(type: SetupErrorType): number {
-  return setupErrors.get(type) ?? 0;
-}
-
 export function defineNodeCacheMetrics(): void {
   // node-cache always serves its metrics: load the registry now, as before.
   metricsRegistry();

@@ -121,7 +121,3 @@ export const coreDnsOnly = new Set([
 ]);
 
 export const knownDirectives: ReadonlySet<string> = new Set(pluginOrder.map(([n]) => n));
-
-export function pluginRank(name: string): number {
-  return pluginOrder.findIndex(([n]) => n === name);
-}

@@ -305,5 +305,3 @@ export class DnsServer {
     return this.stopping;
   }
 }
-
-export { log as serverLog };

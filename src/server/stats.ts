@@ -2,7 +2,7 @@
 // small integers (no label strings built per query) and turned into Prometheus samples
 // only when /metrics is scraped. Counting is on once any configuration loads `prometheus`.
 
-import { QType, rcodeToString } from '../dns/constants.js';
+import { QType } from '../dns/constants.js';
 
 /** The qtypes CoreDNS reports by name; everything else is "other". */
 export const MONITORED_TYPES = [
@@ -120,5 +120,3 @@ export class ServerStats {
 }
 
 export const serverStats = new ServerStats();
-
-export { rcodeToString, NB as DURATION_BUCKET_COUNT, NS as SIZE_BUCKET_COUNT };

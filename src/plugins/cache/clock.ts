@@ -45,8 +45,3 @@ export function freezeClock(ms: number = performance.now()): void {
 export function advanceClock(byMs: number): void {
   clock.ms += byMs;
 }
-
-export function thawClock(): void {
-  frozen = false;
-  clock.ms = performance.now();
-}
