@@ -125,9 +125,14 @@ export class ConnectSession {
       if (!record || this.stopping) return;
       const keep = await reapplyResolved(record, this.deps.runner, this.deps.log).catch(() => true);
       if (!keep) this.record({ resolved: undefined });
-      else if (!this.stopping) this.recheck = setTimeout(() => (this.rechecking = tick()), every);
+      else if (!this.stopping)
+        this.recheck = setTimeout(() => {
+          this.rechecking = tick();
+        }, every);
     };
-    this.recheck = setTimeout(() => (this.rechecking = tick()), every);
+    this.recheck = setTimeout(() => {
+      this.rechecking = tick();
+    }, every);
   }
 
   private scheduleHosts(): void {
