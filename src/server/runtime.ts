@@ -87,8 +87,8 @@ export function parseConfig(source: ConfigSource, defaultPort: number, warn?: (m
 
 export interface RuntimeEnv {
   http: HttpServices;
-  requestReload(reason: string): void;
-  shuttingDown(): boolean;
+  requestReload: (reason: string) => void;
+  shuttingDown: () => boolean;
 }
 
 export interface BlockRuntime extends RoutedBlock {

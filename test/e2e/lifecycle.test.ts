@@ -2,6 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { startServer } from '../helpers/server.js';
 import { query } from '../helpers/dns.js';
 import { freePort } from '../helpers/ports.js';
@@ -166,12 +167,11 @@ test(
   { timeout: 40000 },
   async () => {
     const { mkdtempSync, mkdirSync } = await import('node:fs');
-    const { tmpdir, availableParallelism } = await import('node:os');
-    const { join } = await import('node:path');
+    const os = await import('node:os');
     const { autoWorkers } = await import('../../src/server/workercount.js');
     const probe = 'a.example';
     // A fixture cgroup root limiting the process to one CPU (v2 cpu.max and v1 cfs files).
-    const root = mkdtempSync(join(tmpdir(), 'cgroup-'));
+    const root = mkdtempSync(join(os.tmpdir(), 'cgroup-'));
     writeFileSync(join(root, 'cpu.max'), '100000 100000\n');
     mkdirSync(join(root, 'cpu'));
     writeFileSync(join(root, 'cpu', 'cpu.cfs_quota_us'), '100000\n');
@@ -198,7 +198,7 @@ test(
       assert.equal(
         childrenOf(s.proc.pid!).length,
         expected > 1 ? expected : 0,
-        `auto: ${expected} of ${availableParallelism()} CPUs`,
+        `auto: ${expected} of ${os.availableParallelism()} CPUs`,
       );
     } finally {
       await s.stop();

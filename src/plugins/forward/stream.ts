@@ -21,7 +21,7 @@ export interface StreamTarget {
 interface ConnOwner {
   onIdle(c: StreamConn): void;
   onClosed(c: StreamConn): void;
-  onSession?(session: Buffer): void;
+  onSession?: (session: Buffer) => void;
 }
 
 /** One TCP or TLS connection and the queries waiting on it. */
