@@ -107,7 +107,10 @@ describe('clusterdns connect end to end', { concurrency: true }, () => {
       domains: ['default.svc.cluster.local', 'svc.cluster.local', 'cluster.local'],
       defaultRoute: false,
     });
-    assert.equal(JSON.parse(fs.readFileSync(r.state, 'utf8')).resolved.link, 'kdns0');
+    assert.equal(
+      (JSON.parse(fs.readFileSync(r.state, 'utf8')) as { resolved: { link: string } }).resolved.link,
+      'kdns0',
+    );
 
     routes.set(route('default', 'web', '10.96.0.30', 'fd00::30'));
     await until('ADDED in hosts', () => blockOf(hostsText(r)).length === 4);
@@ -277,7 +280,7 @@ describe('clusterdns connect end to end', { concurrency: true }, () => {
     args[args.indexOf(r.root)] = rel;
     const c = startConnect(args, r.env, [], parent);
     await waitBlock(r, c, 2);
-    assert.equal(JSON.parse(fs.readFileSync(r.state, 'utf8')).hosts.path, r.hosts);
+    assert.equal((JSON.parse(fs.readFileSync(r.state, 'utf8')) as { hosts: { path: string } }).hosts.path, r.hosts);
     c.proc.kill('SIGKILL');
     await c.exited;
     const d = await runCli(['disconnect', '--cleanup', '--root', r.root, '--os', 'linux'], r.env, [], tmpdir());

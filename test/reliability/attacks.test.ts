@@ -104,7 +104,9 @@ function attack(kind: string, port: number, args: Record<string, string | number
   let out = '';
   p.stdout.on('data', (d: Buffer) => (out += d.toString()));
   return new Promise((res, rej) =>
-    p.on('exit', (code) => (code === 0 ? res(JSON.parse(out)) : rej(new Error(`attacker ${kind} exited ${code}`)))),
+    p.on('exit', (code) =>
+      code === 0 ? res(JSON.parse(out) as AttackReport) : rej(new Error(`attacker ${kind} exited ${code}`)),
+    ),
   );
 }
 

@@ -88,7 +88,7 @@ export class AnswerStore {
   set(name: string, qtype: number, qclass: number, e: StoredAnswer): void {
     const key = (qtype << 16) | qclass;
     let byName = this.byType.get(key);
-    if (byName === undefined) this.byType.set(key, (byName = new Map()));
+    if (byName === undefined) this.byType.set(key, (byName = new Map<string, StoredAnswer>()));
     if (byName.delete(name)) this.count--;
     if (this.count >= this.capacity) this.evict(byName, e.storedAt);
     byName.set(name, e);

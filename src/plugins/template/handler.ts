@@ -227,7 +227,7 @@ export class TemplateHandler implements Handler {
       this.cached = 0;
     }
     let byName = this.cache.get(req.qtype);
-    if (byName === undefined) this.cache.set(req.qtype, (byName = new Map()));
+    if (byName === undefined) this.cache.set(req.qtype, (byName = new Map<string, CachedAnswer>()));
     byName.set(req.name, c);
     this.cached++;
     return c;
