@@ -39,7 +39,7 @@ export function readConfigSource(conf: string | undefined): ConfigSource {
     try {
       return { file, text: readFileSync(file, 'utf8'), builtin: false };
     } catch (e) {
-      throw new Error(`${file}: cannot read the Corefile (-conf ${conf}): ${systemErrorText(e)}`);
+      throw new Error(`${file}: cannot read the Corefile (-conf ${conf}): ${systemErrorText(e)}`, { cause: e });
     }
   }
   const local = resolve('Corefile');

@@ -43,7 +43,9 @@ async function waitBlock(r: Root, c: ConnectProcess, n: number): Promise<void> {
   try {
     await until(`${n} hosts entries`, () => blockOf(hostsText(r)).length === n, 20_000);
   } catch (err) {
-    throw new Error(`${(err as Error).message}\nhosts:\n${hostsText(r)}\nconnect output:\n${c.output()}`);
+    throw new Error(`${(err as Error).message}\nhosts:\n${hostsText(r)}\nconnect output:\n${c.output()}`, {
+      cause: err,
+    });
   }
 }
 

@@ -82,7 +82,7 @@ test('the codec never throws anything but DecodeError on 300,000 mutated message
     try {
       decodeMessage(m);
     } catch (e) {
-      if (!(e instanceof DecodeError)) throw new Error(`case ${i}: ${(e as Error).stack}`);
+      if (!(e instanceof DecodeError)) throw new Error(`case ${i}: ${(e as Error).stack}`, { cause: e });
     }
   }
 });

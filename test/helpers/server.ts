@@ -109,7 +109,7 @@ export async function startServer(o: StartOptions): Promise<RunningServer> {
         break;
       } catch (e) {
         if (exited !== undefined || Date.now() > deadline) {
-          throw new Error(`server did not answer: ${(e as Error).message}\n${out}`);
+          throw new Error(`server did not answer: ${(e as Error).message}\n${out}`, { cause: e });
         }
       }
     }
