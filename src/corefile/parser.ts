@@ -346,8 +346,6 @@ class Parser {
     const keys: ServerKey[] = [];
     for (const { tok, text } of keyToks) {
       for (const k of this.normalizeKey(tok, text)) {
-        const addr = `${k.scheme}://${k.zone}:${k.port}`;
-
         keys.push(k);
       }
     }

@@ -85,7 +85,6 @@ export function decodeName(buf: Buffer, offset: number): DecodedName {
     const len = buf[pos]!;
     if (len === 0) {
       if (end < 0) end = pos + 1;
-      wireLen += 1;
       break;
     }
     const kind = len & 0xc0;

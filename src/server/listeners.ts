@@ -9,7 +9,7 @@ import { QClass, Rcode } from '../dns/constants.js';
 import { parseQuery, QueryProblem } from '../dns/query.js';
 import { logger } from '../log.js';
 import { bareReply, finalizeReply } from './reply.js';
-import { Request, type ClientInfo, type HandlerResult, type Response } from './request.js';
+import { Request, type ClientInfo, type HandlerResult } from './request.js';
 import { serverStats, type ZoneStats } from './stats.js';
 import { queryNames } from '../status/names.js';
 import { TcpConnection, type Dispatch, type TcpLimits } from './tcp-conn.js';

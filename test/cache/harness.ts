@@ -3,7 +3,6 @@
 // small test-only forwarder to an upstream DNS server the test controls over UDP.
 
 import dgram from 'node:dgram';
-import net from 'node:net';
 import { parseCorefile } from '../../src/corefile/parser.js';
 import {
   decodeMessage,

@@ -179,7 +179,7 @@ export class ResolvedSandbox {
   ): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      let ok = false;
+      let ok: boolean;
       try {
         ok = await cond();
       } catch {

@@ -11,7 +11,7 @@ import { canonicalZone } from '../../dns/name.js';
 import { cidrToReverseZones, isReverseZone } from '../../dns/reverse.js';
 import type { Logger } from '../../log.js';
 import { durationArg, intArg, once, unknownProperty } from '../args.js';
-import type { PluginSetup, SetupContext, PluginInstance } from '../plugin.js';
+import type { PluginSetup, SetupContext } from '../plugin.js';
 import type { ClusterIndex, IndexListener } from './clusterindex.js';
 import { feedFor, type FeedHold } from './feed.js';
 import { KubernetesHandler } from './handler.js';
@@ -122,7 +122,7 @@ export function parseOptions(d: Directive, ctx: SetupContext): KubernetesOptions
       case 'endpoint': {
         argCount(p, 1, Infinity, 'a URL');
         const url = p.args[0]!.text;
-        let parsed: URL | null = null;
+        let parsed: URL | null;
         try {
           parsed = new URL(url);
         } catch {

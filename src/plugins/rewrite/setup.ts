@@ -6,7 +6,7 @@ import { goRegExp, groupCount } from '../../corefile/regexp.js';
 import type { Directive, Token } from '../../corefile/types.js';
 import { classToString, QClass, rcodeFromString, typeFromString } from '../../dns/constants.js';
 import type { PluginSetup } from '../plugin.js';
-import { Edns0LocalRule, Edns0NsidRule, Edns0SubnetRule, EDNS0_VARIABLES, type Edns0Action } from './edns0.js';
+import { Edns0LocalRule, Edns0NsidRule, Edns0SubnetRule, EDNS0_VARIABLES } from './edns0.js';
 import { CnameRule, RewriteHandler } from './handler.js';
 import { groupsUsed, MATCH_TYPES, NameMatch, normalizeName, type MatchType } from './names.js';
 import {

@@ -46,7 +46,7 @@ interface Action {
 function splitActions(src: string, name: string): { actions: Action[]; tail: string } {
   const actions: Action[] = [];
   let pos = 0;
-  let text = '';
+  let text: string;
   let trimNext = false;
   for (;;) {
     const open = src.indexOf('{{', pos);
