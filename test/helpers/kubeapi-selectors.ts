@@ -96,7 +96,8 @@ function fieldValue(obj: Record<string, unknown>, path: string[]): string {
     if (!isRecord(cur)) return '';
     cur = cur[p];
   }
-  return cur === undefined || cur === null ? '' : String(cur);
+  // Field selectors compare scalar fields; an object or a missing field matches only ''.
+  return typeof cur === 'string' || typeof cur === 'number' || typeof cur === 'boolean' ? String(cur) : '';
 }
 
 function labelsOf(obj: Record<string, unknown>): Record<string, string> {

@@ -914,7 +914,7 @@ export class KubeApiServer {
       return undefined;
     }
     if (body.kind !== undefined && body.kind !== rt.kind) {
-      fail(400, `kind ${String(body.kind)} does not match ${rt.kind}`);
+      fail(400, `kind ${JSON.stringify(body.kind)} does not match ${rt.kind}`);
       return undefined;
     }
     if (rt.namespaced) {

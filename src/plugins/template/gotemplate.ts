@@ -513,10 +513,10 @@ export class GoTemplate {
             v = v[k];
           } else if (typeof v === 'string') {
             if (typeof k !== 'number' || k < 0 || k >= v.length)
-              throw this.err(`error calling index: index out of range: ${String(k)}`);
+              throw this.err(`error calling index: index out of range: ${format(k)}`);
             v = v.charCodeAt(k);
           } else if (v && typeof v === 'object') {
-            v = Object.prototype.hasOwnProperty.call(v, String(k)) ? v[String(k)] : '';
+            v = Object.prototype.hasOwnProperty.call(v, format(k)) ? v[format(k)] : '';
           } else throw this.err(`can't index item of type ${typeName(v)}`);
         }
         return v;
@@ -597,7 +597,8 @@ export function format(v: Value): string {
   if (typeof v === 'number' || typeof v === 'boolean') return String(v);
   if (Array.isArray(v)) return `[${v.map(format).join(' ')}]`;
   if (typeof v === 'function') return '<func>';
-  if (Object.prototype.hasOwnProperty.call(v, 'toString')) return String(v);
+  if (Object.prototype.hasOwnProperty.call(v, 'toString')) return (v as { toString(): string }).toString();
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- Object's default text is what marks a Go map here
   const s = String(v);
   return s === '[object Object]'
     ? `map[${Object.keys(v)
