@@ -42,8 +42,8 @@ export function startConnect(
     out += d.toString();
     for (const w of waiters.splice(0)) w();
   };
-  proc.stdout!.on('data', onData);
-  proc.stderr!.on('data', onData);
+  proc.stdout.on('data', onData);
+  proc.stderr.on('data', onData);
   const exited = new Promise<number | string>((r) =>
     proc.on('exit', (code, signal) => {
       done = code ?? signal ?? -1;

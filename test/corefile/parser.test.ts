@@ -397,9 +397,9 @@ test('CIDR keys expand to reverse zones', () => {
   assert.deepEqual(keys(blocks[0]), ['dns://0.0.10.in-addr.arpa.:53']);
   assert.equal(blocks[0]?.keys[0]?.raw, '10.0.0.0/24');
   assert.equal(blocks[1]?.keys.length, 128);
-  assert.equal(keys(blocks[1]!)[0], 'dns://0.1.10.in-addr.arpa.:1053');
-  assert.equal(keys(blocks[1]!)[127], 'dns://127.1.10.in-addr.arpa.:1053');
-  assert.ok(blocks[1]!.keys.every((k) => k.raw === '10.1.0.0/17:1053'));
+  assert.equal(keys(blocks[1])[0], 'dns://0.1.10.in-addr.arpa.:1053');
+  assert.equal(keys(blocks[1])[127], 'dns://127.1.10.in-addr.arpa.:1053');
+  assert.ok(blocks[1].keys.every((k) => k.raw === '10.1.0.0/17:1053'));
   assert.deepEqual(keys(blocks[2]!), [
     'dns://10.in-addr.arpa.:53',
     'dns://0.0.0.0.0.0.0.0.0.0.0.0.0.0.d.f.ip6.arpa.:53',

@@ -8,7 +8,7 @@ import { KubeApiServer } from '../helpers/kubeapi.js';
 import { startServer, type RunningServer } from '../helpers/server.js';
 import { query } from '../helpers/dns.js';
 import { freePort } from '../helpers/ports.js';
-import { Rcode, rcodeToString, typeFromString } from '../../src/dns/constants.js';
+import { type Rcode, rcodeToString, typeFromString } from '../../src/dns/constants.js';
 import { externalService, namespace, pod, sectionText, service, slice, soaText } from '../kubernetes/fixtures.js';
 
 interface Vector {
