@@ -253,7 +253,7 @@ async function measureMode(mode, workload, notes) {
       const why = `did not start: ${e.message} (log: ${ctx.dir}/${def.name}-${mode}.log)`;
       await stopProcess(row.proc);
       row.proc = null;
-      if (!def.optional) throw new Error(`${def.name} ${why}`);
+      if (!def.optional) throw new Error(`${def.name} ${why}`, { cause: e });
       row.note = 'did not start';
       notes.push(`${def.name} (${mode}) skipped: ${why}`);
       log(`  ${def.name}: skipped, ${why}`);

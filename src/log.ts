@@ -1,5 +1,5 @@
 // CoreDNS-style log lines: "[INFO] plugin/NAME: message". Plain writes, no JSON, no library:
-// measured faster than pino for this format (../shared/reference/node-ecosystem.md 3.2).
+// a fixed one-line format needs no serializer, and the hot path pays only for a string concat.
 
 import cluster from 'node:cluster';
 import { defineCollected } from './metrics/collected.js';

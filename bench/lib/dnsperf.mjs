@@ -1,4 +1,4 @@
-// Runs dnsperf (closed loop, BENCHMARKING.md's settings) and parses its summary.
+// Runs dnsperf (closed loop, the settings BENCHMARKS.md states) and parses its summary.
 
 import { runCommand } from './procs.mjs';
 

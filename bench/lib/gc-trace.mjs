@@ -34,7 +34,7 @@ export function parseTraceGc(text) {
 
 /** gc-observer.mjs's file → [{ pid, startNs, durNs, kind }] sorted by start (ns as Numbers, monotonic). */
 export function readGcLog(file) {
-  let text = '';
+  let text;
   try {
     text = readFileSync(file, 'utf8');
   } catch {

@@ -112,10 +112,6 @@ export function killAllSync() {
   live.clear();
 }
 
-export function liveCount() {
-  return live.size;
-}
-
 /** All descendants of pid, found through /proc/<pid>/stat's ppid field. */
 export function descendants(pid) {
   const parentOf = new Map();

@@ -1,4 +1,4 @@
-// The workload of /work/shared/BENCHMARKING.md: 2,000 names svc-N.ns-M.svc.cluster.local
+// The workload BENCHMARKS.md describes: 2,000 names svc-N.ns-M.svc.cluster.local
 // (20 namespaces × 100), A records 10.96.x.y with TTL 30, and a query file of 100k random
 // lines `<name> A` drawn with a seeded RNG so that runs are comparable.
 

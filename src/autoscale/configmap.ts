@@ -30,7 +30,9 @@ export async function fetchOrCreateConfigMap(
   } catch (err) {
     if (!(err instanceof KubeApiError && err.status === 404)) throw err;
     if (!defaults)
-      throw new Error(`ConfigMap ${ref.namespace}/${ref.name} not found and no --default-params to create it from`);
+      throw new Error(`ConfigMap ${ref.namespace}/${ref.name} not found and no --default-params to create it from`, {
+        cause: err,
+      });
     body = await client.request(
       'POST',
       `/api/v1/namespaces/${ns}/configmaps`,

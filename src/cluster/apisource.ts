@@ -196,7 +196,7 @@ export class ApiSource implements KubeSource {
     client: KubeClient,
     common: {
       onDelete(kind: ClusterKind, key: string): void;
-      onSynced(): void;
+      onSynced: () => void;
       onConnection(path: string, connected: boolean): void;
       onForbidden(path: string, message: string): void;
     },

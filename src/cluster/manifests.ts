@@ -125,7 +125,7 @@ export class ManifestSource implements KubeSource {
       for (const f of [...this.perFile.keys()]) if (!files.includes(f)) this.perFile.delete(f);
       for (const f of files) {
         try {
-          // The YAML library is loaded only for YAML files (~10 MB of RSS); JSON needs none.
+          // The YAML library (a large module) is loaded only for YAML files; JSON needs none.
           if (!f.endsWith('.json') && !yamlParser) yamlParser = (await import('yaml')).parseAllDocuments;
           this.perFile.set(f, this.parse(f, await readFile(f, 'utf8')));
         } catch (err) {

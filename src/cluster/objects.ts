@@ -158,10 +158,6 @@ const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 /** RFC 1035 label: Service names must start with a letter. */
 const DNS1035_LABEL = /^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$/;
 
-export function isDnsLabel(s: string): boolean {
-  return DNS1123_LABEL.test(s);
-}
-
 /** Where a projection reports what it skipped: `what` names the object, e.g. `Service default/web`. */
 export type ProjectionWarn = (what: string, why: string) => void;
 

@@ -108,12 +108,12 @@ export function parseServer(raw: string): ServerAddress {
   let port = 53;
   const bracketed = /^\[([^\]]+)\](?::(\d+))?$/.exec(host);
   if (bracketed) {
-    host = bracketed[1];
+    host = bracketed[1]!;
     if (bracketed[2] !== undefined) port = Number(bracketed[2]);
   } else {
     const v4 = /^([^:]+):(\d+)$/.exec(host);
     if (v4) {
-      host = v4[1];
+      host = v4[1]!;
       port = Number(v4[2]);
     }
   }
@@ -155,7 +155,7 @@ function parse(
       strict: true,
       allowPositionals: false,
     });
-    return values as Record<string, string | boolean | undefined>;
+    return values;
   } catch (err) {
     throw new ConnectFlagError(unknownFlagMessage(err as Error, [...Object.keys(options), 'version']));
   }
@@ -216,7 +216,7 @@ export function parseConnectFlags(argv: string[], env: NodeJS.ProcessEnv = proce
   const firstNs = namespaces[0] ?? 'default';
   const search =
     searchRaw === undefined
-      ? [`${firstNs}.svc.${domains[0]}`, `svc.${domains[0]}`, domains[0]]
+      ? [`${firstNs}.svc.${domains[0]}`, `svc.${domains[0]}`, domains[0]!]
       : list(searchRaw).map((d) => parseDomain(d, '--search'));
 
   let routesUrl: URL | undefined;

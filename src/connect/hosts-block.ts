@@ -128,14 +128,14 @@ export function spliceBlock(text: string, block: string | null, addedNewline: bo
     const needsBreak = text !== '' && !text.endsWith('\n');
     return { text: (needsBreak ? text + eolOf(text) : text) + block, addedNewline: needsBreak };
   }
-  let out = text.slice(0, spans[0].start) + (block ?? '');
+  let out = text.slice(0, spans[0]!.start) + (block ?? '');
   for (let i = 0; i < spans.length; i++) {
-    const tailEnd = i + 1 < spans.length ? spans[i + 1].start : text.length;
-    out += text.slice(spans[i].end, tailEnd);
+    const tailEnd = i + 1 < spans.length ? spans[i + 1]!.start : text.length;
+    out += text.slice(spans[i]!.end, tailEnd);
   }
   let added = addedNewline;
   if (block === null) {
-    if (added && spans[spans.length - 1].end === text.length && spans[0].start === out.length) {
+    if (added && spans[spans.length - 1]!.end === text.length && spans[0]!.start === out.length) {
       if (out.endsWith('\r\n')) out = out.slice(0, -2);
       else if (out.endsWith('\n')) out = out.slice(0, -1);
     }

@@ -11,7 +11,7 @@ export async function routeLink(runner: CommandRunner, ip: string): Promise<stri
   const r = await runner('ip', ['route', 'get', ip]);
   if (r.code !== 0) return null;
   const m = /\bdev\s+(\S+)/.exec(r.stdout);
-  return m ? m[1] : null;
+  return m ? m[1]! : null;
 }
 
 /** `resolvectl dns|domain LINK` prints `Link 3 (eth0): a b c`; the words after the colon. */
@@ -34,7 +34,11 @@ function serverArg(s: ServerAddress): string {
 }
 
 /** The resolvectl invocations that configure `link`, in order. */
-export function resolvectlApplyArgs(link: string, setup: DnsSetup, search: readonly string[]): string[][] {
+export function resolvectlApplyArgs(
+  link: string,
+  setup: DnsSetup,
+  search: readonly string[],
+): [dns: string[], domain: string[], defaultRoute: string[]] {
   // Search entries (in search order) route and expand; a cluster domain not searched only routes.
   const domains = [...search, ...setup.domains.filter((d) => !search.includes(d)).map((d) => `~${d}`)];
   return [
@@ -104,7 +108,7 @@ export async function applyResolved(setup: DnsSetup, ctx: BackendContext): Promi
   const plan = resolvectlApplyArgs(link, setup, search);
   const currentServers = parseLinkValues(dns.stdout);
   const currentDomains = domain.code === 0 ? parseLinkValues(domain.stdout) : [];
-  const ours = sameSet(currentServers, [plan[0][2]]) && sameSet(currentDomains, plan[1].slice(2));
+  const ours = sameSet(currentServers, [plan[0][2]!]) && sameSet(currentDomains, plan[1].slice(2));
   if ((currentServers.length > 0 || currentDomains.length > 0) && !ours) {
     log.warn(
       `link ${link} already has DNS settings from another manager (servers: ${currentServers.join(' ') || 'none'}; domains: ${currentDomains.join(' ') || 'none'}); ` +
@@ -112,7 +116,7 @@ export async function applyResolved(setup: DnsSetup, ctx: BackendContext): Promi
     );
     return false;
   }
-  const record: ResolvedRecord = { link, server: plan[0][2], domains: plan[1].slice(2) };
+  const record: ResolvedRecord = { link, server: plan[0][2]!, domains: plan[1].slice(2) };
   ctx.record({ resolved: record });
   if (!(await runPlan(plan, runner, log))) {
     await revertResolved(record, runner, log);

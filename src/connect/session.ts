@@ -102,7 +102,7 @@ export class ConnectSession {
     else await applyWindows(setup, ctx);
 
     if (this.flags.routesUrl) {
-      this.naming = { clusterDomain: this.flags.domains[0], searchDomains: this.flags.search };
+      this.naming = { clusterDomain: this.flags.domains[0]!, searchDomains: this.flags.search };
       this.stream = new RouteStream({
         url: this.flags.routesUrl,
         token: this.flags.token,
@@ -125,9 +125,14 @@ export class ConnectSession {
       if (!record || this.stopping) return;
       const keep = await reapplyResolved(record, this.deps.runner, this.deps.log).catch(() => true);
       if (!keep) this.record({ resolved: undefined });
-      else if (!this.stopping) this.recheck = setTimeout(() => (this.rechecking = tick()), every);
+      else if (!this.stopping)
+        this.recheck = setTimeout(() => {
+          this.rechecking = tick();
+        }, every);
     };
-    this.recheck = setTimeout(() => (this.rechecking = tick()), every);
+    this.recheck = setTimeout(() => {
+      this.rechecking = tick();
+    }, every);
   }
 
   private scheduleHosts(): void {

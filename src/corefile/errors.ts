@@ -26,8 +26,3 @@ export function directiveError(d: Directive | Token, what: string): CorefileErro
   if (!d.imported) return new CorefileError(d.file, d.line, what);
   return new CorefileError(d.file, d.line, redactContent(what, 'text' in d ? [d.text] : d.args.map((a) => a.text)));
 }
-
-/** Type guard. */
-export function isCorefileError(e: unknown): e is CorefileError {
-  return e instanceof CorefileError;
-}

@@ -49,7 +49,7 @@ export function lex(text: string, file: string): LexToken[] {
   };
 
   while (i < n) {
-    const ch = text[i];
+    const ch = text[i]!;
     if (ch === '\n') {
       line++;
       i++;
@@ -109,7 +109,7 @@ export function lex(text: string, file: string): LexToken[] {
     }
     // Bare word: up to whitespace or a comment.
     let j = i;
-    while (j < n && !isSpace(text[j]) && text[j] !== '#') j++;
+    while (j < n && !isSpace(text[j]!) && text[j] !== '#') j++;
     const word = text.slice(i, j);
     i = j;
     push(word, startLine, false);

@@ -60,7 +60,7 @@ function hasGlobMeta(s: string): boolean {
 function segmentRegex(seg: string): RegExp {
   let re = '^';
   for (let i = 0; i < seg.length; i++) {
-    const c = seg[i];
+    const c = seg[i]!;
     if (c === '*') re += '[^/]*';
     else if (c === '?') re += '[^/]';
     else if (c === '[') {
@@ -79,7 +79,7 @@ function segmentRegex(seg: string): RegExp {
       re += `[${neg ? '^' : ''}${cls}]`;
       i = end;
     } else if (c === '\\' && i + 1 < seg.length) {
-      re += seg[i + 1].replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+      re += seg[i + 1]!.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
       i++;
     } else re += c.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
   }
@@ -96,7 +96,7 @@ function globFiles(base: string, pattern: string): string[] {
   const segs = pattern.split(path.sep === '\\' ? /[\\/]/ : /\//).filter((s) => s !== '');
   let current: string[] = [start];
   for (let k = 0; k < segs.length; k++) {
-    const seg = segs[k];
+    const seg = segs[k]!;
     const last = k === segs.length - 1;
     const next: string[] = [];
     for (const dir of current) {
@@ -133,7 +133,7 @@ function describeChainEntry(e: string): string {
 
 function errCode(e: unknown): string | undefined {
   if (typeof e === 'object' && e !== null && 'code' in e) {
-    const c = (e as { code: unknown }).code;
+    const c = e.code;
     return typeof c === 'string' ? c : undefined;
   }
   return undefined;
@@ -182,7 +182,7 @@ class Parser {
   /** The k-th upcoming token (0 = next), looking through the frame stack. */
   private peek(k = 0): PTok | undefined {
     for (let f = this.frames.length - 1; f >= 0; f--) {
-      const fr = this.frames[f];
+      const fr = this.frames[f]!;
       const avail = fr.toks.length - fr.pos;
       if (k < avail) return fr.toks[fr.pos + k];
       k -= avail;
@@ -193,9 +193,9 @@ class Parser {
   /** Consumes and returns the next token. */
   private next(): PTok | undefined {
     while (this.frames.length > 0) {
-      const fr = this.frames[this.frames.length - 1];
+      const fr = this.frames[this.frames.length - 1]!;
       if (fr.pos < fr.toks.length) {
-        this.last = fr.toks[fr.pos++];
+        this.last = fr.toks[fr.pos++]!;
         return this.last;
       }
       this.frames.pop();
@@ -206,7 +206,7 @@ class Parser {
   /** True when the k-th upcoming token exists and comes from the same frame as the next one. */
   private inSameFrame(k: number): boolean {
     for (let f = this.frames.length - 1; f >= 0; f--) {
-      const fr = this.frames[f];
+      const fr = this.frames[f]!;
       const avail = fr.toks.length - fr.pos;
       if (avail === 0) continue;
       return k < avail;
@@ -300,9 +300,9 @@ class Parser {
     const braced = next !== undefined && isOpen(next);
 
     // Snippet definition: a single `(name)` key.
-    if (keyToks.length === 1 && /^\(.*\)$/s.test(keyToks[0].text)) {
-      const name = keyToks[0].text.slice(1, -1);
-      const at = keyToks[0].tok;
+    if (keyToks.length === 1 && /^\(.*\)$/s.test(keyToks[0]!.text)) {
+      const name = keyToks[0]!.text.slice(1, -1);
+      const at = keyToks[0]!.tok;
       if (!braced) {
         if (next && !next.lineStart) throw this.err(next, `Unexpected token '${next.text}', expecting '{'`);
         throw this.err(at, `Snippet (${name}) must be followed by '{' on the same line`);
@@ -346,8 +346,6 @@ class Parser {
     const keys: ServerKey[] = [];
     for (const { tok, text } of keyToks) {
       for (const k of this.normalizeKey(tok, text)) {
-        const addr = `${k.scheme}://${k.zone}:${k.port}`;
-
         keys.push(k);
       }
     }
@@ -359,7 +357,7 @@ class Parser {
     let scheme = 'dns';
     const m = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(rest);
     if (m) {
-      scheme = m[1].toLowerCase();
+      scheme = m[1]!.toLowerCase();
       if (!Object.hasOwn(SCHEME_PORTS, scheme)) throw this.err(tok, `unsupported scheme '${m[1]}' in '${raw}'`);
       rest = rest.slice(m[0].length);
     }
@@ -367,7 +365,7 @@ class Parser {
     let portText: string | undefined;
     const cidr = /^(.*\/[0-9]+)(?::([^:]*))?$/.exec(rest);
     if (cidr) {
-      host = cidr[1];
+      host = cidr[1]!;
       portText = cidr[2];
     } else if (rest.startsWith('[')) {
       const close = rest.indexOf(']');
@@ -384,7 +382,7 @@ class Parser {
         portText = rest.slice(i + 1);
       }
     }
-    let port = scheme === 'dns' ? this.defaultPort : SCHEME_PORTS[scheme];
+    let port = scheme === 'dns' ? this.defaultPort : SCHEME_PORTS[scheme]!;
     if (portText !== undefined) {
       if (!/^[0-9]{1,5}$/.test(portText) || Number(portText) > 65535) {
         throw this.err(tok, `invalid port '${portText}' in '${raw}'`);

@@ -5,11 +5,11 @@
 import type { DiagnoseReport, QueryJson } from './report.js';
 
 export interface Style {
-  bold(s: string): string;
-  dim(s: string): string;
-  green(s: string): string;
-  yellow(s: string): string;
-  red(s: string): string;
+  bold: (s: string) => string;
+  dim: (s: string) => string;
+  green: (s: string) => string;
+  yellow: (s: string) => string;
+  red: (s: string) => string;
 }
 
 const plain: Style = { bold: (s) => s, dim: (s) => s, green: (s) => s, yellow: (s) => s, red: (s) => s };

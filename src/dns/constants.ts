@@ -48,8 +48,6 @@ export const Rcode = {
   BADVERS: 16,
 } as const;
 
-export type RcodeValue = number;
-
 export const Opcode = {
   QUERY: 0,
   IQUERY: 1,

@@ -85,7 +85,6 @@ export function decodeName(buf: Buffer, offset: number): DecodedName {
     const len = buf[pos]!;
     if (len === 0) {
       if (end < 0) end = pos + 1;
-      wireLen += 1;
       break;
     }
     const kind = len & 0xc0;
@@ -184,11 +183,6 @@ export function nameToLabels(name: string): Buffer[] {
   return labels;
 }
 
-/** Lowercases ASCII letters only (DNS names compare case-insensitively for A-Z only). */
-export function lowerName(name: string): string {
-  return name.toLowerCase();
-}
-
 /** Makes a name fully qualified (trailing dot) and lowercased, as zones are stored. */
 export function canonicalZone(name: string): string {
   let n = name.trim().toLowerCase();
@@ -197,52 +191,10 @@ export function canonicalZone(name: string): string {
   return n;
 }
 
-export function fqdn(name: string): string {
-  if (name === '' || name === '.') return '.';
-  return name.endsWith('.') ? name : name + '.';
-}
-
 /** True when `name` equals `zone` or lies under it; both lowercased and fully qualified. */
 export function isSubdomain(name: string, zone: string): boolean {
   if (zone === '.') return true;
   if (name.length < zone.length) return false;
   if (name.length === zone.length) return name === zone;
   return name.endsWith(zone) && name.charCodeAt(name.length - zone.length - 1) === 0x2e;
-}
-
-/** Number of labels in a presentation name ("." has 0). */
-export function countLabels(name: string): number {
-  if (name === '.' || name === '') return 0;
-  let n = 0;
-  for (let i = 0; i < name.length; i++) {
-    const c = name.charCodeAt(i);
-    if (c === 0x5c) {
-      i++;
-      continue;
-    }
-    if (c === 0x2e) n++;
-  }
-  if (!name.endsWith('.')) n++;
-  return n;
-}
-
-/** Splits a presentation name into its labels as strings (escapes kept). */
-export function splitLabels(name: string): string[] {
-  if (name === '.' || name === '') return [];
-  const n = name.endsWith('.') && !name.endsWith('\\.') ? name.slice(0, -1) : name;
-  if (n.indexOf('\\') < 0) return n.split('.');
-  const out: string[] = [];
-  let cur = '';
-  for (let i = 0; i < n.length; i++) {
-    const c = n[i]!;
-    if (c === '\\') {
-      cur += c + (n[i + 1] ?? '');
-      i++;
-    } else if (c === '.') {
-      out.push(cur);
-      cur = '';
-    } else cur += c;
-  }
-  out.push(cur);
-  return out;
 }

@@ -11,7 +11,7 @@ export function parseIPv4(s: string): Uint8Array | null {
   if (parts.length !== 4) return null;
   const out = new Uint8Array(4);
   for (let i = 0; i < 4; i++) {
-    const p = parts[i];
+    const p = parts[i]!;
     if (!/^(0|[1-9][0-9]{0,2})$/.test(p)) return null;
     const v = Number(p);
     if (v > 255) return null;
@@ -39,11 +39,11 @@ export function parseIPv6(s: string): Uint8Array | null {
   // Expand a trailing embedded IPv4 address into two 16-bit groups.
   const expandV4 = (groups: string[]): string[] | null => {
     if (groups.length === 0) return groups;
-    const last = groups[groups.length - 1];
+    const last = groups[groups.length - 1]!;
     if (!last.includes('.')) return groups;
     const v4 = parseIPv4(last);
     if (!v4) return null;
-    return [...groups.slice(0, -1), ((v4[0] << 8) | v4[1]).toString(16), ((v4[2] << 8) | v4[3]).toString(16)];
+    return [...groups.slice(0, -1), ((v4[0]! << 8) | v4[1]!).toString(16), ((v4[2]! << 8) | v4[3]!).toString(16)];
   };
   if (tail.length > 0 || dbl !== -1) {
     const t = expandV4(tail);
@@ -70,15 +70,10 @@ export function parseIPv6(s: string): Uint8Array | null {
   }
   const out = new Uint8Array(16);
   for (let i = 0; i < 8; i++) {
-    out[2 * i] = groups[i] >> 8;
-    out[2 * i + 1] = groups[i] & 0xff;
+    out[2 * i] = groups[i]! >> 8;
+    out[2 * i + 1] = groups[i]! & 0xff;
   }
   return out;
-}
-
-/** Formats 4 bytes as dotted quad. */
-export function formatIPv4(b: Uint8Array): string {
-  return `${b[0]}.${b[1]}.${b[2]}.${b[3]}`;
 }
 
 /**
@@ -88,7 +83,7 @@ export function formatIPv4(b: Uint8Array): string {
  */
 export function formatIPv6(b: Uint8Array): string {
   const groups: number[] = [];
-  for (let i = 0; i < 8; i++) groups.push((b[2 * i] << 8) | b[2 * i + 1]);
+  for (let i = 0; i < 8; i++) groups.push((b[2 * i]! << 8) | b[2 * i + 1]!);
   let bestStart = -1;
   let bestLen = 0;
   for (let i = 0; i < 8;) {
@@ -129,7 +124,7 @@ export function ipToReverseName(ip: string): string {
   if (v6) {
     const nibbles: string[] = [];
     for (let i = 15; i >= 0; i--) {
-      nibbles.push((v6[i] & 0x0f).toString(16), (v6[i] >> 4).toString(16));
+      nibbles.push((v6[i]! & 0x0f).toString(16), (v6[i]! >> 4).toString(16));
     }
     return `${nibbles.join('.')}.${V6_SUFFIX}`;
   }
@@ -154,11 +149,11 @@ export function reverseNameToIp(name: string): string | null {
     if (labels.length !== 32) return null;
     const b = new Uint8Array(16);
     for (let i = 0; i < 32; i++) {
-      const l = labels[31 - i];
+      const l = labels[31 - i]!;
       if (!/^[0-9a-f]$/.test(l)) return null;
       const v = parseInt(l, 16);
       if (i % 2 === 0) b[i >> 1] = v << 4;
-      else b[i >> 1] |= v;
+      else b[i >> 1]! |= v;
     }
     return formatIPv6(b);
   }
@@ -197,8 +192,8 @@ export function cidrToReverseZones(cidr: string): string[] {
   const unitCount = total / unitBits;
   const units: number[] = [];
   for (let i = 0; i < unitCount; i++) {
-    if (isV4) units.push(bytes[i]);
-    else units.push(i % 2 === 0 ? bytes[i >> 1] >> 4 : bytes[i >> 1] & 0x0f);
+    if (isV4) units.push(bytes[i]!);
+    else units.push(i % 2 === 0 ? bytes[i >> 1]! >> 4 : bytes[i >> 1]! & 0x0f);
   }
   // Mask host bits.
   for (let i = 0; i < unitCount; i++) {
@@ -207,7 +202,7 @@ export function cidrToReverseZones(cidr: string): string[] {
     else if (start + unitBits > bits) {
       const keep = bits - start;
       const mask = ((1 << keep) - 1) << (unitBits - keep);
-      units[i] &= mask;
+      units[i]! &= mask;
     }
   }
   const roundedUnits = Math.ceil(bits / unitBits);
@@ -218,7 +213,7 @@ export function cidrToReverseZones(cidr: string): string[] {
   const count = 1 << extraBits;
   for (let k = 0; k < count; k++) {
     const labels = units.slice(0, roundedUnits);
-    if (roundedUnits > 0) labels[roundedUnits - 1] += k;
+    if (roundedUnits > 0) labels[roundedUnits - 1]! += k;
     const prefix = labels.reverse().map(fmt).join('.');
     zones.push(prefix === '' ? suffix : `${prefix}.${suffix}`);
   }

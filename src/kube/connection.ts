@@ -107,7 +107,7 @@ export async function kubeconfigConnection(file: string, context?: string): Prom
   const text = await readConfigFile(file, 'kubeconfig').then((b) => b.toString('utf8'));
   let doc: unknown;
   try {
-    // Loaded on use: the YAML library costs ~10 MB of RSS in every process that imports it.
+    // Loaded on use: the YAML library adds to the RSS of every process that imports it.
     const { parse: parseYaml } = await import('yaml');
     doc = parseYaml(text);
   } catch (err) {

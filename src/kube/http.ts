@@ -82,7 +82,7 @@ interface Exchange {
   req: http.ClientRequest;
   res: http.IncomingMessage;
   /** Drop the abort listener and in-flight count; call once the body is consumed or abandoned. */
-  release(): void;
+  release: () => void;
   /** Why we cut the request ourselves (abort, timeout), if we did. */
   failure(): Error | undefined;
 }

@@ -37,9 +37,9 @@ export interface ReflectorOptions<T> {
   /** Strip an API object to what the caller needs; null (malformed) skips it with a warning. */
   project(obj: unknown): Projected<T> | null;
   /** Key of an object `project` rejected, so a now-malformed object's old entry is dropped. Default `ns/name`. */
-  keyOf?(obj: unknown): string | null;
+  keyOf?: (obj: unknown) => string | null;
   /** Whether two projections are the same (no update emitted). Default deep equality. */
-  equals?(a: T, b: T): boolean;
+  equals?: (a: T, b: T) => boolean;
   onAdd?(key: string, value: T): void;
   onUpdate?(key: string, old: T, value: T): void;
   onDelete?(key: string, old: T): void;
@@ -50,7 +50,7 @@ export interface ReflectorOptions<T> {
   /** API reachable (a list page or watch opened) or not (a request failed). Called on changes only. */
   onConnectionChange?(connected: boolean): void;
   /** Non-fatal problems, e.g. a malformed object; defaults to stderr. */
-  warn?(msg: string): void;
+  warn?: (msg: string) => void;
   /** How it lists, when that changes (e.g. the server has no WatchList); defaults to nowhere. */
   info?(msg: string): void;
   /** A full list (LIST pages or a WatchList's initial events) starts: a burst of allocation. */

@@ -146,7 +146,7 @@ function lasting(metrics: MetricJson[]): MetricJson[] {
     if (isCounting(m)) out.push(m);
     else if (STATUS_TOTALS.has(m.name)) {
       const values = m.values.filter((v) => v.labels['window'] === 'total');
-      if (values.length > 0) out.push({ ...m, values } as MetricJson);
+      if (values.length > 0) out.push({ ...m, values });
     }
   }
   return out;
@@ -225,14 +225,11 @@ export function servePrimaryMetrics(): void {
 
   const combine = (lists: MetricJson[][]): MetricJson[][] =>
     lists.map((l) =>
-      l.map(
-        (m) =>
-          ({
-            ...m,
-            aggregator:
-              COMBINE[m.name] ?? (isCounting(m) ? 'sum' : ((m as { aggregator?: Aggregator }).aggregator ?? 'sum')),
-          }) as MetricJson,
-      ),
+      l.map((m) => ({
+        ...m,
+        aggregator:
+          COMBINE[m.name] ?? (isCounting(m) ? 'sum' : ((m as { aggregator?: Aggregator }).aggregator ?? 'sum')),
+      })),
     );
 
   cluster.on('exit', (w) => {

@@ -23,7 +23,7 @@ export interface IptablesRule {
   spec: string[];
 }
 
-/** The rules of reference §3.3, in upstream's order, for every local IP. */
+/** The NOTRACK/ACCEPT rules upstream node-local-dns installs, in its order, for every local IP. */
 export function nodeCacheRules(localIPs: readonly string[], dnsPort: number, healthPort: number): IptablesRule[] {
   const port = String(dnsPort);
   const health = String(healthPort);

@@ -22,10 +22,6 @@ export function countSetupError(type: SetupErrorType): void {
   setupErrors.inc(type);
 }
 
-export function setupErrorCount(type: SetupErrorType): number {
-  return setupErrors.get(type);
-}
-
 export function defineNodeCacheMetrics(): void {
   // node-cache always serves its metrics: load the registry now, as before.
   metricsRegistry();

@@ -57,12 +57,12 @@ function tryBind(host: string, port: number, proto: 'tcp' | 'udp'): Promise<Node
       const s = createSocket({ type: isIP(host) === 6 ? 'udp6' : 'udp4' });
       s.once('error', (e) => {
         s.close();
-        resolve(e as NodeJS.ErrnoException);
+        resolve(e);
       });
       s.bind({ address: host, port, exclusive: true }, () => s.close(() => resolve(null)));
     } else {
       const s = createServer();
-      s.once('error', (e) => resolve(e as NodeJS.ErrnoException));
+      s.once('error', (e) => resolve(e));
       s.listen({ host, port, exclusive: true }, () => s.close(() => resolve(null)));
     }
   });

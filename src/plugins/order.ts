@@ -10,8 +10,8 @@ type SetupModule = { setup: PluginSetup };
 
 /**
  * [name, loader] in execution order. A plugin's code is loaded only when a Corefile uses it
- * (`loadPlugins`): a process pays for the plugins it runs, not for all of them (2.2 MB less
- * RSS for a kubernetes-only server, measured; BENCHMARKS.md, Memory).
+ * (`loadPlugins`): a process pays for the plugins it runs, not for all of them (BENCHMARKS.md,
+ * Memory).
  */
 export const pluginOrder: ReadonlyArray<readonly [string, () => Promise<SetupModule>]> = [
   ['metadata', () => import('./metadata/setup.js')],
@@ -121,7 +121,3 @@ export const coreDnsOnly = new Set([
 ]);
 
 export const knownDirectives: ReadonlySet<string> = new Set(pluginOrder.map(([n]) => n));
-
-export function pluginRank(name: string): number {
-  return pluginOrder.findIndex(([n]) => n === name);
-}

@@ -48,8 +48,3 @@ export function invalidateSuffix(zoneOrSuffix: string): number {
   for (const t of targets) dropped += t.dropSuffix(suffix);
   return dropped;
 }
-
-/** Number of caches currently attached (for tests and diagnostics). */
-export function attachedCaches(): number {
-  return targets.size;
-}

@@ -40,7 +40,7 @@ export function readConfigSource(conf: string | undefined): ConfigSource {
     try {
       return { file, text: readFileSync(file, 'utf8'), builtin: false };
     } catch (e) {
-      throw new Error(`${file}: cannot read the Corefile (-conf ${conf}): ${systemErrorText(e)}`);
+      throw new Error(`${file}: cannot read the Corefile (-conf ${conf}): ${systemErrorText(e)}`, { cause: e });
     }
   }
   const local = resolve('Corefile');
@@ -90,8 +90,8 @@ export interface RuntimeEnv {
   http: HttpServices;
   /** The server's services, which outlive this configuration (services.ts). */
   services: ServerServices;
-  requestReload(reason: string): void;
-  shuttingDown(): boolean;
+  requestReload: (reason: string) => void;
+  shuttingDown: () => boolean;
 }
 
 export interface BlockRuntime extends RoutedBlock {

@@ -311,5 +311,3 @@ export class DnsServer {
     return this.stopping;
   }
 }
-
-export { log as serverLog };

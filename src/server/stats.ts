@@ -3,7 +3,7 @@
 // only when /metrics is scraped. Counting is on while a running configuration asks for it
 // (`prometheus`, the status page); each server has its own (services.ts).
 
-import { QType, rcodeToString } from '../dns/constants.js';
+import { QType } from '../dns/constants.js';
 
 /** The qtypes CoreDNS reports by name; everything else is "other". */
 export const MONITORED_TYPES = [
@@ -134,4 +134,3 @@ export class ServerStats {
   }
 }
 
-export { rcodeToString, NB as DURATION_BUCKET_COUNT, NS as SIZE_BUCKET_COUNT };

@@ -20,7 +20,7 @@ export interface StreamTarget {
 interface ConnOwner {
   onIdle(c: StreamConn): void;
   onClosed(c: StreamConn): void;
-  onSession?(session: Buffer): void;
+  onSession?: (session: Buffer) => void;
 }
 
 /** One TCP or TLS connection and the queries waiting on it. */
@@ -228,9 +228,9 @@ export class StreamPool implements ConnOwner {
         this.conns.push(conn);
         this.startSweeper();
       }
-      this.stats.connMisses[this.proto]++;
+      this.stats.connMisses[this.proto]!++;
     } else {
-      this.stats.connHits[this.proto]++;
+      this.stats.connHits[this.proto]!++;
     }
     conn.send(o, timeoutMs);
     if (this.stopped) conn.retire();

@@ -55,7 +55,7 @@ export class UdpChannel implements PendingTry {
   private readonly onConnect = (err?: Error | null): void => {
     if (this.closed) return;
     if (err) {
-      this.onError(err as NodeJS.ErrnoException);
+      this.onError(err);
       return;
     }
     this.connected = true;
@@ -233,9 +233,9 @@ export class UdpPool {
       if (ch !== null) ch.retire();
       ch = new UdpChannel(this.host, this.port);
       this.slots[i] = ch;
-      this.stats.connMisses[0]++;
+      this.stats.connMisses[0]!++;
     } else {
-      this.stats.connHits[0]++;
+      this.stats.connHits[0]!++;
     }
     ch.send(o, timeoutMs);
     return ch;

@@ -1,5 +1,5 @@
 // cluster-proportional-autoscaler's arithmetic, checked against the upstream project's vectors
-// (shared/reference/kubevpn-nodecache-autoscaler.md §4.4–4.7) and its edge cases.
+// (its linear and ladder controller tests) and its edge cases.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { ClusterStatus } from '../../src/autoscale/cluster.js';
@@ -31,7 +31,7 @@ const ADDON_DEFAULTS = {
 };
 
 describe('linear mode: the kube-dns addon defaults give the upstream test vectors', () => {
-  // [#, nodes, cores, replicas] from the reference table §4.7
+  // [#, nodes, cores, replicas] as upstream's linear controller tests give them
   const vectors: Array<[number, number, number, number]> = [
     [1, 0, 0, 1],
     [2, 1, 2, 1],

@@ -3,7 +3,6 @@
 // small test-only forwarder to an upstream DNS server the test controls over UDP.
 
 import dgram from 'node:dgram';
-import net from 'node:net';
 import { parseCorefile } from '../../src/corefile/parser.js';
 import {
   decodeMessage,
@@ -47,7 +46,7 @@ export async function startUpstream(respond: (q: Message) => Message | null, del
   const sock = dgram.createSocket('udp4');
   await new Promise<void>((r) => sock.bind(0, '127.0.0.1', () => r()));
   const up: Upstream = {
-    port: (sock.address() as net.AddressInfo).port,
+    port: sock.address().port,
     log: [],
     count(name?: string) {
       return name === undefined

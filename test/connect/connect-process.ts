@@ -28,7 +28,7 @@ export function startConnect(
 ): ConnectProcess {
   const argv = [...wrap, process.execPath, BIN, 'connect', ...args];
   // Exit with the test process, so a killed test run leaves no connect behind.
-  const proc = spawn(argv[0], argv.slice(1), {
+  const proc = spawn(argv[0]!, argv.slice(1), {
     env: { ...env, CLUSTERDNS_EXIT_WITH_PARENT: '1' },
     stdio: ['ignore', 'pipe', 'pipe'],
     cwd,
@@ -42,8 +42,8 @@ export function startConnect(
     out += d.toString();
     for (const w of waiters.splice(0)) w();
   };
-  proc.stdout!.on('data', onData);
-  proc.stderr!.on('data', onData);
+  proc.stdout.on('data', onData);
+  proc.stderr.on('data', onData);
   const exited = new Promise<number | string>((r) =>
     proc.on('exit', (code, signal) => {
       done = code ?? signal ?? -1;
@@ -85,7 +85,7 @@ export interface RunResult {
 export function runCli(args: string[], env: NodeJS.ProcessEnv, wrap: string[] = [], cwd?: string): Promise<RunResult> {
   const argv = [...wrap, process.execPath, BIN, ...args];
   return new Promise((res) => {
-    execFile(argv[0], argv.slice(1), { env, timeout: 30_000, cwd }, (err, stdout, stderr) => {
+    execFile(argv[0]!, argv.slice(1), { env, timeout: 30_000, cwd }, (err, stdout, stderr) => {
       const code = err ? (typeof err.code === 'number' ? err.code : -1) : 0;
       res({ code, stdout, stderr });
     });

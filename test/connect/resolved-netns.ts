@@ -147,8 +147,8 @@ export class ResolvedSandbox {
     );
     this.unshare = u;
     let out = '';
-    u.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-    u.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+    u.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    u.stderr.on('data', (d: Buffer) => (out += d.toString()));
     await this.poll(
       'the sandbox to start',
       () => out.includes('ready'),
@@ -179,7 +179,7 @@ export class ResolvedSandbox {
   ): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      let ok = false;
+      let ok: boolean;
       try {
         ok = await cond();
       } catch {
@@ -197,7 +197,7 @@ export class ResolvedSandbox {
   run(file: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<CmdResult> {
     const argv = [...this.wrap(), file, ...args];
     return new Promise((res) => {
-      execFile(argv[0], argv.slice(1), { env: this.env(env), timeout: 30_000 }, (err, stdout, stderr) => {
+      execFile(argv[0]!, argv.slice(1), { env: this.env(env), timeout: 30_000 }, (err, stdout, stderr) => {
         res({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr });
       });
     });

@@ -82,7 +82,7 @@ describe('systemd-resolved backend (resolvectl stand-in)', () => {
       ],
       'the undo record is written before the change',
     );
-    await revertResolved(h.records[0].resolved!, h.runner, h.log);
+    await revertResolved(h.records[0]!.resolved, h.runner, h.log);
     assert.deepEqual(h.fake.link('kdns0'), { index: 3, dns: [], domains: [], defaultRoute: null });
     assert.deepEqual(h.fake.changes().at(-1), ['revert', 'kdns0']);
   });
@@ -206,7 +206,7 @@ describe('systemd-resolved backend (resolvectl stand-in)', () => {
   test('settings lost by a resolved restart are applied again; a link taken over by another manager is left to it', async () => {
     const h = harness();
     await applyResolved(setup, h.ctx);
-    const record = h.records[0].resolved!;
+    const record = h.records[0]!.resolved!;
     h.fake.setLink('kdns0', [], []);
     assert.equal(await reapplyResolved(record, h.runner, h.log), true);
     assert.deepEqual(h.fake.link(), {

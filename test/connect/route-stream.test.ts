@@ -57,7 +57,7 @@ describe('route stream client', () => {
     const before = server.requests.length;
     const { s, latest } = open();
     await until('snapshot', () => latest().size === 2);
-    const req = server.requests[before];
+    const req = server.requests[before]!;
     assert.equal(req.authorization, 'Bearer s3cret');
     assert.deepEqual(req.namespaces, ['default', 'kube-system']);
     assert.equal(req.resourceVersion, null);
@@ -80,7 +80,7 @@ describe('route stream client', () => {
     server.dropClients();
     server.set(route('default', 'missed', '10.96.0.40'));
     await server.waitForRequests(count + 1);
-    assert.equal(server.requests[count].resourceVersion, rv, 'resumes where it left off');
+    assert.equal(server.requests[count]?.resourceVersion, rv, 'resumes where it left off');
     await until('replayed change', () => latest().has('default/missed'));
     assert.ok(s.connections >= 2);
     server.delete('default', 'missed');

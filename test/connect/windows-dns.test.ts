@@ -50,7 +50,7 @@ describe('Windows NRPT and interface DNS through PowerShell', () => {
       'Bypass',
       '-EncodedCommand',
     ]);
-    assert.equal(Buffer.from(args[5], 'base64').toString('utf16le'), "Write-Output 'hi'");
+    assert.equal(Buffer.from(args[5]!, 'base64').toString('utf16le'), "Write-Output 'hi'");
     assert.equal(scriptOf(args), "Write-Output 'hi'");
   });
 
@@ -121,11 +121,11 @@ describe('Windows NRPT and interface DNS through PowerShell', () => {
     const records: Array<Partial<ConnectState>> = [];
     assert.equal(await applyWindows(setup, { runner, log, record: (p) => void records.push(p) }), true);
     assert.equal(ran.length, 2);
-    assert.match(ran[1], /Add-DnsClientNrptRule -Namespace '\.cluster\.local'/);
-    assert.match(ran[1], /Set-DnsClientServerAddress -InterfaceIndex 12 /);
-    assert.equal(records[0].windows?.interfaceDns?.interfaceIndex, 12);
-    await revertWindows(records[0].windows!, runner, log);
-    assert.match(ran[2], /Remove-DnsClientNrptRule -Force/);
+    assert.match(ran[1]!, /Add-DnsClientNrptRule -Namespace '\.cluster\.local'/);
+    assert.match(ran[1]!, /Set-DnsClientServerAddress -InterfaceIndex 12 /);
+    assert.equal(records[0]?.windows?.interfaceDns?.interfaceIndex, 12);
+    await revertWindows(records[0].windows, runner, log);
+    assert.match(ran[2]!, /Remove-DnsClientNrptRule -Force/);
   });
 
   test('a port other than 53 cannot be used by the Windows DNS client: warning, nothing run', async () => {

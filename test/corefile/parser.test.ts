@@ -38,8 +38,11 @@ function keys(b: ServerBlock): string[] {
 
 const noEnv: ParseOptions = { env: {} };
 
-function parse(text: string, opts: ParseOptions = noEnv): ServerBlock[] {
-  return parseCorefile(text, 'Corefile', { env: {}, ...opts });
+/** Parses a Corefile the test expects to hold at least one server block. */
+function parse(text: string, opts: ParseOptions = noEnv): [ServerBlock, ...ServerBlock[]] {
+  const blocks = parseCorefile(text, 'Corefile', { env: {}, ...opts });
+  assert.ok(blocks.length > 0, 'no server block parsed');
+  return blocks as [ServerBlock, ...ServerBlock[]];
 }
 
 /** Asserts that parsing throws a CorefileError with exactly this message. */
@@ -110,13 +113,13 @@ test('CorefileError message format and directiveError', () => {
   assert.equal(e.what, 'boom');
   assert.ok(e instanceof Error);
   const [b] = parse('.:53 {\n  cache 30 {\n    bogus 1\n  }\n}\n');
-  const inner = b.directives[0].block?.[0];
+  const inner = b.directives[0]!.block?.[0];
   assert.ok(inner);
   assert.equal(
     directiveError(inner, "unknown property 'bogus'").message,
     "Corefile:3 - Error during parsing: unknown property 'bogus'",
   );
-  assert.equal(directiveError(inner.args[0], 'bad').message, 'Corefile:3 - Error during parsing: bad');
+  assert.equal(directiveError(inner.args[0]!, 'bad').message, 'Corefile:3 - Error during parsing: bad');
 });
 
 // ---------- kubeadm default ----------
@@ -143,7 +146,7 @@ test('kubeadm default Corefile', () => {
       ['loadbalance', 22],
     ],
   );
-  const k = b.directives[3];
+  const k = b.directives[3]!;
   assert.deepEqual(
     k.args.map((t) => t.text),
     ['cluster.local', 'in-addr.arpa', 'ip6.arpa'],
@@ -185,7 +188,7 @@ test('kubeadm default Corefile', () => {
     { n: 'reload', a: [] },
     { n: 'loadbalance', a: [] },
   ]);
-  assert.equal(b.directives[0].block, null);
+  assert.equal(b.directives[0]!.block, null);
 });
 
 // ---------- lexer ----------
@@ -204,7 +207,7 @@ test('lexer: whitespace, quotes, backticks, comments, lines', () => {
       ['j', 7, false, true],
     ],
   );
-  assert.equal(toks[2].endLine, 2);
+  assert.equal(toks[2]!.endLine, 2);
   // A quote in the middle of a token is literal; a closing quote ends the token.
   assert.deepEqual(
     lex('a"b"c "d"e', 'F').map((t) => t.text),
@@ -256,7 +259,7 @@ test('comments everywhere', () => {
     b.directives.map((d) => d.line),
     [4, 5, 8],
   );
-  assert.equal(b.directives[2].args[0].quoted, true);
+  assert.equal(b.directives[2]!.args[0]!.quoted, true);
 });
 
 test('a comment inside a token ends it (foo#bar is foo)', () => {
@@ -274,23 +277,23 @@ test('quoted strings with spaces and newlines stay one token; lines continue aft
     '. {\n  log . "{remote} - {name} {type}"\n  template IN A {\n    answer "{{ .Name }} 60 IN A\n1.2.3.4"\n  }\n  errors\n}';
   const [b] = parse(text);
   assert.deepEqual(
-    b.directives[0].args.map((t) => t.text),
+    b.directives[0]!.args.map((t) => t.text),
     ['.', '{remote} - {name} {type}'],
   );
-  const tmpl = b.directives[1];
+  const tmpl = b.directives[1]!;
   assert.deepEqual(shape(tmpl.block ?? []), [{ n: 'answer', a: ['{{ .Name }} 60 IN A\n1.2.3.4'] }]);
-  assert.equal(tmpl.block?.[0].args[0].line, 4);
-  assert.equal(b.directives[2].name, 'errors');
-  assert.equal(b.directives[2].line, 7);
+  assert.equal(tmpl.block?.[0]?.args[0]?.line, 4);
+  assert.equal(b.directives[2]?.name, 'errors');
+  assert.equal(b.directives[2]?.line, 7);
 });
 
 test('escaped quotes and backslashes in quoted strings; backtick strings', () => {
   const [b] = parse('. {\n  x "say \\"hi\\"" "a\\\\b" "c\\d" `raw "q" \\n`\n}');
   assert.deepEqual(
-    b.directives[0].args.map((t) => t.text),
+    b.directives[0]!.args.map((t) => t.text),
     ['say "hi"', 'a\\b', 'c\\d', 'raw "q" \\n'],
   );
-  assert.ok(b.directives[0].args.every((t) => t.quoted));
+  assert.ok(b.directives[0]!.args.every((t) => t.quoted));
 });
 
 test('quoted braces are plain arguments', () => {
@@ -316,7 +319,7 @@ test('environment defaults to process.env', () => {
   process.env[name] = 'cluster.local';
   try {
     const [b] = parseCorefile(`{$${name}} {\n whoami\n}`, 'Corefile');
-    assert.equal(b.keys[0].zone, 'cluster.local.');
+    assert.equal(b?.keys[0]?.zone, 'cluster.local.');
   } finally {
     delete process.env[name];
   }
@@ -347,7 +350,7 @@ test('server keys: schemes, ports, default port, lowercasing, fqdn', () => {
     'quic://c.example.:8853',
     'dns://fqdn.example.:53',
   ]);
-  assert.equal(blocks[2].keys[0].raw, 'dns://.:1054');
+  assert.equal(blocks[2]?.keys[0]?.raw, 'dns://.:1054');
   const withPort = parse('example.org {\n}\ntls://x.org {\n}\n', { defaultPort: 1053 });
   assert.deepEqual(withPort.flatMap(keys), ['dns://example.org.:1053', 'tls://x.org.:853']);
   assert.deepEqual(parse(':1053 {\n}').flatMap(keys), ['dns://.:1053']);
@@ -392,16 +395,16 @@ test('CIDR keys expand to reverse zones', () => {
     '10.0.0.0/24 {\n whoami\n}\n10.1.0.0/17:1053 {\n whoami\n}\n10.0.0.0/8 fd00::/64 {\n whoami\n}\ndns://172.16.0.0/16 {\n}\n',
   );
   assert.deepEqual(keys(blocks[0]), ['dns://0.0.10.in-addr.arpa.:53']);
-  assert.equal(blocks[0].keys[0].raw, '10.0.0.0/24');
-  assert.equal(blocks[1].keys.length, 128);
+  assert.equal(blocks[0]?.keys[0]?.raw, '10.0.0.0/24');
+  assert.equal(blocks[1]?.keys.length, 128);
   assert.equal(keys(blocks[1])[0], 'dns://0.1.10.in-addr.arpa.:1053');
   assert.equal(keys(blocks[1])[127], 'dns://127.1.10.in-addr.arpa.:1053');
   assert.ok(blocks[1].keys.every((k) => k.raw === '10.1.0.0/17:1053'));
-  assert.deepEqual(keys(blocks[2]), [
+  assert.deepEqual(keys(blocks[2]!), [
     'dns://10.in-addr.arpa.:53',
     'dns://0.0.0.0.0.0.0.0.0.0.0.0.0.0.d.f.ip6.arpa.:53',
   ]);
-  assert.deepEqual(keys(blocks[3]), ['dns://16.172.in-addr.arpa.:53']);
+  assert.deepEqual(keys(blocks[3]!), ['dns://16.172.in-addr.arpa.:53']);
 });
 
 test('duplicate zone+port is an error at the second occurrence', () => {
@@ -539,10 +542,10 @@ test('unknown directive', () => {
   });
   // Only top-level directives are checked; sub-directives are the plugin's business.
   const [b] = parse('. {\n  health {\n    whatever 1\n  }\n}', { knownDirectives: KNOWN });
-  assert.equal(b.directives[0].block?.[0].name, 'whatever');
+  assert.equal(b.directives[0]?.block?.[0]?.name, 'whatever');
   // Env substitution happens before the check.
   assert.equal(
-    parse('. {\n  {$D}\n}', { knownDirectives: KNOWN, env: { D: 'whoami' } })[0].directives[0].name,
+    parse('. {\n  {$D}\n}', { knownDirectives: KNOWN, env: { D: 'whoami' } })[0].directives[0]?.name,
     'whoami',
   );
 });
@@ -576,8 +579,8 @@ c.org { import common }
     { n: 'cache', a: ['30'], b: [{ n: 'denial', a: ['100'] }] },
   ];
   assert.deepEqual(shape(blocks[0].directives), [{ n: 'whoami', a: [] }, ...common, { n: 'log', a: [] }]);
-  assert.deepEqual(shape(blocks[1].directives), common);
-  assert.deepEqual(shape(blocks[2].directives), common);
+  assert.deepEqual(shape(blocks[1]!.directives), common);
+  assert.deepEqual(shape(blocks[2]!.directives), common);
   // Snippet tokens keep the lines of the snippet definition.
   assert.deepEqual(
     blocks[0].directives.map((d) => d.line),
@@ -659,16 +662,16 @@ test('import a file relative to the Corefile; tokens keep their own file and lin
       { n: 'errors', a: [] },
       { n: 'cache', a: ['30'], b: [{ n: 'denial', a: ['5'] }] },
     ];
-    assert.deepEqual(shape(blocks[0].directives), [{ n: 'whoami', a: [] }, ...common]);
-    assert.deepEqual(shape(blocks[1].directives), common);
-    assert.deepEqual(shape(blocks[2].directives), common);
-    const imported = blocks[0].directives[1];
+    assert.deepEqual(shape(blocks[0]!.directives), [{ n: 'whoami', a: [] }, ...common]);
+    assert.deepEqual(shape(blocks[1]!.directives), common);
+    assert.deepEqual(shape(blocks[2]!.directives), common);
+    const imported = blocks[0]!.directives[1]!;
     assert.equal(imported.file, path.join(dir, 'common.conf'));
     assert.equal(imported.line, 2);
-    assert.equal(blocks[0].directives[2].block?.[0].line, 4);
-    assert.equal(blocks[0].directives[0].file, core);
-    assert.equal(blocks[1].file, path.join(dir, 'sub', 'servers.conf'));
-    assert.equal(blocks[1].line, 1);
+    assert.equal(blocks[0]?.directives[2]?.block?.[0]?.line, 4);
+    assert.equal(blocks[0]?.directives[0]?.file, core);
+    assert.equal(blocks[1]?.file, path.join(dir, 'sub', 'servers.conf'));
+    assert.equal(blocks[1]?.line, 1);
     assert.deepEqual(seen, [core, path.join(dir, 'common.conf'), path.join(dir, 'sub', 'servers.conf')]);
     assert.deepEqual(corefileFiles(core, { env: {} }), seen);
   } finally {
@@ -716,7 +719,7 @@ test('import a glob; empty glob is a warning; missing file is an error', () => {
     );
     const res = parseCorefileFileWithFiles(core, { env: {} });
     assert.deepEqual(res.blocks.map(keys), [['dns://a.org.:53'], ['dns://b.org.:53'], ['dns://d.org.:53']]);
-    assert.deepEqual(shape(res.blocks[2].directives), [
+    assert.deepEqual(shape(res.blocks[2]!.directives), [
       { n: 'errors', a: [] },
       { n: 'loop', a: [] },
     ]);
@@ -781,7 +784,7 @@ test('import cycles are errors', () => {
     fs.writeFileSync(core, 'a.org {\n  import a.conf\n  import a.conf\n}\n');
     const files: string[] = [];
     const [blk] = parseCorefileFile(core, { env: {}, onFile: (p) => files.push(p) });
-    assert.deepEqual(shape(blk.directives), [
+    assert.deepEqual(shape(blk!.directives), [
       { n: 'errors', a: [] },
       { n: 'errors', a: [] },
     ]);
@@ -803,7 +806,7 @@ test('parseCorefile uses options.readFile for imports, relative to the given fil
       return t;
     },
   });
-  assert.deepEqual(shape(b.directives), [{ n: 'log', a: [] }]);
+  assert.deepEqual(shape(b!.directives), [{ n: 'log', a: [] }]);
   assert.deepEqual(reads, [path.resolve('/virtual/conf/extra.conf')]);
 });
 
@@ -825,12 +828,12 @@ test('CRLF line endings and a BOM', () => {
     { n: 'health', a: [], b: [{ n: 'lameduck', a: ['5s'] }] },
     { n: 'errors', a: [] },
   ]);
-  assert.equal(b.directives[1].line, 5);
+  assert.equal(b.directives[1]?.line, 5);
 });
 
 test('empty input and comment-only input give no blocks', () => {
-  assert.deepEqual(parse(''), []);
-  assert.deepEqual(parse('# nothing\n\n   \n'), []);
+  assert.deepEqual(parseCorefile('', 'Corefile', noEnv), []);
+  assert.deepEqual(parseCorefile('# nothing\n\n   \n', 'Corefile', noEnv), []);
 });
 
 test('built-in default Corefile', () => {

@@ -21,7 +21,7 @@ const PARAMS =
 
 interface Running {
   proc: ChildProcess;
-  output(): string;
+  output: () => string;
   exit: Promise<number | null>;
 }
 

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import { readFileSync } from 'node:fs';
 import { startServer } from '../helpers/server.js';
-import { buildQuery, sendTcp, sendUdp } from '../helpers/dns.js';
+import { buildQuery, sendTcp } from '../helpers/dns.js';
 import { freePort } from '../helpers/ports.js';
 import { childrenOf } from '../helpers/procs.js';
 import { goodClientAtRest, goodP99Bound, startGoodClient } from '../helpers/good-client.js';

@@ -28,14 +28,14 @@ describe('clusterdns connect with a real systemd-resolved', { skip: unavailable 
     // The route stream fake runs inside too: connect reaches it over the sandbox's loopback.
     const main = resolve('dist/test/connect/fake-routes-main.js');
     const seed = JSON.stringify([route('default', 'backend', '10.96.120.15'), route('default', 'web', '10.96.0.30')]);
-    routes = spawn(sandbox.wrap()[0], [...sandbox.wrap().slice(1), process.execPath, main, TOKEN, seed], {
+    routes = spawn(sandbox.wrap()[0]!, [...sandbox.wrap().slice(1), process.execPath, main, TOKEN, seed], {
       stdio: ['pipe', 'pipe', 'inherit'],
     });
     routesUrl = await new Promise<string>((res, rej) => {
       let buf = '';
       routes.stdout!.on('data', (d: Buffer) => {
         buf += d.toString();
-        if (buf.includes('\n')) res(buf.split('\n')[0]);
+        if (buf.includes('\n')) res(buf.split('\n')[0]!);
       });
       routes.on('exit', (code) => rej(new Error(`route stream fake exited ${code}`)));
     });

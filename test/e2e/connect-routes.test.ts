@@ -62,7 +62,7 @@ describe('clusterdns connect with the routes plugin', () => {
     try {
       await until('backend in the hosts block', () => hosts().includes('backend.default.svc.cluster.local'), 20_000);
     } catch (err) {
-      throw new Error(`${(err as Error).message}\n${c.output()}\n${server.output()}`);
+      throw new Error(`${(err as Error).message}\n${c.output()}\n${server.output()}`, { cause: err });
     }
     const text = hosts();
     assert.ok(text.startsWith(HOSTS + BLOCK_BEGIN));

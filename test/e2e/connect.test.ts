@@ -43,7 +43,9 @@ async function waitBlock(r: Root, c: ConnectProcess, n: number): Promise<void> {
   try {
     await until(`${n} hosts entries`, () => blockOf(hostsText(r)).length === n, 20_000);
   } catch (err) {
-    throw new Error(`${(err as Error).message}\nhosts:\n${hostsText(r)}\nconnect output:\n${c.output()}`);
+    throw new Error(`${(err as Error).message}\nhosts:\n${hostsText(r)}\nconnect output:\n${c.output()}`, {
+      cause: err,
+    });
   }
 }
 
@@ -107,7 +109,10 @@ describe('clusterdns connect end to end', { concurrency: true }, () => {
       domains: ['default.svc.cluster.local', 'svc.cluster.local', 'cluster.local'],
       defaultRoute: false,
     });
-    assert.equal(JSON.parse(fs.readFileSync(r.state, 'utf8')).resolved.link, 'kdns0');
+    assert.equal(
+      (JSON.parse(fs.readFileSync(r.state, 'utf8')) as { resolved: { link: string } }).resolved.link,
+      'kdns0',
+    );
 
     routes.set(route('default', 'web', '10.96.0.30', 'fd00::30'));
     await until('ADDED in hosts', () => blockOf(hostsText(r)).length === 4);
@@ -140,7 +145,7 @@ describe('clusterdns connect end to end', { concurrency: true }, () => {
     own.set(route('kube-system', 'metrics', '10.96.0.40'));
     await until('caught up', () => blockOf(hostsText(r)).some((l) => l.startsWith('10.96.0.40 ')));
     assert.equal(own.requests.length, 2);
-    assert.equal(own.requests[1].resourceVersion, rv, 'resumed from the last resourceVersion it saw');
+    assert.equal(own.requests[1]?.resourceVersion, rv, 'resumed from the last resourceVersion it saw');
     c.proc.kill('SIGINT');
     assert.equal(await c.exited, 0);
     assert.equal(hostsText(r), HOSTS);
@@ -277,7 +282,7 @@ describe('clusterdns connect end to end', { concurrency: true }, () => {
     args[args.indexOf(r.root)] = rel;
     const c = startConnect(args, r.env, [], parent);
     await waitBlock(r, c, 2);
-    assert.equal(JSON.parse(fs.readFileSync(r.state, 'utf8')).hosts.path, r.hosts);
+    assert.equal((JSON.parse(fs.readFileSync(r.state, 'utf8')) as { hosts: { path: string } }).hosts.path, r.hosts);
     c.proc.kill('SIGKILL');
     await c.exited;
     const d = await runCli(['disconnect', '--cleanup', '--root', r.root, '--os', 'linux'], r.env, [], tmpdir());

@@ -57,8 +57,8 @@ async function startEtcd(tls?: TestPki): Promise<Etcd> {
     );
   const proc = spawn('etcd', args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
-  proc.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  proc.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+  proc.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  proc.stderr.on('data', (d: Buffer) => (out += d.toString()));
   for (let i = 0; i < 100; i++) {
     if (/ready to serve client requests/.test(out)) return { url, proc, dir, log: () => out };
     if (proc.exitCode !== null) break;

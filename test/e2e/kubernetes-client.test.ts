@@ -47,7 +47,7 @@ describe('kubernetes client through the binary', () => {
     const keys = Array.from({ length: N }, (_, i) => `svc-${i}`).sort();
     const sample = [0, 250, 499, 500, 999, 1000, 1199].map((k) => keys[k]!);
     const names = sample.map((n) => `${n}.default.svc.cluster.local.`);
-    const gen = (addresses: string[]) => new Set(addresses.map((a) => a.split('.')[1]));
+    const gen = (addresses: string[]) => new Set(addresses.map((a) => a.split('.')[1] ?? a));
     const s = await startServer({
       corefile: `cluster.local:PORT {\n    bind 127.0.0.1\n    kubernetes {\n        endpoint ${api.url}\n    }\n}\n`,
     });

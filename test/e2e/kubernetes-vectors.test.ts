@@ -1,4 +1,4 @@
-// The reference's test vectors F1 (CoreDNS handler tests) and F2 (reverse tests), table-driven,
+// CoreDNS's kubernetes plugin test vectors (handler_test.go, reverse_test.go), table-driven,
 // against the real binary fed by the test API server over list+watch. Every row is one query:
 // rcode, answer, additional, and for negative answers the zone SOA in the authority section,
 // with AA set and RA clear. Together they cover the NXDOMAIN/NODATA matrix of the README.
@@ -8,7 +8,7 @@ import { KubeApiServer } from '../helpers/kubeapi.js';
 import { startServer, type RunningServer } from '../helpers/server.js';
 import { query } from '../helpers/dns.js';
 import { freePort } from '../helpers/ports.js';
-import { Rcode, rcodeToString, typeFromString } from '../../src/dns/constants.js';
+import { type Rcode, rcodeToString, typeFromString } from '../../src/dns/constants.js';
 import { externalService, namespace, pod, sectionText, service, slice, soaText } from '../kubernetes/fixtures.js';
 
 interface Vector {
@@ -477,7 +477,7 @@ function fixtureF2(api: KubeApiServer): void {
   );
 }
 
-describe('kubernetes: reference test vectors F1 and F2 through the binary and the test API server', () => {
+describe("kubernetes: CoreDNS's handler and reverse test vectors through the binary and the test API server", () => {
   let api1: KubeApiServer;
   let api2: KubeApiServer;
   let server: RunningServer;

@@ -2,6 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { startServer } from '../helpers/server.js';
 import { query } from '../helpers/dns.js';
 import { freePort } from '../helpers/ports.js';
@@ -124,11 +125,11 @@ test(
       const pid = s.proc.pid!;
       const workers = await until(async () => (childrenOf(pid).length === 2 ? childrenOf(pid) : undefined), 5000);
       assert.equal(workers?.length, 2);
-      process.kill(workers![0]!, 'SIGKILL');
+      process.kill(workers[0]!, 'SIGKILL');
       for (let i = 0; i < 20; i++) assert.equal((await query(s.port, 'x.', QType.A)).rcode, Rcode.NOERROR);
       const replaced = await until(async () => {
         const now = childrenOf(pid);
-        return now.length === 2 && !now.includes(workers![0]!) ? now : undefined;
+        return now.length === 2 && !now.includes(workers[0]!) ? now : undefined;
       }, 5000);
       assert.ok(replaced, 'the killed worker was not replaced');
       await s.waitFor(/exited \(SIGKILL\); starting another/);
@@ -166,12 +167,11 @@ test(
   { timeout: 40000 },
   async () => {
     const { mkdtempSync, mkdirSync } = await import('node:fs');
-    const { tmpdir, availableParallelism } = await import('node:os');
-    const { join } = await import('node:path');
+    const os = await import('node:os');
     const { autoWorkers } = await import('../../src/server/workercount.js');
     const probe = 'a.example';
     // A fixture cgroup root limiting the process to one CPU (v2 cpu.max and v1 cfs files).
-    const root = mkdtempSync(join(tmpdir(), 'cgroup-'));
+    const root = mkdtempSync(join(os.tmpdir(), 'cgroup-'));
     writeFileSync(join(root, 'cpu.max'), '100000 100000\n');
     mkdirSync(join(root, 'cpu'));
     writeFileSync(join(root, 'cpu', 'cpu.cfs_quota_us'), '100000\n');
@@ -198,7 +198,7 @@ test(
       assert.equal(
         childrenOf(s.proc.pid!).length,
         expected > 1 ? expected : 0,
-        `auto: ${expected} of ${availableParallelism()} CPUs`,
+        `auto: ${expected} of ${os.availableParallelism()} CPUs`,
       );
     } finally {
       await s.stop();

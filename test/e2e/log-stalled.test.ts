@@ -69,7 +69,7 @@ test(
       stdio: ['ignore', 'pipe', 'ignore'],
     });
     // The reader that stalls: nothing reads this pipe until the end of the test.
-    proc.stdout!.pause();
+    proc.stdout.pause();
     try {
       const deadline = Date.now() + 15000;
       for (;;) {
@@ -117,8 +117,8 @@ test(
 
       // Once the reader reads again, the server says what it dropped, and logs again.
       let out = '';
-      proc.stdout!.on('data', (d: Buffer) => (out += d.toString('latin1')));
-      proc.stdout!.resume();
+      proc.stdout.on('data', (d: Buffer) => (out += d.toString('latin1')));
+      proc.stdout.resume();
       const until = Date.now() + 10000;
       while (!/log output caught up: \d+ lines dropped/.test(out) && Date.now() < until)
         await new Promise((r) => setTimeout(r, 50));

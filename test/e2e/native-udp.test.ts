@@ -200,12 +200,12 @@ test(
         for (const size of [1500, 5000, 65000]) {
           const raw = await sendUdp(s.port, paddedQuery('h3.example.', size, 4242), 3000);
           const m = decodeMessage(raw);
-          answers[name]!.push(`${size}: id ${m.id} rcode ${m.rcode} ${JSON.stringify(m.answers.map((a) => a.data))}`);
+          answers[name].push(`${size}: id ${m.id} rcode ${m.rcode} ${JSON.stringify(m.answers.map((a) => a.data))}`);
         }
         // A malformed datagram with a readable header: FORMERR with its ID, and serving goes on.
         const bad = Buffer.from(buildQuery('h3.example.', QType.A, { id: 777 }).subarray(0, 20));
         const f = decodeMessage(await sendUdp(s.port, bad));
-        answers[name]!.push(`bad: id ${f.id} rcode ${f.rcode}`);
+        answers[name].push(`bad: id ${f.id} rcode ${f.rcode}`);
         assert.deepEqual((await dig(s.port, ['h4.example', 'A'])).answer, ['h4.example. 3600 IN A 10.9.0.4']);
       } finally {
         await s.stop();

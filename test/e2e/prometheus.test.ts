@@ -12,7 +12,7 @@ function sample(text: string, name: string, labels: Record<string, string>): num
   for (const line of text.split('\n')) {
     if (!line.startsWith(name + '{')) continue;
     const inner = line.slice(name.length + 1, line.lastIndexOf('}'));
-    const got = Object.fromEntries([...inner.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1], m[2]]));
+    const got = Object.fromEntries([...inner.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1]!, m[2]!] as const));
     if (Object.entries(labels).every(([k, v]) => got[k] === v)) return Number(line.slice(line.lastIndexOf(' ') + 1));
   }
   return undefined;

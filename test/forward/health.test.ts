@@ -205,11 +205,11 @@ describe('forward health checks', () => {
         h.ask('c2.example.org.', QType.A),
         h.ask('c3.example.org.', QType.A),
       ]);
-      assert.equal(r1!.msg.rcode, Rcode.NOERROR);
-      assert.equal(r2!.msg.rcode, Rcode.NOERROR);
-      assert.equal(r3!.msg.rcode, Rcode.REFUSED);
-      assert.ok(r3!.ms < 100);
-      assert.equal(r3!.res.error, 'concurrent queries exceeded maximum 2');
+      assert.equal(r1.msg.rcode, Rcode.NOERROR);
+      assert.equal(r2.msg.rcode, Rcode.NOERROR);
+      assert.equal(r3.msg.rcode, Rcode.REFUSED);
+      assert.ok(r3.ms < 100);
+      assert.equal(r3.res.error, 'concurrent queries exceeded maximum 2');
       assert.equal(forwardTotals.maxConcurrentRejects, before + 1);
       assert.equal(h.forwards[0]!.inflight, 0);
       assert.equal(a.healthChecks.length, 0);

@@ -49,8 +49,8 @@ export async function startUnbound(zone: string, localData: string[]): Promise<U
   );
   const proc = spawn(UNBOUND, ['-d', '-c', conf], { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
-  proc.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  proc.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+  proc.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  proc.stderr.on('data', (d: Buffer) => (out += d.toString()));
   const deadline = Date.now() + 10_000;
   for (;;) {
     try {

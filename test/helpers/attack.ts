@@ -251,17 +251,17 @@ async function main(): Promise<void> {
     case 'pipeline':
       out = await pipeline(port, {
         conns: Number(v.conns),
-        name: v.name!,
+        name: v.name,
         qtype: Number(v.qtype),
         count: Number(v.count),
         seconds,
-        close: v.close!,
+        close: v.close,
       });
       break;
     case 'truncate':
       out = await truncate(port, {
-        names: v.name!.split(','),
-        qtypes: v.qtype!.split(',').map(Number),
+        names: v.name.split(','),
+        qtypes: v.qtype.split(',').map(Number),
         edns: Number(v.edns),
         rate: Number(v.rate),
         seconds,

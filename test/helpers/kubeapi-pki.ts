@@ -102,9 +102,13 @@ export async function makeTestPki(): Promise<TestPki> {
       who,
     ]);
   }
-  const [ca, serverCert, serverKey, clientCert, clientKey] = await Promise.all(
-    ['ca.crt', 'server.crt', 'server.key', 'client.crt', 'client.key'].map((n) => readFile(f(n))),
-  );
+  const [ca, serverCert, serverKey, clientCert, clientKey] = await Promise.all([
+    readFile(f('ca.crt')),
+    readFile(f('server.crt')),
+    readFile(f('server.key')),
+    readFile(f('client.crt')),
+    readFile(f('client.key')),
+  ]);
   return {
     dir,
     caFile: f('ca.crt'),

@@ -18,17 +18,17 @@ export function parseLabelSelector(selector: string): Matcher {
     if (!s) continue;
     let m: RegExpMatchArray | null;
     if ((m = s.match(/^([\w./-]+)\s+(in|notin)\s+\(([^)]*)\)$/))) {
-      const values = m[3]
+      const values = m[3]!
         .split(',')
         .map((v) => v.trim())
         .filter(Boolean);
-      reqs.push({ op: m[2] === 'in' ? 'in' : 'notin', key: m[1], values });
+      reqs.push({ op: m[2] === 'in' ? 'in' : 'notin', key: m[1]!, values });
     } else if ((m = s.match(/^([\w./-]+)\s*(==|=|!=)\s*([\w./-]*)$/))) {
-      reqs.push({ op: m[2] === '!=' ? 'neq' : 'eq', key: m[1], value: m[3] });
+      reqs.push({ op: m[2] === '!=' ? 'neq' : 'eq', key: m[1]!, value: m[3]! });
     } else if ((m = s.match(/^!\s*([\w./-]+)$/))) {
-      reqs.push({ op: 'notexists', key: m[1] });
+      reqs.push({ op: 'notexists', key: m[1]! });
     } else if ((m = s.match(/^([\w./-]+)$/))) {
-      reqs.push({ op: 'exists', key: m[1] });
+      reqs.push({ op: 'exists', key: m[1]! });
     } else {
       throw new SelectorError(`unable to parse requirement: "${s}"`);
     }
@@ -48,9 +48,9 @@ export function parseLabelSelector(selector: string): Matcher {
         case 'neq':
           return !has || v !== r.value;
         case 'in':
-          return has && r.values.includes(v);
+          return has && r.values.includes(v!);
         case 'notin':
-          return !has || !r.values.includes(v);
+          return !has || !r.values.includes(v!);
       }
     });
   };
@@ -84,8 +84,8 @@ export function parseFieldSelector(selector: string, resource: string): Matcher 
     if (!s) continue;
     const m = s.match(/^([\w.]+)\s*(==|=|!=)\s*(.*)$/);
     if (!m) throw new SelectorError(`invalid field selector: "${s}"`);
-    if (!allowed.has(m[1])) throw new SelectorError(`field label not supported: ${m[1]}`);
-    reqs.push({ path: m[1].split('.'), value: m[3], negate: m[2] === '!=' });
+    if (!allowed.has(m[1]!)) throw new SelectorError(`field label not supported: ${m[1]}`);
+    reqs.push({ path: m[1]!.split('.'), value: m[3]!, negate: m[2] === '!=' });
   }
   return (obj) => reqs.every((r) => (fieldValue(obj, r.path) === r.value) !== r.negate);
 }
@@ -96,7 +96,8 @@ function fieldValue(obj: Record<string, unknown>, path: string[]): string {
     if (!isRecord(cur)) return '';
     cur = cur[p];
   }
-  return cur === undefined || cur === null ? '' : String(cur);
+  // Field selectors compare scalar fields; an object or a missing field matches only ''.
+  return typeof cur === 'string' || typeof cur === 'number' || typeof cur === 'boolean' ? String(cur) : '';
 }
 
 function labelsOf(obj: Record<string, unknown>): Record<string, string> {

@@ -914,7 +914,7 @@ export class KubeApiServer {
       return undefined;
     }
     if (body.kind !== undefined && body.kind !== rt.kind) {
-      fail(400, `kind ${String(body.kind)} does not match ${rt.kind}`);
+      fail(400, `kind ${JSON.stringify(body.kind)} does not match ${rt.kind}`);
       return undefined;
     }
     if (rt.namespaced) {
@@ -959,8 +959,8 @@ function parseRoute(pathname: string): Route | undefined {
   let group: string;
   let version: string;
   let rest: string[];
-  if (parts[0] === 'api' && parts.length >= 2) [group, version, rest] = ['', parts[1], parts.slice(2)];
-  else if (parts[0] === 'apis' && parts.length >= 3) [group, version, rest] = [parts[1], parts[2], parts.slice(3)];
+  if (parts[0] === 'api' && parts.length >= 2) [group, version, rest] = ['', parts[1]!, parts.slice(2)];
+  else if (parts[0] === 'apis' && parts.length >= 3) [group, version, rest] = [parts[1]!, parts[2]!, parts.slice(3)];
   else return undefined;
   const find = (plural: string | undefined) =>
     RESOURCE_TYPES.find((t) => t.group === group && t.version === version && t.plural === plural);
@@ -969,14 +969,14 @@ function parseRoute(pathname: string): Route | undefined {
     if (!rt || !rt.namespaced) return undefined;
     const namespace = rest[1];
     if (rest.length === 3) return { kind: 'collection', rt, namespace };
-    if (rest.length === 4) return { kind: 'object', rt, namespace, name: rest[3] };
-    if (rest.length === 5 && rest[4] === 'scale') return { kind: 'scale', rt, namespace, name: rest[3] };
+    if (rest.length === 4) return { kind: 'object', rt, namespace, name: rest[3]! };
+    if (rest.length === 5 && rest[4] === 'scale') return { kind: 'scale', rt, namespace, name: rest[3]! };
     return undefined;
   }
   const rt = find(rest[0]);
   if (!rt) return undefined;
   if (rest.length === 1) return { kind: 'collection', rt };
-  if (rest.length === 2 && !rt.namespaced) return { kind: 'object', rt, name: rest[1] };
+  if (rest.length === 2 && !rt.namespaced) return { kind: 'object', rt, name: rest[1]! };
   return undefined;
 }
 
@@ -1011,7 +1011,7 @@ function conflicts(obj: { metadata: Record<string, unknown> }, existing: KubeObj
 }
 
 function isMergePatch(contentType: string | undefined): boolean {
-  const t = (contentType ?? '').split(';')[0].trim();
+  const t = (contentType ?? '').split(';')[0]!.trim();
   return t === 'application/merge-patch+json' || t === 'application/strategic-merge-patch+json';
 }
 

@@ -56,8 +56,8 @@ export async function startServer(o: StartOptions): Promise<RunningServer> {
     out += d.toString();
     for (const w of waiters.splice(0)) w();
   };
-  proc.stdout!.on('data', onData);
-  proc.stderr!.on('data', onData);
+  proc.stdout.on('data', onData);
+  proc.stderr.on('data', onData);
   let exited: number | null | undefined;
   const exitP = new Promise<number | null>((r) =>
     proc.on('exit', (code) => {
@@ -108,7 +108,7 @@ export async function startServer(o: StartOptions): Promise<RunningServer> {
         break;
       } catch (e) {
         if (exited !== undefined || Date.now() > deadline) {
-          throw new Error(`server did not answer: ${(e as Error).message}\n${out}`);
+          throw new Error(`server did not answer: ${(e as Error).message}\n${out}`, { cause: e });
         }
       }
     }

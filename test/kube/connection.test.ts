@@ -124,7 +124,7 @@ describe('connections over HTTPS', () => {
     const t = await serviceReflector(server, {}, conn);
     try {
       await waitFor(() => t.rec.errors.length >= 2, 'TLS failures');
-      assert.match(t.rec.errors[0].message, /certificate/i);
+      assert.match(t.rec.errors[0]!.message, /certificate/i);
       assert.equal(t.reflector.hasSynced, false);
     } finally {
       await t.close();
@@ -360,7 +360,7 @@ ${envYaml}
       await waitFor(() => server.watchRequests >= 2, 're-watch');
       const seen = await runs(log);
       assert.equal(seen.length, 1, 'token cached across requests');
-      const info: unknown = JSON.parse(seen[0]);
+      const info: unknown = JSON.parse(seen[0]!);
       assert.deepEqual(info, {
         apiVersion: 'client.authentication.k8s.io/v1',
         kind: 'ExecCredential',

@@ -46,8 +46,8 @@ describe('KubeClient over a hand-driven socket', () => {
     await client.streamLines('/api/v1/pods', { watch: 1 }, { idleTimeoutMs: 1000, onLine: (l) => lines.push(l) });
     client.close();
     assert.equal(lines.length, 3);
-    assert.match(lines[0], /grüße/);
-    assert.match(lines[2], /"last"/);
+    assert.match(lines[0]!, /grüße/);
+    assert.match(lines[2]!, /"last"/);
   });
 
   it('keeps the path prefix of a proxied API server URL and drops empty query values', async () => {

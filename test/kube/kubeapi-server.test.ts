@@ -191,7 +191,7 @@ describe('test API server', () => {
       server.apply({ kind: 'ConfigMap', metadata: { name: 'churn', namespace: 'default' }, data: { i: String(i) } });
     const events = await watchEvents('/api/v1/configmaps', { resourceVersion: old });
     assert.equal(events.length, 1);
-    assert.equal(events[0].type, 'ERROR');
+    assert.equal(events[0]?.type, 'ERROR');
     assert.ok(isRecord(events[0].object) && events[0].object.code === 410 && events[0].object.reason === 'Expired');
     server.expiredWatch = 'status';
     await rejectsWith(watchEvents('/api/v1/configmaps', { resourceVersion: old }), 410, 'Expired');

@@ -30,8 +30,8 @@ describe('Reflector faults', () => {
       const gaps = server.requestLog
         .filter((r) => r.verb === 'list')
         .slice(-5)
-        .map((r, i, a) => (i ? r.time - a[i - 1].time : 0));
-      assert.ok(gaps[4] > gaps[1], `gaps should grow: ${gaps.join(',')}`);
+        .map((r, i, a) => (i ? r.time - a[i - 1]!.time : 0));
+      assert.ok(gaps[4]! > gaps[1]!, `gaps should grow: ${gaps.join(',')}`);
       assert.equal(t.reflector.store.size, 2);
     } finally {
       await t.close();
@@ -71,7 +71,7 @@ describe('Reflector faults', () => {
         lists.map((r) => r.status),
         [429, 200],
       );
-      const gap = lists[1].time - lists[0].time;
+      const gap = lists[1]!.time - lists[0]!.time;
       assert.ok(gap >= 950, `retried after ${gap} ms, Retry-After was 1 s`);
       const err = t.rec.errors[0];
       assert.ok(err instanceof KubeApiError && err.status === 429 && err.retryAfterMs === 1000);
@@ -160,7 +160,7 @@ describe('Reflector faults', () => {
       await waitFor(() => t.reflector.store.has('default/after-cut'), 'event after reconnect', 1000);
       assert.equal(t.reflector.store.has('default/cut-mid-line'), false);
       assert.equal(t.rec.errors.length, 1);
-      assert.match(t.rec.errors[0].message, /mid-stream|cut|aborted|reset/);
+      assert.match(t.rec.errors[0]!.message, /mid-stream|cut|aborted|reset/);
       assert.equal(t.reflector.counters.relists, 0);
     } finally {
       await t.close();

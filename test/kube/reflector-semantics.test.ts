@@ -45,8 +45,8 @@ describe('Reflector lists from the watch cache (API Concepts › Resource versio
       await t.reflector.waitForSync();
       const lists = server.requestLog.filter((r) => r.verb === 'list').slice(before);
       assert.equal(lists.length, 1, 'one request: RV=0 is served from the cache, unpaged');
-      assert.equal(lists[0].query.resourceVersion, '0');
-      assert.equal(lists[0].query.resourceVersionMatch, 'NotOlderThan');
+      assert.equal(lists[0]?.query.resourceVersion, '0');
+      assert.equal(lists[0]?.query.resourceVersionMatch, 'NotOlderThan');
       assert.equal(t.reflector.store.size, 1201);
     } finally {
       await t.close();
@@ -70,9 +70,9 @@ describe('Reflector lists from the watch cache (API Concepts › Resource versio
       await r.waitForSync(AbortSignal.timeout(10_000));
       assert.equal(r.store.size, 1201);
       const lists = server.requestLog.slice(before).filter((x) => x.verb === 'list');
-      assert.equal(lists[0].query.resourceVersion, '0');
-      assert.equal(lists[1].query.resourceVersion, undefined);
-      assert.equal(lists[1].query.limit, '200');
+      assert.equal(lists[0]?.query.resourceVersion, '0');
+      assert.equal(lists[1]?.query.resourceVersion, undefined);
+      assert.equal(lists[1]?.query.limit, '200');
       assert.equal(lists.length, 1 + 7, 'the failed whole list, then 7 pages');
       assert.ok(
         warnings.some((w) => /exceeds 65536 bytes; listing in pages/.test(w)),
@@ -99,9 +99,9 @@ describe('Reflector lists from the watch cache (API Concepts › Resource versio
       await waitFor(() => t.reflector.store.has('default/after-compaction'), 'relist after 410', 10_000);
       const relist = server.requestLog.filter((r) => r.verb === 'list').slice(before);
       assert.equal(relist.length, 1);
-      assert.equal(relist[0].query.resourceVersion, rv);
-      assert.equal(relist[0].query.resourceVersionMatch, 'NotOlderThan');
-      assert.equal(relist[0].query.limit, undefined, 'a limit with a version other than 0 sends the list to etcd');
+      assert.equal(relist[0]?.query.resourceVersion, rv);
+      assert.equal(relist[0]?.query.resourceVersionMatch, 'NotOlderThan');
+      assert.equal(relist[0]?.query.limit, undefined, 'a limit with a version other than 0 sends the list to etcd');
       assert.equal(t.reflector.counters.relists, 1);
     } finally {
       server.remove('Service', 'default', 'after-compaction');
@@ -140,11 +140,11 @@ describe('Reflector after an etcd restore: "Too large resource version" relists 
           assert.equal(refused?.query.resourceVersion, String(held));
           const relist = after.filter((r) => r.verb === 'list');
           assert.equal(relist.length, 1, JSON.stringify(after.map((r) => [r.verb, r.query, r.status])));
-          assert.equal(relist[0].query.resourceVersion, undefined, 'a quorum list names no version');
+          assert.equal(relist[0]?.query.resourceVersion, undefined, 'a quorum list names no version');
           // retryAfterSeconds: 1 in the Status is honoured.
           assert.ok(
-            relist[0].time - refused!.time >= 1050,
-            `relisted ${relist[0].time - refused!.time} ms after the 504`,
+            relist[0]!.time - refused.time >= 1050,
+            `relisted ${relist[0]!.time - refused.time} ms after the 504`,
           );
           assert.ok(
             t.rec.warnings.some((w) => w.includes('Too large resource version')),
@@ -250,7 +250,7 @@ describe('Reflector with the streaming WatchList', () => {
     const t = await serviceReflector(server, { watchList: true });
     try {
       await t.reflector.waitForSync();
-      const first = server.requestLog[0];
+      const first = server.requestLog[0]!;
       assert.equal(first.verb, 'watch');
       assert.equal(first.status, 422);
       assert.equal(server.listRequests, 1);
@@ -449,7 +449,7 @@ describe('Reflector under RBAC denials', () => {
         '{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"services is forbidden: User \\"system:serviceaccount:kube-system:coredns\\" cannot list resource \\"services\\" in API group \\"\\" in the namespace \\"kube-system\\"","reason":"Forbidden","details":{"kind":"services"},"code":403}',
       );
       assert.deepEqual(
-        forbiddenBody('u', 'watch', RESOURCE_TYPES[0], undefined).message,
+        forbiddenBody('u', 'watch', RESOURCE_TYPES[0]!, undefined).message,
         'services is forbidden: User "u" cannot watch resource "services" in API group "" at the cluster scope',
       );
     } finally {

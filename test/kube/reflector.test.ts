@@ -28,16 +28,16 @@ describe('Reflector list', () => {
         lists.map((r) => r.query.limit),
         ['500', '500', '500'],
       );
-      assert.equal(lists[0].query.continue, undefined);
+      assert.equal(lists[0]?.query.continue, undefined);
       // The first page asks for any version (API Concepts › Resource versions): the cache would serve it.
-      assert.equal(lists[0].query.resourceVersion, '0');
-      assert.equal(lists[0].query.resourceVersionMatch, 'NotOlderThan');
+      assert.equal(lists[0]?.query.resourceVersion, '0');
+      assert.equal(lists[0]?.query.resourceVersionMatch, 'NotOlderThan');
       assert.equal(
-        lists[1].query.resourceVersion,
+        lists[1]?.query.resourceVersion,
         undefined,
         'a continue page names no version (the server answers 400)',
       );
-      assert.ok(lists[1].query.continue && lists[2].query.continue);
+      assert.ok(lists[1]?.query.continue && lists[2]?.query.continue);
       assert.equal(t.reflector.resourceVersion, String(server.resourceVersion));
     } finally {
       await t.close();

@@ -47,15 +47,15 @@ describe('compact records', () => {
 
   test("a record decoded from JSON (a worker's copy) gets the shared lists again", () => {
     const a = projectService(service('shop', 'a', ['10.96.0.1'], [['dns', 'UDP', 53]]), o)!;
-    const copy = compactRecord('Service', JSON.parse(JSON.stringify(a)));
+    const copy = compactRecord('Service', JSON.parse(JSON.stringify(a)) as typeof a);
     assert.equal(copy.ports, a.ports);
     assert.deepEqual(copy, a);
     const s = projectEndpointSlice(slice('shop', 'a-1', 'a', 'IPv4', [{ ip: '10.1.0.1' }], [['dns', 'UDP', 53]]), o)!;
-    const sCopy = compactRecord('EndpointSlice', JSON.parse(JSON.stringify(s)));
+    const sCopy = compactRecord('EndpointSlice', JSON.parse(JSON.stringify(s)) as typeof s);
     assert.equal(sCopy.ports, a.ports);
     assert.deepEqual(sCopy, s);
     const p = projectPod(pod('shop', 'p', '10.1.0.1'), o)!;
-    assert.deepEqual(compactRecord('Pod', JSON.parse(JSON.stringify(p))), p);
+    assert.deepEqual(compactRecord('Pod', JSON.parse(JSON.stringify(p)) as typeof p), p);
   });
 
   test('store keys are ns/name, or the name alone', () => {

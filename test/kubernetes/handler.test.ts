@@ -120,7 +120,7 @@ describe('kubernetes handler', () => {
     assert.deepEqual(sectionText(ns.additionals), [`kube-dns.kube-system.svc.${Z} 5 A 10.96.0.10`]);
   });
 
-  test('PTR for an endpoint of a ClusterIP service, and CIDR reverse zones (F3 I5)', async () => {
+  test('PTR for an endpoint of a ClusterIP service, and CIDR reverse zones', async () => {
     const r = rig('kubernetes cluster.local 10.96.0.0/24 172.17.0.0/24 {\n namespaces test-1\n}', [
       namespace('test-1'),
       namespace('test-2'),

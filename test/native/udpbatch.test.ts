@@ -217,7 +217,7 @@ test('adopt() reads a socket node:dgram bound, through a duplicate descriptor', 
   const d = await client();
   // As the listener does: node:dgram stops reading, the addon reads a duplicate of its fd.
   const state = Object.getOwnPropertySymbols(d).find((k) => k.description === 'state symbol')!;
-  const handle = (d as unknown as Record<symbol, { handle: { fd: number; recvStop(): void } }>)[state].handle;
+  const handle = (d as unknown as Record<symbol, { handle: { fd: number; recvStop(): void } }>)[state]!.handle;
   const s = a.adopt({ fd: handle.fd });
   handle.recvStop();
   assert.equal(s.port, d.address().port);
@@ -244,8 +244,8 @@ test(
     const s1 = a.open({ address: '127.0.0.1', port: 0, ipv6: false, reusePort: true, spread: 2 });
     const s2 = a.open({ address: '127.0.0.1', port: s1.port, ipv6: false, reusePort: true, spread: 2 });
     const counts = [0, 0];
-    echo(a, s1, (n) => (counts[0] += n));
-    echo(a, s2, (n) => (counts[1] += n));
+    echo(a, s1, (n) => (counts[0]! += n));
+    echo(a, s2, (n) => (counts[1]! += n));
     const c = await client();
     try {
       for (let i = 0; i < 400; i++) c.send(Buffer.from(`q${i}`), s1.port, '127.0.0.1');
@@ -289,7 +289,7 @@ test(
         a.start(sk, (n) => {
           for (let k = 0; k < n; k++) {
             const q = inBuf.subarray(k * sk.slotSize, k * sk.slotSize + meta[k * META_INTS]!);
-            got[i]++;
+            got[i]!++;
             if (!expected(q, i)) wrong.push(`${i}: ${q.toString('latin1', 13)}`);
           }
           return 0;

@@ -107,11 +107,11 @@ export function spawnIn(ns: TestNetns, file: string, args: readonly string[], en
   const wake = () => {
     for (const w of waiters.splice(0)) w();
   };
-  proc.stdout!.on('data', (d: Buffer) => {
+  proc.stdout.on('data', (d: Buffer) => {
     out += d.toString();
     wake();
   });
-  proc.stderr!.on('data', (d: Buffer) => {
+  proc.stderr.on('data', (d: Buffer) => {
     out += d.toString();
     wake();
   });

@@ -97,7 +97,7 @@ test('kube-dns upstreamNameservers replace the node resolvers and lose force_tcp
   assert.doesNotMatch(out, /force_tcp/);
   assert.match(
     out,
-    /acme\.local:53 \{\n    errors\n    cache 30\n    bind 169\.254\.20\.10 10\.96\.0\.10\n    forward \. 10\.150\.0\.1 10\.150\.0\.2:5353\n\}\n/,
+    /acme\.local:53 \{\n {4}errors\n {4}cache 30\n {4}bind 169\.254\.20\.10 10\.96\.0\.10\n {4}forward \. 10\.150\.0\.1 10\.150\.0\.2:5353\n\}\n/,
   );
 });
 

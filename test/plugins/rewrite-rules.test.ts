@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { parseQuery, type ParsedQuery } from '../../src/dns/query.js';
 import { decodeMessage, emptyMessage, encodeMessage } from '../../src/dns/message.js';
 import { QType } from '../../src/dns/constants.js';
-import { Request, Response } from '../../src/server/request.js';
+import { type ClientInfo, Request, Response } from '../../src/server/request.js';
 import { recordsReply } from '../../src/server/reply.js';
 import { newRule } from '../../src/plugins/rewrite/setup.js';
 import { RewriteHandler } from '../../src/plugins/rewrite/handler.js';
@@ -91,7 +91,7 @@ test("the fast path's answer equals the Message path's: question as asked, owner
     Response.wire(recordsReply(r, 0, 0x0400, Buffer.concat([rr, rr]), 2, 0, 0), 'kubernetes');
   const h = new RewriteHandler(rules, () => Response.rcode(2, ''));
   const req = request('Web.Example.org.');
-  const res = (await h.serveDNS(req, kube)) as Response;
+  const res = await h.serveDNS(req, kube);
   assert.ok(res.hasWire, 'answered by the fast path');
   const m = decodeMessage(res.peekWire()!);
   assert.deepEqual(m.questions, [{ name: 'Web.Example.org.', type: QType.A, class: 1 }]);
@@ -124,10 +124,10 @@ test('class and type rules: the next plugin gets the new class and type, the cli
   const raw = encodeMessage(m);
   const req = new Request(raw, parseQuery(raw) as ParsedQuery, client);
   let seen: [number, number] | null = null;
-  const res = (await h.serveDNS(req, (r) => {
+  const res = await h.serveDNS(req, (r) => {
     seen = [r.qclass, r.qtype];
     return Response.rcode(0, 'whoami');
-  })) as Response;
+  });
   assert.deepEqual(seen, [1, QType.A]);
   assert.deepEqual(res.toMessage(req).questions, [{ name: 'version.test.', type: QType.TXT, class: 3 }]);
 });
@@ -141,24 +141,24 @@ async function through(rules: string[], name: string, type: number, qclass = 1, 
   const m = emptyMessage(1);
   m.questions.push({ name, type, class: qclass });
   const raw = encodeMessage(m);
-  const c = {
+  const c: ClientInfo = {
     ...client,
     remoteAddress: remote,
     remotePort: 40212,
-    family: (remote.includes(':') ? 2 : 1) as 1 | 2,
+    family: remote.includes(':') ? 2 : 1,
     localAddress: '127.0.0.1',
     localPort: 53,
   };
   const req = new Request(raw, parseQuery(raw) as ParsedQuery, c);
   let inner: Request | null = null;
-  const res = (await h.serveDNS(req, (r) => {
+  const res = await h.serveDNS(req, (r) => {
     inner = r;
     const a = r.reply();
     if (r.qtype === QType.A)
       a.answers.push({ name: r.qname, type: QType.A, class: r.qclass, ttl: 300, data: { address: '127.0.0.1' } });
     return Response.message(a, 'mock');
-  })) as Response;
-  return { inner: inner! as Request, answer: res.toMessage(req) };
+  });
+  return { inner: inner!, answer: res.toMessage(req) };
 }
 
 test("CoreDNS's rewrite_test.go TestRewrite: the query each rule list sends on", async () => {

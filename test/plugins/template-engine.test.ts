@@ -1,7 +1,14 @@
 // The Go text/template subset of the template plugin and the record-text parser, case by case.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { GoTemplate, goMap, sprintf, TemplateError, type Value } from '../../src/plugins/template/gotemplate.js';
+import {
+  format,
+  GoTemplate,
+  goMap,
+  sprintf,
+  TemplateError,
+  type Value,
+} from '../../src/plugins/template/gotemplate.js';
 import { parseRecordText, RecordTextError } from '../../src/dns/rrtext.js';
 import { QClass, QType } from '../../src/dns/constants.js';
 
@@ -43,7 +50,7 @@ test('if / else if / else / with, comments and {{- -}} trimming', () => {
 });
 
 test('parseInt is the function a template gets, with errors that fail the execution', () => {
-  const parseInt = (s: Value, b: Value) => Number.parseInt(String(s), Number(b));
+  const parseInt = (s: Value, b: Value) => Number.parseInt(format(s), Number(b));
   assert.equal(run('{{ parseInt "ff" 16 }}', new Map([['parseInt', parseInt]])), '255');
   assert.throws(() => run('{{ index .Match 9 }}'), /index out of range: 9/);
   assert.throws(() => run('{{ .Nope }}'), /can't evaluate field Nope/);

@@ -77,12 +77,24 @@ const COREFILE = `cluster.local:PORT {
 }
 `;
 
+/** The attacker's JSON report: each attack kind fills the counters that apply to it. */
+type AttackReport = Record<
+  | 'sent'
+  | 'answered'
+  | 'truncated'
+  | 'largest'
+  | 'amplification'
+  | 'opened'
+  | 'refused'
+  | 'closedLater'
+  | 'closedAfterMs'
+  | 'stillOpen'
+  | 'written',
+  number
+>;
+
 /** Runs an attack in its own process; resolves with its JSON report. */
-function attack(
-  kind: string,
-  port: number,
-  args: Record<string, string | number | boolean>,
-): Promise<Record<string, number>> {
+function attack(kind: string, port: number, args: Record<string, string | number | boolean>): Promise<AttackReport> {
   const argv = [ATTACKER, kind, '--port', String(port)];
   for (const [k, v] of Object.entries(args)) {
     if (v === true) argv.push(`--${k}`);
@@ -92,7 +104,9 @@ function attack(
   let out = '';
   p.stdout.on('data', (d: Buffer) => (out += d.toString()));
   return new Promise((res, rej) =>
-    p.on('exit', (code) => (code === 0 ? res(JSON.parse(out)) : rej(new Error(`attacker ${kind} exited ${code}`)))),
+    p.on('exit', (code) =>
+      code === 0 ? res(JSON.parse(out) as AttackReport) : rej(new Error(`attacker ${kind} exited ${code}`)),
+    ),
   );
 }
 
@@ -101,7 +115,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 interface UnderAttack {
   good: GoodResult;
   control: GoodResult;
-  report: Record<string, number>;
+  report: AttackReport;
   rssBefore: number;
   rssMost: number;
 }

@@ -237,7 +237,7 @@ function mutate(r: Rand, base: Buffer): Buffer {
   const b = Buffer.from(base);
   switch (int(r, 9)) {
     case 0: // flip bits
-      for (let i = 0, n = 1 + int(r, 6); i < n && b.length; i++) b[int(r, b.length)] ^= 1 << int(r, 8);
+      for (let i = 0, n = 1 + int(r, 6); i < n && b.length; i++) b[int(r, b.length)]! ^= 1 << int(r, 8);
       return b;
     case 1: // overwrite bytes with values that mean something: pointers, big lengths
       for (let i = 0, n = 1 + int(r, 4); i < n && b.length; i++)

@@ -44,13 +44,13 @@ export class PodSearchPath implements SearchPathSource {
     const ns = v.podNamespace(clientIp(req.client.remoteAddress));
     if (ns === null) return null;
     let byNs = this.byZoneNs.get(zone);
-    if (byNs === undefined) this.byZoneNs.set(zone, (byNs = new Map()));
+    if (byNs === undefined) this.byZoneNs.set(zone, (byNs = new Map<string, readonly string[]>()));
     let path = byNs.get(ns);
     if (path === undefined) {
       if (this.kept >= MAX_KEPT_PATHS) {
         this.byZoneNs.clear();
         this.kept = 0;
-        this.byZoneNs.set(zone, (byNs = new Map()));
+        this.byZoneNs.set(zone, (byNs = new Map<string, readonly string[]>()));
       }
       const z = zone === '.' ? '' : zone;
       path = [`${ns}.svc.${z}`, `svc.${z}`, zone, ...this.serverSearch, ''];

@@ -160,7 +160,7 @@ export class EtcdClient {
             try {
               resolve(stream ? {} : (JSON.parse(buf || '{}') as Record<string, unknown>));
             } catch (e) {
-              reject(e as Error);
+              reject(e);
             }
           });
           res.on('error', reject);

@@ -33,7 +33,7 @@ export const setup: PluginSetup = (ds, ctx) =>
           throw directiveError(p, `file: unknown property '${p.name}'`);
       }
     }
-    let loaded;
+    let loaded: ReturnType<typeof loadZones>;
     try {
       loaded = loadZones(file, zones);
     } catch (e) {

@@ -114,7 +114,7 @@ export function parseOptions(d: Directive, ctx: SetupContext): KubernetesOptions
       case 'endpoint': {
         argCount(p, 1, Infinity, 'a URL');
         const url = p.args[0]!.text;
-        let parsed: URL | null = null;
+        let parsed: URL | null;
         try {
           parsed = new URL(url);
         } catch {

@@ -61,7 +61,7 @@ async function heapSnapshot(_req: IncomingMessage, res: ServerResponse): Promise
       'content-disposition': 'attachment; filename="clusterdns.heapsnapshot"',
     });
     // The snapshot arrives in chunks; each goes out as it comes instead of being held whole.
-    s.on('HeapProfiler.addHeapSnapshotChunk', (m) => res.write((m.params as { chunk: string }).chunk));
+    s.on('HeapProfiler.addHeapSnapshotChunk', (m) => res.write(m.params.chunk));
     await post(s, 'HeapProfiler.takeHeapSnapshot', { reportProgress: false });
     res.end();
   } finally {

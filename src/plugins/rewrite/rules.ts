@@ -5,7 +5,7 @@
 import type { EdnsOption, Message, ResourceRecord } from '../../dns/message.js';
 import { QType } from '../../dns/constants.js';
 import { requestOptions, type Request } from '../../server/request.js';
-import { fillGroups, NameMatch } from './names.js';
+import { fillGroups, type NameMatch } from './names.js';
 
 /** The query as the rules have left it so far, and what the response will need. */
 export class RewriteState {

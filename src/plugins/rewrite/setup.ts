@@ -6,7 +6,7 @@ import { goRegExp, groupCount } from '../../corefile/regexp.js';
 import type { Directive, Token } from '../../corefile/types.js';
 import { classToString, QClass, rcodeFromString, typeFromString } from '../../dns/constants.js';
 import type { PluginSetup } from '../plugin.js';
-import { Edns0LocalRule, Edns0NsidRule, Edns0SubnetRule, EDNS0_VARIABLES, type Edns0Action } from './edns0.js';
+import { Edns0LocalRule, Edns0NsidRule, Edns0SubnetRule, EDNS0_VARIABLES } from './edns0.js';
 import { CnameRule, RewriteHandler } from './handler.js';
 import { groupsUsed, MATCH_TYPES, NameMatch, normalizeName, type MatchType } from './names.js';
 import {
@@ -151,7 +151,7 @@ function edns0Rule(stop: boolean, args: Token[]): Rule {
   const action = args[1]!.text.toLowerCase();
   if (action !== 'set' && action !== 'replace' && action !== 'append' && action !== 'unset')
     throw new RuleError(`invalid action: "${args[1]!.text}"`, args[1]);
-  const a = action as Edns0Action;
+  const a = action;
   switch (kind) {
     case 'local': {
       if (a === 'unset' ? args.length !== 3 : args.length !== 4)

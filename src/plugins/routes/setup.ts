@@ -122,7 +122,7 @@ export function parseRoutes(d: Directive, corefile: string): RoutesConfig {
         break;
       case 'endpoint': {
         const [u] = args(p, 1, 1, 'a URL');
-        let url: URL | null = null;
+        let url: URL | null;
         try {
           url = new URL(u!.text);
         } catch {

@@ -38,7 +38,7 @@ export class StoredAnswer {
     const ttls = a.ttls;
     for (let i = 0; i < offs.length; i++) {
       const ttl = ttls[i]! - age;
-      body.writeUInt32BE(ttl < 1 ? 1 : ttl, offs[i]!);
+      body.writeUInt32BE(ttl < 1 ? 1 : ttl, offs[i]);
     }
     this.aged = {
       body,
@@ -88,7 +88,7 @@ export class AnswerStore {
   set(name: string, qtype: number, qclass: number, e: StoredAnswer): void {
     const key = (qtype << 16) | qclass;
     let byName = this.byType.get(key);
-    if (byName === undefined) this.byType.set(key, (byName = new Map()));
+    if (byName === undefined) this.byType.set(key, (byName = new Map<string, StoredAnswer>()));
     if (byName.delete(name)) this.count--;
     if (this.count >= this.capacity) this.evict(byName, e.storedAt);
     byName.set(name, e);

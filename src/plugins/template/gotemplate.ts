@@ -46,7 +46,7 @@ interface Action {
 function splitActions(src: string, name: string): { actions: Action[]; tail: string } {
   const actions: Action[] = [];
   let pos = 0;
-  let text = '';
+  let text: string;
   let trimNext = false;
   for (;;) {
     const open = src.indexOf('{{', pos);
@@ -464,7 +464,7 @@ export class GoTemplate {
         if ((v as { [MAP]?: boolean })[MAP]) return undefined;
         throw this.err(`can't evaluate field ${key} in type ${typeName(v)}`);
       }
-      v = (v as ValueObject)[key];
+      v = v[key];
     }
     return v;
   }
@@ -513,10 +513,10 @@ export class GoTemplate {
             v = v[k];
           } else if (typeof v === 'string') {
             if (typeof k !== 'number' || k < 0 || k >= v.length)
-              throw this.err(`error calling index: index out of range: ${String(k)}`);
+              throw this.err(`error calling index: index out of range: ${format(k)}`);
             v = v.charCodeAt(k);
           } else if (v && typeof v === 'object') {
-            v = Object.prototype.hasOwnProperty.call(v, String(k)) ? (v as ValueObject)[String(k)] : '';
+            v = Object.prototype.hasOwnProperty.call(v, format(k)) ? v[format(k)] : '';
           } else throw this.err(`can't index item of type ${typeName(v)}`);
         }
         return v;
@@ -597,7 +597,8 @@ export function format(v: Value): string {
   if (typeof v === 'number' || typeof v === 'boolean') return String(v);
   if (Array.isArray(v)) return `[${v.map(format).join(' ')}]`;
   if (typeof v === 'function') return '<func>';
-  if (Object.prototype.hasOwnProperty.call(v, 'toString')) return String(v);
+  if (Object.prototype.hasOwnProperty.call(v, 'toString')) return (v as { toString(): string }).toString();
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- Object's default text is what marks a Go map here
   const s = String(v);
   return s === '[object Object]'
     ? `map[${Object.keys(v)
@@ -634,17 +635,17 @@ export function sprintf(fmt: string, args: Value[]): string {
           break;
         case 'x':
         case 'X':
-          s = int ? (a as number).toString(16) : Buffer.from(format(a), 'latin1').toString('hex');
+          s = int ? a.toString(16) : Buffer.from(format(a), 'latin1').toString('hex');
           if (verb === 'X') s = s.toUpperCase();
           break;
         case 'o':
-          s = int ? (a as number).toString(8) : `%!o(${format(a)})`;
+          s = int ? a.toString(8) : `%!o(${format(a)})`;
           break;
         case 'b':
-          s = int ? (a as number).toString(2) : `%!b(${format(a)})`;
+          s = int ? a.toString(2) : `%!b(${format(a)})`;
           break;
         case 'c':
-          s = int ? String.fromCharCode(a as number) : `%!c(${format(a)})`;
+          s = int ? String.fromCharCode(a) : `%!c(${format(a)})`;
           break;
         case 'q':
           s = JSON.stringify(format(a));

@@ -9,8 +9,8 @@ import { skipName } from '../../dns/name.js';
 import { recordsReply } from '../../server/reply.js';
 import { parseRecordText, RecordTextError } from '../../dns/rrtext.js';
 import { Response, type Handler, type HandlerResult, type Next, type Request } from '../../server/request.js';
-import { Fallthrough, matchZone } from '../fallthrough.js';
-import { goMap, TemplateError, type GoTemplate, type Value, type ValueObject } from './gotemplate.js';
+import { type Fallthrough, matchZone } from '../fallthrough.js';
+import { format, goMap, TemplateError, type GoTemplate, type Value, type ValueObject } from './gotemplate.js';
 import { labelKey, rrFailures, templateFailures, templateMatches } from './metrics.js';
 
 export type Section = 'answer' | 'additional' | 'authority';
@@ -82,7 +82,7 @@ function messageView(req: Request): ValueObject {
   const q = questionView(req);
   const text =
     `;; opcode: QUERY, status: NOERROR, id: ${req.id}\n;; flags: ${flags}; QUERY: 1, ANSWER: 0, AUTHORITY: 0, ADDITIONAL: ${req.edns ? 1 : 0}\n\n` +
-    `;; QUESTION SECTION:\n${String(q)}\n`;
+    `;; QUESTION SECTION:\n${format(q)}\n`;
   return withText({ Id: req.id, Question: [q], Rcode: 0, Opcode: req.opcode }, text);
 }
 
@@ -227,7 +227,7 @@ export class TemplateHandler implements Handler {
       this.cached = 0;
     }
     let byName = this.cache.get(req.qtype);
-    if (byName === undefined) this.cache.set(req.qtype, (byName = new Map()));
+    if (byName === undefined) this.cache.set(req.qtype, (byName = new Map<string, CachedAnswer>()));
     byName.set(req.name, c);
     this.cached++;
     return c;

@@ -45,9 +45,7 @@ function parseUint(s: Value, base: Value, bits: Value): Value {
   return Number(v);
 }
 
-const FUNCS: ReadonlyMap<string, (...a: Value[]) => Value> = new Map([
-  ['parseInt', parseUint as (...a: Value[]) => Value],
-]);
+const FUNCS: ReadonlyMap<string, (...a: Value[]) => Value> = new Map([['parseInt', parseUint]]);
 
 function compile(tok: Token, section: string): GoTemplate {
   try {

@@ -85,7 +85,7 @@ function equal(a: Value, b: Value): boolean {
 
 function compare(op: string, a: Value, b: Value): boolean {
   if (typeof a !== typeof b || (typeof a !== 'number' && typeof a !== 'string')) return false;
-  const x = a as number | string;
+  const x = a;
   const y = b as number | string;
   return op === '<' ? x < y : op === '<=' ? x <= y : op === '>' ? x > y : x >= y;
 }
