@@ -178,7 +178,7 @@ export function parseRdata(
   const text = (i: number): string => {
     const x = w[i];
     if (x === undefined) fail(`${typeName(type)} RDATA is missing a field`);
-    return x!.text;
+    return x.text;
   };
   const u = (i: number, bits: 16 | 32): number => {
     const s = text(i);
@@ -215,7 +215,7 @@ export function parseRdata(
       const t = (i: number) => {
         const v = parseTtl(text(i));
         if (v === null) fail(`SOA field ${i + 1} is not a number`);
-        return v!;
+        return v;
       };
       return {
         mname: name(text(0)),

@@ -59,7 +59,7 @@ export function registerCollected(
     type,
     aggregator,
     async get() {
-      return { name, help, type, aggregator, values: collect() as MetricValue<string>[] };
+      return { name, help, type, aggregator, values: collect() };
     },
     reset() {},
   };

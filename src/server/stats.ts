@@ -133,4 +133,3 @@ export class ServerStats {
     return this.zones.values();
   }
 }
-

@@ -9,13 +9,7 @@ import { Rcode } from '../../dns/constants.js';
 import { isSubdomain } from '../../dns/name.js';
 import { bareReply } from '../../server/reply.js';
 import { Response, type Handler, type HandlerResult, type Next, type Request } from '../../server/request.js';
-import {
-  frameFor,
-  OutstandingQuery,
-  type Outstanding,
-  type PendingTry,
-  type UpstreamProto,
-} from '../../upstream/exchange.js';
+import { OutstandingQuery, type PendingTry, type UpstreamProto } from '../../upstream/exchange.js';
 import { forwardTotals } from './metrics.js';
 import type { Policy } from '../../upstream/policy.js';
 import type { Upstream } from './upstream.js';

@@ -7,7 +7,6 @@ import type tls from 'node:tls';
 import { emptyMessage, encodeMessage } from '../../dns/message.js';
 import { QClass, QType } from '../../dns/constants.js';
 import {
-  frameFor,
   joinHostPort,
   OutstandingQuery,
   type Outstanding,

@@ -11,7 +11,7 @@ import { canonicalZone } from '../../dns/name.js';
 import { cidrToReverseZones, isReverseZone } from '../../dns/reverse.js';
 import { warnEachOnce, type Logger } from '../../log.js';
 import { durationArg, intArg, once, unknownProperty } from '../../corefile/args.js';
-import type { PluginSetup, SetupContext, PluginInstance } from '../plugin.js';
+import type { PluginSetup, SetupContext } from '../plugin.js';
 import type { ClusterIndex, IndexListener } from '../../cluster/clusterindex.js';
 import { KUBE_FEEDS, type FeedHold } from './feed.js';
 import { KubernetesHandler } from './handler.js';
