@@ -17,6 +17,7 @@ import { listenerKey, Router, type RoutedBlock } from './listeners.js';
 import { Response, type HandlerResult, type Next, type Request } from './request.js';
 import { serverStats } from './stats.js';
 import { systemErrorText } from './system-errors.js';
+import { Invalidation } from './invalidation.js';
 
 /** CoreDNS's built-in configuration when no Corefile is found. */
 export const BUILTIN_COREFILE = '. {\n    whoami\n    log\n}\n';
@@ -150,6 +151,8 @@ function compose(handlers: PluginInstance[]): Next {
 export class Runtime {
   readonly blocks: BlockRuntime[] = [];
   readonly instances: PluginInstance[] = [];
+  /** Drops this configuration's kept answers when the data they were built from changes. */
+  readonly invalidation = new Invalidation();
 
   /** Loads the code of the plugins `config` uses, then builds the runtime. */
   static async create(config: LoadedConfig, env: RuntimeEnv, problem?: ProblemSink): Promise<Runtime> {
@@ -186,6 +189,7 @@ export class Runtime {
         instances: () => this.instances,
         blockInstances: () => instances,
         shuttingDown: env.shuttingDown,
+        invalidation: this.invalidation,
       });
       for (const [name] of pluginOrder) {
         const ds = grouped.get(name);

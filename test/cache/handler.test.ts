@@ -8,7 +8,6 @@ import { QType, Rcode } from '../../src/dns/constants.js';
 import { decodeMessage, type Message } from '../../src/dns/message.js';
 import { advanceClock, freezeClock } from '../../src/plugins/cache/clock.js';
 import { registry } from '../../src/metrics/registry.js';
-import { invalidateNames, invalidateSuffix } from '../../src/server/invalidation.js';
 import { buildQuery, query, sendTcp, sendUdp } from '../helpers/dns.js';
 import {
   answerTo,
@@ -567,7 +566,7 @@ describe('cache over sockets', () => {
       await query(c.port, 'web.default.svc.cluster.local.', QType.AAAA);
       await query(c.port, 'web.default.svc.cluster.local.', QType.A, { edns: 1232, do: true });
       await query(c.port, 'db.default.svc.cluster.local.', QType.A);
-      assert.equal(invalidateNames(['Web.Default.svc.cluster.local']), 3);
+      assert.equal(c.handler.invalidation.invalidateNames(['Web.Default.svc.cluster.local']), 3);
       await query(c.port, 'web.default.svc.cluster.local.', QType.A);
       await query(c.port, 'db.default.svc.cluster.local.', QType.A);
       assert.equal(up.count('web.default.svc.cluster.local.'), 4);
@@ -591,7 +590,7 @@ describe('cache over sockets', () => {
         );
         return m;
       };
-      assert.equal(invalidateSuffix('web.default.svc.cluster.local.'), 1);
+      assert.equal(c.handler.invalidation.invalidateSuffix('web.default.svc.cluster.local.'), 1);
       const now = await query(c.port, 'nx.web.default.svc.cluster.local.', QType.SRV);
       assert.equal(now.rcode, Rcode.NOERROR);
       assert.equal(now.answers[0]?.type, QType.SRV);
@@ -602,7 +601,7 @@ describe('cache over sockets', () => {
       up.delayMs = 100;
       const pending = query(c.port, 'web.default.svc.cluster.local.', QType.A);
       await sleep(30);
-      invalidateNames(['web.default.svc.cluster.local.']);
+      c.handler.invalidation.invalidateNames(['web.default.svc.cluster.local.']);
       assert.equal((await pending).answers.length, 1);
       up.delayMs = 0;
       await query(c.port, 'web.default.svc.cluster.local.', QType.A);

@@ -8,12 +8,13 @@ import { Request, Response, type Handler, type HandlerResult, type Next } from '
 import { matchZone } from '../fallthrough.js';
 import { clock, releaseClock, retainClock } from './clock.js';
 import { selfProbeNames } from '../../server/probes.js';
-import { attachCache, type InvalidationTarget } from '../../server/invalidation.js';
+import { Invalidation, type InvalidationTarget } from '../../server/invalidation.js';
 import { CacheCounters, metricLabels, trackCache, untrackCache, type CacheMetricSource } from './metrics.js';
 import {
   FLAG_AA,
   FLAG_CD,
   FLAG_TC,
+  describedResponse,
   PrepareProblem,
   prepareResponse,
   replyFlags,
@@ -136,7 +137,11 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
     else this.counters.evictionsDenial++;
   };
 
-  constructor(readonly opts: CacheOptions) {
+  constructor(
+    readonly opts: CacheOptions,
+    /** The server's invalidation, which drops entries when what they were built from changes. */
+    readonly invalidation: Invalidation = new Invalidation(),
+  ) {
     this.store = new CacheStore({
       successCapacity: opts.success.capacity,
       denialCapacity: opts.denial.capacity,
@@ -151,7 +156,7 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
     if (this.detach !== null) return;
     retainClock();
     trackCache(this);
-    this.detach = attachCache(this);
+    this.detach = this.invalidation.attach(this);
     this.sweepTimer = setInterval(() => this.sweep(), SWEEP_INTERVAL_MS);
     this.sweepTimer.unref();
   }
@@ -223,6 +228,12 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
       for (const f of this.flights.values()) if (isSubdomain(f.name, suffix)) f.noStore = true;
     }
     return this.store.dropSuffix(suffix);
+  }
+
+  dropDependencies(keys: readonly string[]): number {
+    // What an answer in flight was built from is known only when it arrives: none is stored.
+    if (this.flights.size > 0) for (const f of this.flights.values()) f.noStore = true;
+    return this.store.dropDependencies(keys);
   }
 
   // ------------------------------------------------------------------ misses
@@ -301,7 +312,10 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
         return this.bareOutcome(res);
       }
     }
-    const p = prepareResponse(req, wire);
+    // A reply the plugin that wrote it described (kubernetes) is taken as described, not walked.
+    const info = res.prepared;
+    const described = info !== null && res.hasWire ? describedResponse(req, wire, info) : null;
+    const p = described ?? prepareResponse(req, wire);
     if (typeof p === 'number') {
       if (p === PrepareProblem.QuestionMismatch) {
         const rc = res.rcode;
@@ -310,7 +324,7 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
       return this.bareOutcome(res);
     }
     if ((flight === null || !flight.noStore) && !this.keepsBetter(req, p)) {
-      const e = this.entryFor(req, p);
+      const e = this.entryFor(req, p, info === null ? null : info.dependencies);
       if (e !== null) {
         const dead = clock.ms - this.opts.staleMs;
         if (this.store.insert(e, dead, this.countEviction))
@@ -322,7 +336,7 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
   }
 
   /** CoreDNS's caching rules: which store, for how long; null = not cached. */
-  private entryFor(req: Request, p: ResponseFacts): CacheEntry | null {
+  private entryFor(req: Request, p: ResponseFacts, dependencies: readonly string[] | null): CacheEntry | null {
     if ((p.flags & FLAG_TC) !== 0 || p.expiredSignature) return null;
     const o = this.opts;
     let kind: EntryKind;
@@ -374,6 +388,7 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
       Math.floor(lifetimeMs / 1000),
       clock.ms,
       lifetimeMs,
+      dependencies,
     );
   }
 

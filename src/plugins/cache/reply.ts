@@ -5,6 +5,7 @@
 
 import { QType } from '../../dns/constants.js';
 import { decodeName, skipName } from '../../dns/name.js';
+import type { PreparedAnswer } from '../../server/invalidation.js';
 import type { Request } from '../../server/request.js';
 import { writeOptEcho } from '../../server/reply.js';
 
@@ -165,6 +166,42 @@ export function prepareResponse(req: Request, wire: Buffer): ResponseFacts | Pre
     nsInAuthority,
     answerHasQtype,
     expiredSignature,
+  };
+}
+
+/**
+ * The facts of `wire`, a reply to `req` that the plugin which wrote it described (`info`), with no
+ * walk of its records: only the header and the question are checked against the description (a
+ * plugin on the way may have replaced the bytes). Null when they disagree: walk it instead.
+ */
+export function describedResponse(req: Request, wire: Buffer, info: PreparedAnswer): ResponseFacts | null {
+  const offsets = info.ttlOffsets;
+  if (offsets === null) return null;
+  const qEnd = req.questionEnd;
+  const len = qEnd + info.recordsLength;
+  if (wire.length !== len && wire.length !== len + OPT_LEN) return null;
+  const flags = wire.readUInt16BE(2);
+  if ((flags & FLAG_TC) !== 0) return null;
+  if (wire.readUInt16BE(4) !== 1 || wire.readUInt16BE(6) !== info.an || wire.readUInt16BE(8) !== info.ns) return null;
+  if (wire.readUInt16BE(10) !== info.ar + (wire.length === len ? 0 : 1)) return null;
+  if (wire.compare(req.raw, 12, qEnd, 12, qEnd) !== 0) return null;
+  // An exact, unpooled copy, as prepareResponse makes.
+  const body = Buffer.allocUnsafeSlow(info.recordsLength);
+  wire.copy(body, 0, qEnd, len);
+  return {
+    body,
+    an: info.an,
+    ns: info.ns,
+    ar: info.ar,
+    flags,
+    ttlOffsets: offsets,
+    questionEnd: qEnd,
+    minTtl: info.minTtl,
+    hasSoa: info.hasSoa,
+    negativeTtl: info.negativeTtl,
+    nsInAuthority: info.nsInAuthority,
+    answerHasQtype: info.answerHasQtype,
+    expiredSignature: false,
   };
 }
 

@@ -173,7 +173,7 @@ export function parseCache(ds: Directive[], blockZones: string[], server: string
 }
 
 export const setup: PluginSetup = (ds, ctx) => {
-  const h = new CacheHandler(parseCache(ds, ctx.block.zones, ctx.block.serverLabel));
+  const h = new CacheHandler(parseCache(ds, ctx.block.zones, ctx.block.serverLabel), ctx.invalidation);
   return {
     name: 'cache',
     handler: h,
