@@ -149,10 +149,10 @@ function compose(handlers: PluginInstance[]): Next {
 }
 
 export class Runtime {
-  readonly blocks: BlockRuntime[] = [];
-  readonly instances: PluginInstance[] = [];
   /** Drops this configuration's kept answers when the data they were built from changes. */
   readonly invalidation = new Invalidation();
+  readonly blocks: BlockRuntime[] = [];
+  readonly instances: PluginInstance[] = [];
 
   /** Loads the code of the plugins `config` uses, then builds the runtime. */
   static async create(config: LoadedConfig, env: RuntimeEnv, problem?: ProblemSink): Promise<Runtime> {

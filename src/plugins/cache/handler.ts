@@ -132,16 +132,14 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
   private readonly bypassBoth: boolean;
   private sweepTimer: NodeJS.Timeout | null = null;
   private detach: (() => void) | null = null;
+  /** Drops entries when what they were built from changes: the server's (start), else the handler's own. */
+  invalidation = new Invalidation();
   private readonly countEviction = (kind: EntryKind): void => {
     if (kind === EntryKind.Success) this.counters.evictionsSuccess++;
     else this.counters.evictionsDenial++;
   };
 
-  constructor(
-    readonly opts: CacheOptions,
-    /** The server's invalidation, which drops entries when what they were built from changes. */
-    readonly invalidation: Invalidation = new Invalidation(),
-  ) {
+  constructor(readonly opts: CacheOptions) {
     this.store = new CacheStore({
       successCapacity: opts.success.capacity,
       denialCapacity: opts.denial.capacity,
@@ -152,8 +150,9 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
     this.metricLabels = metricLabels(opts.server, opts.zones);
   }
 
-  start(): void {
+  start(invalidation: Invalidation = this.invalidation): void {
     if (this.detach !== null) return;
+    this.invalidation = invalidation;
     retainClock();
     trackCache(this);
     this.detach = this.invalidation.attach(this);

@@ -173,11 +173,11 @@ export function parseCache(ds: Directive[], blockZones: string[], server: string
 }
 
 export const setup: PluginSetup = (ds, ctx) => {
-  const h = new CacheHandler(parseCache(ds, ctx.block.zones, ctx.block.serverLabel), ctx.invalidation);
+  const h = new CacheHandler(parseCache(ds, ctx.block.zones, ctx.block.serverLabel));
   return {
     name: 'cache',
     handler: h,
-    startup: () => h.start(),
+    startup: () => h.start(ctx.invalidation),
     shutdown: () => h.stop(),
   };
 };

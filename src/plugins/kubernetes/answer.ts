@@ -94,6 +94,8 @@ export class AnswerWriter {
   private readonly ttlAt: number[] = [];
   private minTtl = -1;
   private hasSoa = false;
+  /** A CNAME in the answer: its chain ends at a target this answer holds nothing for. */
+  private hasCname = false;
   an = 0;
   ns = 0;
   ar = 0;
@@ -206,6 +208,7 @@ export class AnswerWriter {
    * name's offset. Uncompressed, a name keeps its own spelling even when it lies in the zone.
    */
   nameRecord(type: number, target: string, compress: boolean): number {
+    if (type === QType.CNAME) this.hasCname = true;
     this.w.u16(0xc00c);
     const lenAt = this.header(type, this.ttl);
     const at = this.w.pos;
@@ -234,7 +237,7 @@ export class AnswerWriter {
     w.pos += SOA_RECORD_LENGTH;
   }
 
-  /** The answer; every record in its answer section is of the asked type (the handler writes no other). */
+  /** The answer; every record in its answer section is of the asked type (the handler writes no other) or a CNAME. */
   finish(rcode: number, dependencies: readonly string[]): Prepared {
     // A slice of Node's shared pool, for one reply; an answer that is kept is copied out
     // of it (prepared.ts), so that it does not pin a pool slab of short-lived buffers.
@@ -258,7 +261,7 @@ export class AnswerWriter {
       // The SOA's MINIMUM is the plugin's TTL (writeSoa).
       negativeTtl: this.hasSoa ? Math.min(this.minTtl, this.ttl) : -1,
       nsInAuthority: 0,
-      answerHasQtype: this.an > 0,
+      answerHasQtype: this.an > 0 && !this.hasCname,
     };
   }
 }
