@@ -4,6 +4,7 @@
 // ExternalName well within the TTL, with the real binary, a test API server and dig.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
 import { KubeApiServer } from '../helpers/kubeapi.js';
 import { startServer, type RunningServer } from '../helpers/server.js';
 import { dig, type DigResult } from '../helpers/dns.js';
@@ -134,5 +135,45 @@ describe('cache in front of kubernetes: an answer goes when what it was built fr
       2000,
     );
     assert.deepEqual(aData(after), []);
+  });
+});
+
+describe('cache in front of kubernetes across a reload', () => {
+  test("the new configuration's cache is the one the watch keeps coherent (the watch outlives the reload)", async () => {
+    const api = await KubeApiServer.create();
+    api.apply(namespace('shop'));
+    api.apply(service('shop', 'target', ['10.96.8.1']));
+    api.apply(externalService('shop', 'alias', 'target.shop.svc.cluster.local'));
+    const conf = (cacheTtl: number) =>
+      `.:PORT {\n    bind 127.0.0.1\n    reload 1h\n    cache ${cacheTtl}\n` +
+      `    kubernetes cluster.local {\n        endpoint ${api.url}\n        ttl 60\n    }\n}\n`;
+    const s = await startServer({ corefile: conf(60) });
+    try {
+      const A = (name: string) => dig(s.port, [name, 'A']);
+      assert.deepEqual(aData(await A('alias.shop.svc.cluster.local')), ['10.96.8.1']);
+      writeFileSync(s.corefile, conf(50).replaceAll('PORT', String(s.port)));
+      s.proc.kill('SIGUSR1');
+      // The new cache (max TTL 50) answers once the reload is done.
+      const reloaded = await askUntil(
+        () => A('alias.shop.svc.cluster.local'),
+        (r) => r.answer.length > 0 && r.answer.every((l) => Number(l.split(' ')[1]) <= 50),
+        5000,
+      );
+      assert.ok(
+        reloaded.answer.every((l) => Number(l.split(' ')[1]) <= 50),
+        'the reload took effect',
+      );
+      assert.deepEqual(aData(await A('alias.shop.svc.cluster.local')), ['10.96.8.1'], 'kept by the new cache');
+      api.apply(service('shop', 'target', ['10.96.8.2']));
+      const after = await askUntil(
+        () => A('alias.shop.svc.cluster.local'),
+        (r) => aData(r).join() === '10.96.8.2',
+        2000,
+      );
+      assert.deepEqual(aData(after), ['10.96.8.2']);
+    } finally {
+      await s.stop();
+      await api.close();
+    }
   });
 });
