@@ -9,6 +9,8 @@ import { decodeMessage, type Message } from '../../src/dns/message.js';
 import { advanceClock, freezeClock } from '../../src/plugins/cache/clock.js';
 import { registry } from '../../src/metrics/registry.js';
 import { buildQuery, query, sendTcp, sendUdp } from '../helpers/dns.js';
+import { dependenciesOnly } from '../../src/server/invalidation.js';
+import type { Request, Response } from '../../src/server/request.js';
 import {
   answerTo,
   forwardTo,
@@ -606,6 +608,53 @@ describe('cache over sockets', () => {
       up.delayMs = 0;
       await query(c.port, 'web.default.svc.cluster.local.', QType.A);
       assert.equal(up.count(), 2);
+    });
+  });
+
+  describe('answers that record what they were built from', () => {
+    /** forward to the test upstream, describing each answer as built from `deps(name)`. */
+    const describing = (deps: (name: string) => string[]) => {
+      const fwd = forwardTo(up.port);
+      return async (req: Request) => {
+        const res = await fwd(req);
+        res.prepared = dependenciesOnly(deps(req.name));
+        return res;
+      };
+    };
+    const built = async (next: (req: Request) => Promise<Response>) => {
+      const r = await startRig('cache', next);
+      rigs.push(r);
+      return r;
+    };
+
+    test('a change to what an answer was built from drops it, whatever its name; other answers stay', async () => {
+      const c = await built(describing((n) => (n.startsWith('www.') ? ['s:ns/web', 's:ns/www'] : ['s:ns/other'])));
+      await query(c.port, 'www.example.org.', QType.A);
+      await query(c.port, 'www.example.org.', QType.AAAA);
+      await query(c.port, 'short.example.org.', QType.A);
+      assert.equal(up.count(), 3);
+      assert.equal(c.handler.invalidation.invalidateDependencies(['s:ns/nothing']), 0);
+      assert.equal(c.handler.invalidation.invalidateDependencies(['s:ns/web']), 2);
+      await query(c.port, 'www.example.org.', QType.A);
+      await query(c.port, 'short.example.org.', QType.A);
+      assert.equal(up.count('www.example.org.'), 3, 'asked again after the change');
+      assert.equal(up.count('short.example.org.'), 1, 'still served from the cache');
+    });
+
+    test('an answer in flight when what it was built from changes is answered but not stored; others are', async () => {
+      const c = await built(describing((n) => (n.startsWith('www.') ? ['s:ns/web'] : ['s:ns/other'])));
+      up.delayMs = 100;
+      const pending = query(c.port, 'www.example.org.', QType.A);
+      const unrelated = query(c.port, 'short.example.org.', QType.A);
+      await sleep(30);
+      c.handler.invalidation.invalidateDependencies(['s:ns/web']);
+      assert.equal((await pending).answers.length, 1);
+      assert.equal((await unrelated).answers.length, 1);
+      up.delayMs = 0;
+      await query(c.port, 'www.example.org.', QType.A);
+      await query(c.port, 'short.example.org.', QType.A);
+      assert.equal(up.count('www.example.org.'), 2, 'the answer that may predate the change was not kept');
+      assert.equal(up.count('short.example.org.'), 1, 'an answer built from something else was kept');
     });
   });
 

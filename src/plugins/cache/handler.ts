@@ -80,10 +80,16 @@ class Flight {
   promise: Promise<Outcome> | null = null;
   /** Set by invalidation: the answer may predate the change, so it is not stored. */
   noStore = false;
-  constructor(readonly name: string) {}
+  constructor(
+    readonly name: string,
+    /** The handler's dependency epoch when the trip began (invalidatedSince). */
+    readonly epoch: number,
+  ) {}
 }
 
 const SWEEP_INTERVAL_MS = 1000;
+/** Dependency keys remembered while answers are in flight (invalidatedSince) before they are all refused instead. */
+const MAX_INVALIDATED_KEYS = 4096;
 
 function bitsOf(req: Request): number {
   return (req.edns !== null && req.edns.do ? 1 : 0) | ((req.flags & FLAG_CD) !== 0 ? 2 : 0);
@@ -129,6 +135,10 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
   readonly store: CacheStore;
   private readonly allZones: boolean;
   private readonly flights = new Map<string, Flight>();
+  /** Counts dependency invalidations that happened while answers were in flight. */
+  private dependencyEpoch = 0;
+  /** Dependency key → the epoch it was last invalidated at, kept only while answers are in flight. */
+  private readonly invalidatedAt = new Map<string, number>();
   private readonly bypassBoth: boolean;
   private sweepTimer: NodeJS.Timeout | null = null;
   private detach: (() => void) | null = null;
@@ -230,9 +240,33 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
   }
 
   dropDependencies(keys: readonly string[]): number {
-    // What an answer in flight was built from is known only when it arrives: none is stored.
-    if (this.flights.size > 0) for (const f of this.flights.values()) f.noStore = true;
+    // What an answer in flight was built from is known only when it arrives: it is checked then.
+    if (this.flights.size > 0) {
+      if (this.invalidatedAt.size + keys.length > MAX_INVALIDATED_KEYS) {
+        // Never without a trip in flight, under churn: bounded by storing none of those in flight.
+        for (const f of this.flights.values()) f.noStore = true;
+        this.invalidatedAt.clear();
+      } else {
+        this.dependencyEpoch++;
+        for (const k of keys) this.invalidatedAt.set(k, this.dependencyEpoch);
+      }
+    }
     return this.store.dropDependencies(keys);
+  }
+
+  /** True when one of `keys` was invalidated after `epoch` (an answer in flight meanwhile may predate it). */
+  private invalidatedSince(keys: readonly string[], epoch: number): boolean {
+    if (this.invalidatedAt.size === 0) return false;
+    for (const k of keys) {
+      const at = this.invalidatedAt.get(k);
+      if (at !== undefined && at > epoch) return true;
+    }
+    return false;
+  }
+
+  /** After a trip ends: with nothing in flight no answer can predate an invalidation, so the record of them goes. */
+  private landed(): void {
+    if (this.flights.size === 0 && this.invalidatedAt.size > 0) this.invalidatedAt.clear();
   }
 
   // ------------------------------------------------------------------ misses
@@ -253,15 +287,20 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
     }
     const r = next(req);
     if (!(r instanceof Promise)) return this.settle(req, r, null);
-    const flight = new Flight(req.name);
+    const flight = new Flight(req.name, this.dependencyEpoch);
     this.flights.set(key, flight);
     const p = r.then(
       (res) => {
         this.flights.delete(key);
-        return this.settle(req, res, flight);
+        try {
+          return this.settle(req, res, flight);
+        } finally {
+          this.landed();
+        }
       },
       (err: unknown) => {
         this.flights.delete(key);
+        this.landed();
         throw err;
       },
     );
@@ -322,7 +361,11 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
       }
       return this.bareOutcome(res);
     }
-    if ((flight === null || !flight.noStore) && !this.keepsBetter(req, p)) {
+    if (
+      (flight === null ||
+        (!flight.noStore && (info === null || !this.invalidatedSince(info.dependencies, flight.epoch)))) &&
+      !this.keepsBetter(req, p)
+    ) {
       const e = this.entryFor(req, p, info === null ? null : info.dependencies);
       if (e !== null) {
         const dead = clock.ms - this.opts.staleMs;
