@@ -179,8 +179,8 @@ export interface StoreLimits {
 export class CacheStore {
   private readonly names = new Map<string, NameNode>();
   private readonly root = new NameNode('.', null);
-  /** Dependency key → the entries that recorded it. */
-  private readonly byDependency = new Map<string, Set<CacheEntry>>();
+  /** Dependency key → the entries that recorded it: one directly (most keys), several in an array. */
+  private readonly byDependency = new Map<string, CacheEntry | CacheEntry[]>();
   readonly queues: readonly [SieveQueue, SieveQueue];
   readonly maxBytes: number;
 
@@ -242,9 +242,10 @@ export class CacheStore {
     q.push(e);
     if (e.dependencies !== null) {
       for (const key of e.dependencies) {
-        const set = this.byDependency.get(key);
-        if (set === undefined) this.byDependency.set(key, new Set([e]));
-        else set.add(e);
+        const cur = this.byDependency.get(key);
+        if (cur === undefined) this.byDependency.set(key, e);
+        else if (Array.isArray(cur)) cur.push(e);
+        else this.byDependency.set(key, [cur, e]);
       }
     }
     return true;
@@ -264,10 +265,16 @@ export class CacheStore {
     this.prune(node);
     if (e.dependencies !== null) {
       for (const key of e.dependencies) {
-        const set = this.byDependency.get(key);
-        if (set === undefined) continue;
-        set.delete(e);
-        if (set.size === 0) this.byDependency.delete(key);
+        const cur = this.byDependency.get(key);
+        if (cur === e) this.byDependency.delete(key);
+        else if (Array.isArray(cur)) {
+          const i = cur.indexOf(e);
+          if (i >= 0) {
+            cur[i] = cur[cur.length - 1]!;
+            cur.pop();
+          }
+          if (cur.length === 1) this.byDependency.set(key, cur[0]!);
+        }
       }
     }
   }
@@ -306,8 +313,10 @@ export class CacheStore {
   dropDependencies(keys: readonly string[]): number {
     const doomed: CacheEntry[] = [];
     for (const key of keys) {
-      const set = this.byDependency.get(key);
-      if (set !== undefined) for (const e of set) doomed.push(e);
+      const cur = this.byDependency.get(key);
+      if (cur === undefined) continue;
+      if (Array.isArray(cur)) for (const e of cur) doomed.push(e);
+      else doomed.push(cur);
     }
     let n = 0;
     for (const e of doomed) {
