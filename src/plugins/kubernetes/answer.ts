@@ -29,6 +29,8 @@ export interface Prepared extends PreparedAnswer {
   slot: number;
   /** The Service (`s:ns/name`), IP (`p:IP`) or zone data (`g`) it was built from, set by the handler. */
   dependencies: readonly string[];
+  /** Shared between answers of one layout once kept (prepared.ts): never written to. */
+  ttlOffsets: Uint16Array | null;
 }
 
 /** Wire length of a lowercase FQDN without escapes (the root is one octet). */
