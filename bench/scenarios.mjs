@@ -181,6 +181,42 @@ export const scenarios = [
     targets: { pinnedVsUnbound: 0.5, cpuVsKnot: 1.15 },
   },
   {
+    // The `cache` row served by the build in $BENCH_BASE_ROOT (before/after in one run).
+    name: 'cache-base',
+    description: 'the `cache` row served by the build in $BENCH_BASE_ROOT (before/after in one run)',
+    root: () => process.env.BENCH_BASE_ROOT,
+    setup: async (ctx) => {
+      if (!process.env.BENCH_BASE_ROOT) return 'BENCH_BASE_ROOT is not set';
+      await startUpstream(ctx);
+    },
+    samples: dataSamples,
+    corefile: (ctx) =>
+      `cluster.local:${ctx.port} {\n    bind 127.0.0.1\n    cache 3600\n    forward . 127.0.0.1:${ctx.upstreamPort}\n}\n`,
+    queries: (ctx) => ctx.workload.queryFile,
+  },
+  {
+    name: 'kubernetes-cache',
+    description: 'cache hits in front of the kubernetes plugin (10,000 Services, ttl 30)',
+    setup: async (ctx) => {
+      ctx.manifest = writeClusterManifest(ctx, 'cluster-cache.json');
+    },
+    samples: dataSamples,
+    corefile: (ctx) => `cluster.local:${ctx.port} {\n    bind 127.0.0.1\n    cache\n${kubernetesBlock(ctx)}}\n`,
+    queries: (ctx) => ctx.workload.queryFile,
+  },
+  {
+    name: 'kubernetes-cache-base',
+    description: 'the `kubernetes-cache` row served by the build in $BENCH_BASE_ROOT (before/after in one run)',
+    root: () => process.env.BENCH_BASE_ROOT,
+    setup: async (ctx) => {
+      if (!process.env.BENCH_BASE_ROOT) return 'BENCH_BASE_ROOT is not set';
+      ctx.manifest = writeClusterManifest(ctx, 'cluster-cache-base.json');
+    },
+    samples: dataSamples,
+    corefile: (ctx) => `cluster.local:${ctx.port} {\n    bind 127.0.0.1\n    cache\n${kubernetesBlock(ctx)}}\n`,
+    queries: (ctx) => ctx.workload.queryFile,
+  },
+  {
     name: 'forward',
     description: 'the forward path, no cache: every query goes to the upstream',
     setup: startUpstream,

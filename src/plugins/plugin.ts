@@ -58,6 +58,7 @@ export interface ZoneTransferSource {
   onZoneChange(changed: (zone: string) => void): () => void;
 }
 import type { Metadata } from '../server/metadata.js';
+import type { Invalidation } from '../server/invalidation.js';
 
 export interface BlockInfo {
   keys: ServerKey[];
@@ -96,6 +97,8 @@ export interface SetupContext {
   blockInstances(): readonly PluginInstance[];
   /** True once the process is shutting down (lameduck). */
   shuttingDown(): boolean;
+  /** This configuration's answer coherence: stores of answers attach, plugins whose data changes invalidate. */
+  invalidation: Invalidation;
 }
 
 export interface PluginInstance {

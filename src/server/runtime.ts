@@ -18,6 +18,7 @@ import { Router, type RoutedBlock } from './router.js';
 import { Response, type HandlerResult, type Next, type Request } from './request.js';
 import type { ServerServices } from './services.js';
 import { systemErrorText } from './system-errors.js';
+import { Invalidation } from './invalidation.js';
 
 /** CoreDNS's built-in configuration when no Corefile is found. */
 export const BUILTIN_COREFILE = '. {\n    whoami\n    log\n}\n';
@@ -151,6 +152,8 @@ function compose(handlers: PluginInstance[]): Next {
 }
 
 export class Runtime {
+  /** Drops this configuration's kept answers when the data they were built from changes. */
+  readonly invalidation = new Invalidation();
   readonly blocks: BlockRuntime[] = [];
   readonly instances: PluginInstance[] = [];
   readonly services: ServerServices;
@@ -192,6 +195,7 @@ export class Runtime {
         instances: () => this.instances,
         blockInstances: () => instances,
         shuttingDown: env.shuttingDown,
+        invalidation: this.invalidation,
       });
       for (const [name] of pluginOrder) {
         const ds = grouped.get(name);

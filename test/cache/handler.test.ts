@@ -8,8 +8,9 @@ import { QType, Rcode } from '../../src/dns/constants.js';
 import { decodeMessage, type Message } from '../../src/dns/message.js';
 import { advanceClock, freezeClock } from '../../src/server/clock.js';
 import { registry } from '../../src/metrics/registry.js';
-import { invalidateNames, invalidateSuffix } from '../../src/server/invalidation.js';
 import { buildQuery, query, sendTcp, sendUdp } from '../helpers/dns.js';
+import { dependenciesOnly } from '../../src/server/invalidation.js';
+import type { Request, Response } from '../../src/server/request.js';
 import {
   answerTo,
   forwardTo,
@@ -567,7 +568,7 @@ describe('cache over sockets', () => {
       await query(c.port, 'web.default.svc.cluster.local.', QType.AAAA);
       await query(c.port, 'web.default.svc.cluster.local.', QType.A, { edns: 1232, do: true });
       await query(c.port, 'db.default.svc.cluster.local.', QType.A);
-      assert.equal(invalidateNames(['Web.Default.svc.cluster.local']), 3);
+      assert.equal(c.handler.invalidation.invalidateNames(['Web.Default.svc.cluster.local']), 3);
       await query(c.port, 'web.default.svc.cluster.local.', QType.A);
       await query(c.port, 'db.default.svc.cluster.local.', QType.A);
       assert.equal(up.count('web.default.svc.cluster.local.'), 4);
@@ -591,7 +592,7 @@ describe('cache over sockets', () => {
         );
         return m;
       };
-      assert.equal(invalidateSuffix('web.default.svc.cluster.local.'), 1);
+      assert.equal(c.handler.invalidation.invalidateSuffix('web.default.svc.cluster.local.'), 1);
       const now = await query(c.port, 'nx.web.default.svc.cluster.local.', QType.SRV);
       assert.equal(now.rcode, Rcode.NOERROR);
       assert.equal(now.answers[0]?.type, QType.SRV);
@@ -602,11 +603,58 @@ describe('cache over sockets', () => {
       up.delayMs = 100;
       const pending = query(c.port, 'web.default.svc.cluster.local.', QType.A);
       await sleep(30);
-      invalidateNames(['web.default.svc.cluster.local.']);
+      c.handler.invalidation.invalidateNames(['web.default.svc.cluster.local.']);
       assert.equal((await pending).answers.length, 1);
       up.delayMs = 0;
       await query(c.port, 'web.default.svc.cluster.local.', QType.A);
       assert.equal(up.count(), 2);
+    });
+  });
+
+  describe('answers that record what they were built from', () => {
+    /** forward to the test upstream, describing each answer as built from `deps(name)`. */
+    const describing = (deps: (name: string) => string[]) => {
+      const fwd = forwardTo(up.port);
+      return async (req: Request) => {
+        const res = await fwd(req);
+        res.prepared = dependenciesOnly(deps(req.name));
+        return res;
+      };
+    };
+    const built = async (next: (req: Request) => Promise<Response>) => {
+      const r = await startRig('cache', next);
+      rigs.push(r);
+      return r;
+    };
+
+    test('a change to what an answer was built from drops it, whatever its name; other answers stay', async () => {
+      const c = await built(describing((n) => (n.startsWith('www.') ? ['s:ns/web', 's:ns/www'] : ['s:ns/other'])));
+      await query(c.port, 'www.example.org.', QType.A);
+      await query(c.port, 'www.example.org.', QType.AAAA);
+      await query(c.port, 'short.example.org.', QType.A);
+      assert.equal(up.count(), 3);
+      assert.equal(c.handler.invalidation.invalidateDependencies(['s:ns/nothing']), 0);
+      assert.equal(c.handler.invalidation.invalidateDependencies(['s:ns/web']), 2);
+      await query(c.port, 'www.example.org.', QType.A);
+      await query(c.port, 'short.example.org.', QType.A);
+      assert.equal(up.count('www.example.org.'), 3, 'asked again after the change');
+      assert.equal(up.count('short.example.org.'), 1, 'still served from the cache');
+    });
+
+    test('an answer in flight when what it was built from changes is answered but not stored; others are', async () => {
+      const c = await built(describing((n) => (n.startsWith('www.') ? ['s:ns/web'] : ['s:ns/other'])));
+      up.delayMs = 100;
+      const pending = query(c.port, 'www.example.org.', QType.A);
+      const unrelated = query(c.port, 'short.example.org.', QType.A);
+      await sleep(30);
+      c.handler.invalidation.invalidateDependencies(['s:ns/web']);
+      assert.equal((await pending).answers.length, 1);
+      assert.equal((await unrelated).answers.length, 1);
+      up.delayMs = 0;
+      await query(c.port, 'www.example.org.', QType.A);
+      await query(c.port, 'short.example.org.', QType.A);
+      assert.equal(up.count('www.example.org.'), 2, 'the answer that may predate the change was not kept');
+      assert.equal(up.count('short.example.org.'), 1, 'an answer built from something else was kept');
     });
   });
 

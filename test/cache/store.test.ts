@@ -181,4 +181,27 @@ describe('cache store', () => {
     assert.equal(underOne, 1800);
     assert.ok(suffixMs < 50, `dropSuffix took ${suffixMs.toFixed(1)} ms`);
   });
+
+  test('an entry that recorded what it was built from goes when any of it changes, and leaves no trace', () => {
+    const s = new CacheStore({ successCapacity: 100, denialCapacity: 100, maxBytes: Infinity });
+    const withDeps = (name: string, deps: string[], qtype = 1) =>
+      new CacheEntry(name, qtype, 1, 0, EntryKind.Success, reply, 60, 0, 60_000, deps);
+    s.insert(withDeps('alias.ns.svc.cluster.local.', ['s:ns/alias', 's:ns/web']), -1, noEviction);
+    s.insert(withDeps('web.ns.svc.cluster.local.', ['s:ns/web']), -1, noEviction);
+    s.insert(withDeps('web.ns.svc.cluster.local.', ['s:ns/web'], 28), -1, noEviction);
+    s.insert(withDeps('db.ns.svc.cluster.local.', ['s:ns/db']), -1, noEviction);
+    s.insert(entry('example.org.'), -1, noEviction);
+    assert.equal(s.dependencyCount, 3);
+    assert.equal(s.dropDependencies(['s:ns/web', 's:ns/alias']), 3, 'each entry counted once');
+    assert.equal(s.find('alias.ns.svc.cluster.local.', 1, 1, 0), null);
+    assert.equal(s.find('web.ns.svc.cluster.local.', 28, 1, 0), null);
+    assert.ok(s.find('db.ns.svc.cluster.local.', 1, 1, 0));
+    assert.ok(s.find('example.org.', 1, 1, 0));
+    assert.equal(s.dependencyCount, 1, 'keys of dropped entries are forgotten');
+    // Removed any other way (by name, replaced, evicted), an entry leaves the key index too.
+    s.insert(withDeps('db.ns.svc.cluster.local.', ['s:ns/db2']), -1, noEviction);
+    assert.equal(s.dropDependencies(['s:ns/db']), 0, 'the replaced entry is not found by its old key');
+    s.dropNames(['db.ns.svc.cluster.local.']);
+    assert.equal(s.dependencyCount, 0);
+  });
 });

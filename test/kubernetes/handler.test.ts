@@ -4,7 +4,10 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { QType, Rcode } from '../../src/dns/constants.js';
 import { externalService, namespace, sectionText, service, slice, soaText } from './fixtures.js';
-import { eventsFor, rig } from './harness.js';
+import { eventsFor, makeRequest, rig } from './harness.js';
+import { prepareResponse, describedResponse } from '../../src/server/prepared-reply.js';
+import { Response } from '../../src/server/request.js';
+import { finalizeReply } from '../../src/server/reply.js';
 
 const Z = 'cluster.local.';
 
@@ -183,5 +186,69 @@ describe('kubernetes handler', () => {
       Rcode.NOERROR,
       'the namespace appearing makes its names resolve',
     );
+  });
+
+  test('what an answer tells a cache about its records is what walking them finds, and names what it was built from', async () => {
+    const r = rig('kubernetes cluster.local 10.0.0.0/24 {\n ttl 30\n pods insecure\n}', [
+      namespace('ns'),
+      service('ns', 'web', ['10.0.0.1'], [['http', 'TCP', 80]]),
+      service('ns', 'dual', ['10.0.0.2', 'fd00::2']),
+      service('ns', 'hl', 'None', [['http', 'TCP', 80]]),
+      slice(
+        'ns',
+        'hl-1',
+        'hl',
+        'IPv4',
+        [{ ip: '10.0.0.7', hostname: 'h1' }, { ip: '10.0.0.8' }],
+        [['http', 'TCP', 80]],
+      ),
+      externalService('ns', 'ext', 'web.ns.svc.cluster.local'),
+    ]);
+    const cases: Array<[string, number, string[]]> = [
+      [`web.ns.svc.${Z}`, QType.A, ['s:ns/web']],
+      [`web.ns.svc.${Z}`, QType.AAAA, ['s:ns/web']], // NODATA: SOA in authority
+      [`Dual.NS.svc.${Z}`, QType.AAAA, ['s:ns/dual']],
+      [`_http._tcp.web.ns.svc.${Z}`, QType.SRV, ['s:ns/web']],
+      [`hl.ns.svc.${Z}`, QType.SRV, ['s:ns/hl']],
+      [`h1.hl.ns.svc.${Z}`, QType.A, ['s:ns/hl']],
+      [`ext.ns.svc.${Z}`, QType.CNAME, ['s:ns/ext']],
+      [`web.ns.svc.${Z}`, QType.MX, ['s:ns/web']],
+      [`dns-version.${Z}`, QType.TXT, ['g']],
+      [Z, QType.SOA, ['g']],
+      [Z, QType.NS, ['g']],
+      ['1.0.0.10.in-addr.arpa.', QType.PTR, ['p:10.0.0.1']],
+      [`10-0-0-9.ns.pod.${Z}`, QType.A, []],
+    ];
+    const next = () => Response.rcode(Rcode.SERVFAIL, 'next');
+    for (const [name, qtype, deps] of cases) {
+      for (const edns of [undefined, 1232]) {
+        const req = makeRequest(name, qtype, { edns });
+        const res = await r.handler.serveDNS(req, next);
+        const wire = finalizeReply(req, res);
+        assert.ok(res.prepared !== null, `${name} ${qtype}: described`);
+        assert.deepEqual(res.prepared.dependencies, deps, `${name} ${qtype}: dependencies`);
+        const described = describedResponse(req, wire, res.prepared);
+        const walked = prepareResponse(req, wire);
+        assert.ok(described !== null && typeof walked !== 'number', `${name} ${qtype}: both ways work`);
+        assert.deepEqual({ ...described }, { ...walked }, `${name} ${qtype} (edns ${edns}): described as walked`);
+      }
+    }
+  });
+
+  test("an ExternalName's answer depends on its Service and every in-cluster Service its targets pass", async () => {
+    const objects = [
+      namespace('ns'),
+      service('ns', 'web', ['10.0.0.1']),
+      externalService('ns', 'alias', 'web.ns.svc.cluster.local'),
+      externalService('ns', 'hop', 'alias.ns.svc.cluster.local'),
+      externalService('ns', 'out', 'example.org'),
+    ];
+    const r = rig('kubernetes cluster.local', objects);
+    const next = () => Response.rcode(Rcode.SERVFAIL, 'next');
+    const deps = async (name: string) =>
+      (await r.handler.serveDNS(makeRequest(name, QType.A), next)).prepared?.dependencies;
+    assert.deepEqual(await deps(`alias.ns.svc.${Z}`), ['s:ns/alias', 's:ns/web']);
+    assert.deepEqual(await deps(`hop.ns.svc.${Z}`), ['s:ns/hop', 's:ns/alias', 's:ns/web']);
+    assert.deepEqual(await deps(`out.ns.svc.${Z}`), ['s:ns/out']);
   });
 });

@@ -8,6 +8,7 @@ import { parseQuery } from '../../src/dns/query.js';
 import { logger } from '../../src/log.js';
 import { HttpServices } from '../../src/server/http.js';
 import { ServerServices } from '../../src/server/services.js';
+import { Invalidation } from '../../src/server/invalidation.js';
 import { finalizeReply } from '../../src/server/reply.js';
 import { Request, Response, type ClientInfo, type HandlerResult } from '../../src/server/request.js';
 import type { SetupContext } from '../../src/plugins/plugin.js';
@@ -39,6 +40,7 @@ export function fakeContext(zones: string[] = ['.'], corefile = '/tmp/Corefile')
     instances: () => [],
     blockInstances: () => [],
     shuttingDown: () => false,
+    invalidation: new Invalidation(),
   };
 }
 

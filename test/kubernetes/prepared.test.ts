@@ -5,9 +5,11 @@ import assert from 'node:assert/strict';
 import { QType } from '../../src/dns/constants.js';
 import type { Prepared } from '../../src/plugins/kubernetes/answer.js';
 import { PreparedAnswers } from '../../src/plugins/kubernetes/prepared.js';
+import { dependenciesOnly } from '../../src/server/invalidation.js';
 
 function answer(text: string): Prepared {
   return {
+    ...dependenciesOnly([]),
     rcode: 0,
     bytes: Buffer.from(text),
     an: 1,

@@ -14,12 +14,13 @@ import {
 } from '../../server/request.js';
 import { matchZone } from '../fallthrough.js';
 import { clock, releaseClock, retainClock } from '../../server/clock.js';
-import { attachCache, type InvalidationTarget } from '../../server/invalidation.js';
+import { Invalidation, type InvalidationTarget } from '../../server/invalidation.js';
 import { CacheCounters, metricLabels, trackCache, untrackCache, type CacheMetricSource } from './metrics.js';
 import {
   FLAG_AA,
   FLAG_CD,
   FLAG_TC,
+  describedResponse,
   PrepareProblem,
   prepareResponse,
   replyFlags,
@@ -89,10 +90,14 @@ class Flight {
     readonly name: string,
     /** The query whose trip it is: once others wait on it, its client leaving must not abort it. */
     readonly leader: Request,
+    /** The handler's dependency epoch when the trip began (invalidatedSince). */
+    readonly epoch: number,
   ) {}
 }
 
 const SWEEP_INTERVAL_MS = 1000;
+/** Dependency keys remembered while answers are in flight (invalidatedSince) before they are all refused instead. */
+const MAX_INVALIDATED_KEYS = 4096;
 
 function bitsOf(req: Request): number {
   return (req.edns !== null && req.edns.do ? 1 : 0) | ((req.flags & FLAG_CD) !== 0 ? 2 : 0);
@@ -138,9 +143,15 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
   readonly store: CacheStore;
   private readonly allZones: boolean;
   private readonly flights = new Map<string, Flight>();
+  /** Counts dependency invalidations that happened while answers were in flight. */
+  private dependencyEpoch = 0;
+  /** Dependency key → the epoch it was last invalidated at, kept only while answers are in flight. */
+  private readonly invalidatedAt = new Map<string, number>();
   private readonly bypassBoth: boolean;
   private sweepTimer: NodeJS.Timeout | null = null;
   private detach: (() => void) | null = null;
+  /** Drops entries when what they were built from changes: the server's (start), else the handler's own. */
+  invalidation = new Invalidation();
   private readonly countEviction = (kind: EntryKind): void => {
     if (kind === EntryKind.Success) this.counters.evictionsSuccess++;
     else this.counters.evictionsDenial++;
@@ -161,11 +172,12 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
     this.metricLabels = metricLabels(opts.server, opts.zones);
   }
 
-  start(): void {
+  start(invalidation: Invalidation = this.invalidation): void {
     if (this.detach !== null) return;
+    this.invalidation = invalidation;
     retainClock();
     trackCache(this);
-    this.detach = attachCache(this);
+    this.detach = this.invalidation.attach(this);
     this.sweepTimer = setInterval(() => this.sweep(), SWEEP_INTERVAL_MS);
     this.sweepTimer.unref();
   }
@@ -239,6 +251,36 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
     return this.store.dropSuffix(suffix);
   }
 
+  dropDependencies(keys: readonly string[]): number {
+    // What an answer in flight was built from is known only when it arrives: it is checked then.
+    if (this.flights.size > 0) {
+      if (this.invalidatedAt.size + keys.length > MAX_INVALIDATED_KEYS) {
+        // Never without a trip in flight, under churn: bounded by storing none of those in flight.
+        for (const f of this.flights.values()) f.noStore = true;
+        this.invalidatedAt.clear();
+      } else {
+        this.dependencyEpoch++;
+        for (const k of keys) this.invalidatedAt.set(k, this.dependencyEpoch);
+      }
+    }
+    return this.store.dropDependencies(keys);
+  }
+
+  /** True when one of `keys` was invalidated after `epoch` (an answer in flight meanwhile may predate it). */
+  private invalidatedSince(keys: readonly string[], epoch: number): boolean {
+    if (this.invalidatedAt.size === 0) return false;
+    for (const k of keys) {
+      const at = this.invalidatedAt.get(k);
+      if (at !== undefined && at > epoch) return true;
+    }
+    return false;
+  }
+
+  /** After a trip ends: with nothing in flight no answer can predate an invalidation, so the record of them goes. */
+  private landed(): void {
+    if (this.flights.size === 0 && this.invalidatedAt.size > 0) this.invalidatedAt.clear();
+  }
+
   // ------------------------------------------------------------------ misses
 
   /** One trip to the next plugin per key at a time; later identical queries wait for it. */
@@ -258,15 +300,20 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
     }
     const r = next(req);
     if (!(r instanceof Promise)) return this.settle(req, r, null);
-    const flight = new Flight(req.name, req);
+    const flight = new Flight(req.name, req, this.dependencyEpoch);
     this.flights.set(key, flight);
     const p = r.then(
       (res) => {
         this.flights.delete(key);
-        return this.settle(req, res, flight);
+        try {
+          return this.settle(req, res, flight);
+        } finally {
+          this.landed();
+        }
       },
       (err: unknown) => {
         this.flights.delete(key);
+        this.landed();
         throw err;
       },
     );
@@ -316,7 +363,10 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
         return this.bareOutcome(res);
       }
     }
-    const p = prepareResponse(req, wire);
+    // A reply the plugin that wrote it described (kubernetes) is taken as described, not walked.
+    const info = res.prepared;
+    const described = info !== null && res.hasWire ? describedResponse(req, wire, info) : null;
+    const p = described ?? prepareResponse(req, wire);
     if (typeof p === 'number') {
       if (p === PrepareProblem.QuestionMismatch) {
         const rc = res.rcode;
@@ -324,8 +374,12 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
       }
       return this.bareOutcome(res);
     }
-    if ((flight === null || !flight.noStore) && !this.keepsBetter(req, p)) {
-      const e = this.entryFor(req, p);
+    if (
+      (flight === null ||
+        (!flight.noStore && (info === null || !this.invalidatedSince(info.dependencies, flight.epoch)))) &&
+      !this.keepsBetter(req, p)
+    ) {
+      const e = this.entryFor(req, p, info === null ? null : info.dependencies);
       if (e !== null) {
         const dead = clock.ms - this.opts.staleMs;
         if (this.store.insert(e, dead, this.countEviction))
@@ -337,7 +391,7 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
   }
 
   /** CoreDNS's caching rules: which store, for how long; null = not cached. */
-  private entryFor(req: Request, p: ResponseFacts): CacheEntry | null {
+  private entryFor(req: Request, p: ResponseFacts, dependencies: readonly string[] | null): CacheEntry | null {
     if ((p.flags & FLAG_TC) !== 0 || p.expiredSignature) return null;
     const o = this.opts;
     let kind: EntryKind;
@@ -389,6 +443,7 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
       Math.floor(lifetimeMs / 1000),
       clock.ms,
       lifetimeMs,
+      dependencies,
     );
   }
 

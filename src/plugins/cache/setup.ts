@@ -177,7 +177,7 @@ export const setup: PluginSetup = (ds, ctx) => {
   return {
     name: 'cache',
     handler: h,
-    startup: () => h.start(),
+    startup: () => h.start(ctx.invalidation),
     shutdown: () => h.stop(),
   };
 };

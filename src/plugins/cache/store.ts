@@ -6,6 +6,9 @@
 // only sets the bit: no reordering, so the hit path writes one boolean. To evict, a hand
 // walks from the oldest entry toward the newest, clearing bits, and evicts the first entry
 // whose bit is clear. Entries expired past any stale window are evicted on sight.
+//
+// An entry may also record what its answer was built from (dependency keys, e.g. a Service):
+// an index by key drops it when any of them changes, whatever its name.
 
 import type { PreparedReply } from '../../server/prepared-reply.js';
 
@@ -35,6 +38,8 @@ export class CacheEntry implements PreparedReply {
   readonly questionEnd: number;
   /** What the entry holds in memory, roughly: what max_bytes counts. */
   readonly bytes: number;
+  /** Keys of what the answer was built from (invalidateDependencies); null: only its name and TTL. */
+  readonly dependencies: readonly string[] | null;
   // Lifetime: `ttl` whole seconds from `storedMs` (monotonic clock), over at `expiresMs`.
   readonly ttl: number;
   readonly storedMs: number;
@@ -59,6 +64,7 @@ export class CacheEntry implements PreparedReply {
     ttl: number,
     storedMs: number,
     lifetimeMs: number,
+    dependencies: readonly string[] | null = null,
   ) {
     this.name = name;
     this.qtype = qtype;
@@ -73,6 +79,7 @@ export class CacheEntry implements PreparedReply {
     this.ttlOffsets = reply.ttlOffsets;
     this.questionEnd = reply.questionEnd;
     this.bytes = reply.body.length + reply.ttlOffsets.byteLength + name.length + ENTRY_OVERHEAD;
+    this.dependencies = dependencies !== null && dependencies.length > 0 ? dependencies : null;
     this.ttl = ttl;
     this.storedMs = storedMs;
     this.expiresMs = storedMs + lifetimeMs;
@@ -172,6 +179,8 @@ export interface StoreLimits {
 export class CacheStore {
   private readonly names = new Map<string, NameNode>();
   private readonly root = new NameNode('.', null);
+  /** Dependency key → the entries that recorded it: one directly (most keys), several in an array. */
+  private readonly byDependency = new Map<string, CacheEntry | CacheEntry[]>();
   readonly queues: readonly [SieveQueue, SieveQueue];
   readonly maxBytes: number;
 
@@ -231,6 +240,14 @@ export class CacheStore {
     node.entries.push(e);
     e.node = node;
     q.push(e);
+    if (e.dependencies !== null) {
+      for (const key of e.dependencies) {
+        const cur = this.byDependency.get(key);
+        if (cur === undefined) this.byDependency.set(key, e);
+        else if (Array.isArray(cur)) cur.push(e);
+        else this.byDependency.set(key, [cur, e]);
+      }
+    }
     return true;
   }
 
@@ -246,6 +263,20 @@ export class CacheStore {
     }
     e.node = null;
     this.prune(node);
+    if (e.dependencies !== null) {
+      for (const key of e.dependencies) {
+        const cur = this.byDependency.get(key);
+        if (cur === e) this.byDependency.delete(key);
+        else if (Array.isArray(cur)) {
+          const i = cur.indexOf(e);
+          if (i >= 0) {
+            cur[i] = cur[cur.length - 1]!;
+            cur.pop();
+          }
+          if (cur.length === 1) this.byDependency.set(key, cur[0]!);
+        }
+      }
+    }
   }
 
   /** Drops every entry of these names (all qtypes and flag variants). */
@@ -276,6 +307,29 @@ export class CacheStore {
     }
     for (const e of doomed) this.remove(e);
     return doomed.length;
+  }
+
+  /** Drops every entry that recorded one of these keys: O(those entries). */
+  dropDependencies(keys: readonly string[]): number {
+    const doomed: CacheEntry[] = [];
+    for (const key of keys) {
+      const cur = this.byDependency.get(key);
+      if (cur === undefined) continue;
+      if (Array.isArray(cur)) for (const e of cur) doomed.push(e);
+      else doomed.push(cur);
+    }
+    let n = 0;
+    for (const e of doomed) {
+      if (e.node === null) continue; // recorded under two of the keys
+      this.remove(e);
+      n++;
+    }
+    return n;
+  }
+
+  /** Dependency keys recorded by the entries (for tests). */
+  get dependencyCount(): number {
+    return this.byDependency.size;
   }
 
   /** Removes up to `budget` entries per queue that are dead before `deadBefore`; returns how many. */

@@ -6,7 +6,7 @@ import { QClass, QType, Rcode } from '../../dns/constants.js';
 import type { ResourceRecord } from '../../dns/message.js';
 import { canonicalIP } from '../../dns/ip.js';
 
-import { invalidateNames, invalidateSuffix } from '../../server/invalidation.js';
+import type { Invalidation } from '../../server/invalidation.js';
 import { Response, type Handler, type HandlerResult, type Next, type Request } from '../../server/request.js';
 import type { Logger } from '../../log.js';
 import { matchZone, type Fallthrough } from '../fallthrough.js';
@@ -38,6 +38,7 @@ export class EtcdHandler implements Handler {
     private readonly o: EtcdPluginOptions,
     private readonly resolve: (req: Request) => HandlerResult,
     private readonly log: Logger,
+    private readonly invalidation: Invalidation,
   ) {}
 
   get ready(): boolean {
@@ -74,7 +75,7 @@ export class EtcdHandler implements Handler {
     this.revision = revision;
     if (!this.synced) this.log.info(`read ${all.length} records under "${this.o.path}" at revision ${revision}`);
     this.synced = true;
-    for (const z of this.o.zones) invalidateSuffix(z);
+    for (const z of this.o.zones) this.invalidation.invalidateSuffix(z);
   }
 
   /** Watches from the revision read; reads again after a compaction, retries with backoff. */
@@ -121,7 +122,7 @@ export class EtcdHandler implements Handler {
       }
     }
     if (revision > this.revision) this.revision = revision;
-    invalidateNames(names);
+    this.invalidation.invalidateNames(names);
   }
 
   serveDNS(req: Request, next: Next): HandlerResult {

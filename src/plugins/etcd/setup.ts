@@ -55,6 +55,6 @@ export const setup: PluginSetup = (ds, ctx) => {
         throw directiveError(p, `etcd: unknown property '${p.name}'`);
     }
   }
-  const h = new EtcdHandler(o, (req) => ctx.resolve(req), ctx.logger);
+  const h = new EtcdHandler(o, (req) => ctx.resolve(req), ctx.logger, ctx.invalidation);
   return { name: 'etcd', handler: h, startup: () => h.start(), shutdown: () => h.stop(), ready: () => h.ready };
 };

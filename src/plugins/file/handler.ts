@@ -3,7 +3,7 @@
 import { statSync } from 'node:fs';
 import { Rcode } from '../../dns/constants.js';
 import { isZoneTransfer } from '../../server/request.js';
-import { invalidateSuffix } from '../../server/invalidation.js';
+import type { Invalidation } from '../../server/invalidation.js';
 import { Response, type Handler, type HandlerResult, type Next, type Request } from '../../server/request.js';
 import type { Logger } from '../../log.js';
 import { matchZone, type Fallthrough } from '../fallthrough.js';
@@ -40,6 +40,7 @@ export class FileHandler implements Handler, ZoneTransferSource {
     private zones: Map<string, Zone>,
     private readonly resolve: (req: Request) => HandlerResult,
     private readonly log: Logger,
+    private readonly invalidation: Invalidation,
   ) {}
 
   serveDNS(req: Request, next: Next): HandlerResult {
@@ -123,7 +124,7 @@ export class FileHandler implements Handler, ZoneTransferSource {
     }
     this.zones = next;
     for (const origin of changed) {
-      invalidateSuffix(origin);
+      this.invalidation.invalidateSuffix(origin);
       for (const f of this.changeListeners) f(origin);
     }
   }

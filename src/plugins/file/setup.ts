@@ -45,6 +45,6 @@ export const setup: PluginSetup = (ds, ctx) =>
         loaded = new Map();
       } else throw new CorefileError(d.file, d.line, `file: ${f.text}: ${code ?? (e as Error).message}`);
     }
-    const h = new FileHandler(o, loaded, (req) => ctx.resolve(req), ctx.logger);
+    const h = new FileHandler(o, loaded, (req) => ctx.resolve(req), ctx.logger, ctx.invalidation);
     return { name: 'file', handler: h, transfer: h, startup: () => h.start(), shutdown: () => h.stop() };
   });

@@ -3,7 +3,7 @@
 
 import { QClass, QType, Rcode } from '../../dns/constants.js';
 import type { ResourceRecord, SoaData } from '../../dns/message.js';
-import { invalidateSuffix } from '../../server/invalidation.js';
+import type { Invalidation } from '../../server/invalidation.js';
 import { isReverseZone, reverseNameToIp } from '../../dns/reverse.js';
 import { Response, type Handler, type HandlerResult, type Next, type Request } from '../../server/request.js';
 import { matchZone, type Fallthrough } from '../fallthrough.js';
@@ -35,6 +35,7 @@ export class ExternalHandler implements Handler {
     private readonly o: ExternalOptions,
     private readonly view: () => ClusterView | undefined,
     private readonly resolve: (req: Request) => HandlerResult,
+    private readonly invalidation: Invalidation,
   ) {}
 
   /** Keeps caches coherent: a Service's change drops its names under every external zone. */
@@ -42,7 +43,7 @@ export class ExternalHandler implements Handler {
     const v = this.view();
     if (v === undefined) return;
     this.stop = v.onServiceChange((ns, name) => {
-      for (const z of this.o.zones) invalidateSuffix(`${name}.${ns}.${z}`);
+      for (const z of this.o.zones) this.invalidation.invalidateSuffix(`${name}.${ns}.${z}`);
     });
   }
 

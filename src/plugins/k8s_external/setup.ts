@@ -35,7 +35,7 @@ export const setup: PluginSetup = (ds, ctx) => {
     }
   }
   const view = () => ctx.blockInstances().find((i) => i.clusterView !== undefined)?.clusterView;
-  const h = new ExternalHandler(o, view, (req) => ctx.resolve(req));
+  const h = new ExternalHandler(o, view, (req) => ctx.resolve(req), ctx.invalidation);
   return {
     name: 'k8s_external',
     handler: h,

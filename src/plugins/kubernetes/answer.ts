@@ -9,8 +9,10 @@
 import { QClass, QType } from '../../dns/constants.js';
 import { parseIPv4, parseIPv6 } from '../../dns/ip.js';
 import { WireWriter } from '../../dns/message.js';
+import type { PreparedAnswer } from '../../server/invalidation.js';
 
-export interface Prepared {
+/** An answer as wire records, with what a cache needs to keep it (PreparedAnswer) without walking them. */
+export interface Prepared extends PreparedAnswer {
   rcode: number;
   /** Records to copy after the question; compression pointers assume the question at offset 12. */
   bytes: Buffer;
@@ -25,6 +27,10 @@ export interface Prepared {
   serialAt: number;
   /** The qtype's slot once kept by PreparedAnswers (prepared.ts); -1 before. */
   slot: number;
+  /** The Service (`s:ns/name`), IP (`p:IP`) or zone data (`g`) it was built from, set by the handler. */
+  dependencies: readonly string[];
+  /** Shared between answers of one layout once kept (prepared.ts): never written to. */
+  ttlOffsets: Uint16Array | null;
 }
 
 /** Wire length of a lowercase FQDN without escapes (the root is one octet). */
@@ -86,6 +92,12 @@ export class AnswerWriter {
   private readonly zoneOff: number;
   private zoneAt: number[] | null = null;
   private serialAt = -1;
+  /** Where each record's TTL field sits, from `base`. */
+  private readonly ttlAt: number[] = [];
+  private minTtl = -1;
+  private hasSoa = false;
+  /** A CNAME in the answer: its chain ends at a target this answer holds nothing for. */
+  private hasCname = false;
   an = 0;
   ns = 0;
   ar = 0;
@@ -116,10 +128,16 @@ export class AnswerWriter {
     const w = this.w;
     w.u16(type);
     w.u16(QClass.IN);
+    this.noteTtl(w.pos, ttl);
     w.u32(ttl);
     const lenAt = w.pos;
     w.u16(0);
     return lenAt;
+  }
+
+  private noteTtl(at: number, ttl: number): void {
+    this.ttlAt.push(at - this.base);
+    if (this.minTtl < 0 || ttl < this.minTtl) this.minTtl = ttl;
   }
 
   private endRdata(lenAt: number): void {
@@ -192,6 +210,7 @@ export class AnswerWriter {
    * name's offset. Uncompressed, a name keeps its own spelling even when it lies in the zone.
    */
   nameRecord(type: number, target: string, compress: boolean): number {
+    if (type === QType.CNAME) this.hasCname = true;
     this.w.u16(0xc00c);
     const lenAt = this.header(type, this.ttl);
     const at = this.w.pos;
@@ -214,16 +233,20 @@ export class AnswerWriter {
     const w = this.w;
     w.ensure(SOA_RECORD_LENGTH);
     writeSoa(w.buf, w.pos, owner === 'question' ? 12 : this.zoneOff, this.zoneOff, this.ttl, 0);
+    this.noteTtl(w.pos + 6, Math.min(this.ttl, 300));
+    if (owner === 'zone') this.hasSoa = true;
     this.serialAt = w.pos - this.base + SOA_SERIAL_AT;
     w.pos += SOA_RECORD_LENGTH;
   }
 
-  finish(rcode: number): Prepared {
+  /** The answer; every record in its answer section is of the asked type (the handler writes no other) or a CNAME. */
+  finish(rcode: number, dependencies: readonly string[]): Prepared {
+    // A slice of Node's shared pool, for one reply; an answer that is kept is copied out
+    // of it (prepared.ts), so that it does not pin a pool slab of short-lived buffers.
+    const bytes = Buffer.from(this.w.buf.subarray(this.base, this.w.pos));
     return {
       rcode,
-      // A slice of Node's shared pool, for one reply; an answer that is kept is copied out
-      // of it (prepared.ts), so that it does not pin a pool slab of short-lived buffers.
-      bytes: Buffer.from(this.w.buf.subarray(this.base, this.w.pos)),
+      bytes,
       an: this.an,
       ns: this.ns,
       ar: this.ar,
@@ -231,6 +254,16 @@ export class AnswerWriter {
       zoneAt: this.zoneAt,
       serialAt: this.serialAt,
       slot: -1,
+      dependencies,
+      // Past 64 KiB an offset does not fit: described as not described, and a cache walks it (and refuses it).
+      ttlOffsets: bytes.length <= 0xffff ? Uint16Array.from(this.ttlAt) : null,
+      recordsLength: bytes.length,
+      minTtl: this.minTtl,
+      hasSoa: this.hasSoa,
+      // The SOA's MINIMUM is the plugin's TTL (writeSoa).
+      negativeTtl: this.hasSoa ? Math.min(this.minTtl, this.ttl) : -1,
+      nsInAuthority: 0,
+      answerHasQtype: this.an > 0 && !this.hasCname,
     };
   }
 }

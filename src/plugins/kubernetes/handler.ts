@@ -22,6 +22,8 @@ import type { ClusterChange, ClusterIndex } from '../../cluster/clusterindex.js'
 import { Lookup, parseRequest, type Found } from './lookup.js';
 import type { KubernetesOptions } from './options.js';
 import { GLOBAL_SCOPE, PreparedAnswers } from './prepared.js';
+import { changeDependencies } from './invalidate.js';
+import { dependenciesOnly } from '../../server/invalidation.js';
 
 const AA = 0x0400;
 /** The schema version of the Kubernetes DNS specification served at `dns-version.<zone>`. */
@@ -33,6 +35,8 @@ const OPT_LENGTH = 11;
 
 /** Where an answer's prepared form is kept: under its Service, its PTR IP, the rest, or nowhere. */
 type Scope = string | null;
+
+const NO_DEPENDENCIES: readonly string[] = [];
 
 export class KubernetesHandler implements Handler {
   readonly name = 'kubernetes';
@@ -83,10 +87,7 @@ export class KubernetesHandler implements Handler {
       this.prepared.clear();
       return;
     }
-    for (const key of c.services) this.prepared.dropScope(`s:${key}`);
-    for (const ip of c.ips) this.prepared.dropScope(`p:${ip}`);
-    // The apex NS answer and ns.dns.<zone> follow our own Service's endpoints.
-    this.prepared.dropScope(GLOBAL_SCOPE);
+    for (const key of changeDependencies(c)) this.prepared.dropScope(key);
   }
 
   private answer(req: Request, next: Next): HandlerResult {
@@ -184,7 +185,7 @@ export class KubernetesHandler implements Handler {
       w.soa('zone');
       w.ns++;
     }
-    const p = w.finish(Rcode.NOERROR);
+    const p = w.finish(Rcode.NOERROR, scope === null ? NO_DEPENDENCIES : [scope]);
     if (scope !== null) this.prepared.set(name, qtype, scope, p);
     return this.reply(req, p);
   }
@@ -209,12 +210,16 @@ export class KubernetesHandler implements Handler {
       // server cuts at a record boundary (TC), so the records kept are any of them.
       const full = fullReply(req, p.rcode, p.bytes, p.an, p.ns, p.ar);
       this.patch(req, full, qEnd, p, full.length);
-      return Response.wire(full, this.name);
+      const res = Response.wire(full, this.name);
+      res.prepared = p;
+      return res;
     }
     // Too big or not: only the records that fit are copied (TC when some do not).
     const out = recordsReply(req, p.rcode, AA, p.bytes, p.an, p.ns, p.ar);
     this.patch(req, out, qEnd, p, out.length - opt);
-    return Response.wire(out, this.name);
+    const res = Response.wire(out, this.name);
+    res.prepared = p;
+    return res;
   }
 
   /** Writes the serial and the zone's spelling in, where they lie before `end` (the records kept). */
@@ -259,7 +264,28 @@ export class KubernetesHandler implements Handler {
       }
     }
     if (m.answers.length === 0) m.authorities.push(this.soaRecord(req, zone));
-    return Response.message(m, this.name);
+    const res = Response.message(m, this.name);
+    // Built from this Service and, in the cluster, from every Service its alias chain passes.
+    res.prepared = dependenciesOnly(this.aliasDependencies(req.name, zone, targetLower));
+    return res;
+  }
+
+  /** This alias's Service and those of the in-cluster names its chain of targets passes through. */
+  private aliasDependencies(name: string, zone: string, target: string): string[] {
+    const deps: string[] = [];
+    const own = scopeOf(name, zone);
+    if (own !== null) deps.push(own);
+    let t = target;
+    for (let hop = 0; hop < MAX_ALIAS_DEPTH; hop++) {
+      const z = matchZone(this.forwardZones, t);
+      if (z === undefined) break;
+      const scope = scopeOf(t, z);
+      if (scope !== null && !deps.includes(scope)) deps.push(scope);
+      const f = this.lookup.services(t, z, 'address');
+      if (!f.ok || f.cname === '') break;
+      t = f.cname.toLowerCase();
+    }
+    return deps;
   }
 
   private soaRecord(req: Request, zone: string): ResourceRecord {

@@ -41,6 +41,8 @@ export const GLOBAL_SCOPE = 'g';
 /** Kept answers' bytes are copied into slabs of this size (larger answers keep their own memory). */
 const SLAB = 16 * 1024;
 const OWN_MEMORY = 1024;
+/** Layouts of TTL offsets shared at most; past it they start again. */
+const MAX_SHARED_OFFSETS = 1024;
 
 /**
  * Most names are asked with one qtype (A for a Service, SRV for a port name): such a name
@@ -64,6 +66,8 @@ export class PreparedAnswers {
   /** Bytes of the kept answers held in slabs. */
   private keptBytes = 0;
   private compacting = false;
+  /** TTL offsets by layout (sharedOffsets). */
+  private readonly offsets = new Map<string, Uint16Array>();
 
   constructor(private readonly maxNames = 200_000) {}
 
@@ -136,8 +140,9 @@ export class PreparedAnswers {
     else this.forget(e);
   }
 
-  /** Moves `p`'s bytes into a slab (or into memory of their own when large). */
+  /** Moves `p`'s bytes into a slab (or into memory of their own when large); shares its TTL offsets. */
   private keep(p: Prepared): void {
+    if (p.ttlOffsets !== null) p.ttlOffsets = this.sharedOffsets(p.ttlOffsets);
     const n = p.bytes.length;
     if (n > OWN_MEMORY) {
       const own = Buffer.allocUnsafeSlow(n);
@@ -160,6 +165,20 @@ export class PreparedAnswers {
 
   private forget(p: Prepared | undefined): void {
     if (p !== undefined && p.bytes.length <= OWN_MEMORY) this.keptBytes -= p.bytes.length;
+  }
+
+  /**
+   * One array per layout: kept answers come in a few shapes (one A record, an SRV with its glue),
+   * and a typed array costs more memory than the offsets it holds. Never written to.
+   */
+  private sharedOffsets(offsets: Uint16Array): Uint16Array {
+    if (offsets.length > 16) return offsets;
+    const key = offsets.join(',');
+    const found = this.offsets.get(key);
+    if (found !== undefined) return found;
+    if (this.offsets.size >= MAX_SHARED_OFFSETS) this.offsets.clear();
+    this.offsets.set(key, offsets);
+    return offsets;
   }
 
   /** Copies every kept answer into fresh slabs; the old ones go when their last view does. */

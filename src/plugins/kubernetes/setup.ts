@@ -310,12 +310,12 @@ export function createInstance(
     onChange: (c) => {
       // Before the first sync caches hold nothing worth saving; the sync drops the zones at once.
       if (!index.synced) return;
-      invalidateCaches(c, forwardZones, o.zones);
+      invalidateCaches(ctx.invalidation, c, forwardZones, o.zones);
       // With workers the primary observes each event once (relay.ts), not every worker again.
       if (c.slice !== null && !(source instanceof RelayedSource)) observeProgramming(c.slice.record, c.slice.service);
     },
     onSynced: () => {
-      invalidateZones(o.zones);
+      invalidateZones(ctx.invalidation, o.zones);
       log.info(`${source.description}: synced (${index.services.size} services, ${index.namespaces.size} namespaces)`);
     },
     onConnection: (up, detail) => {
