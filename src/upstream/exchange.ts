@@ -66,6 +66,18 @@ export interface PendingTry {
   cancel(o: Outstanding): void;
 }
 
+/**
+ * Takes `o` back from a transport's table of queries waiting for an answer (its client left):
+ * its timer stopped, a late answer to its ID dropped. False when it was not waiting there.
+ */
+export function takeBack(pending: Map<number, Outstanding>, o: Outstanding): boolean {
+  if (pending.get(o.id) !== o) return false;
+  pending.delete(o.id);
+  if (o.timer) clearTimeout(o.timer);
+  o.timer = null;
+  return true;
+}
+
 /** A frame for `message`: two bytes of room for the TCP length, then the message. */
 export function frameFor(message: Buffer, from = 0, to = message.length): { frame: Buffer; query: Buffer } {
   const len = to - from;

@@ -5,7 +5,7 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import { answersQuestion, randomId } from './wire.js';
-import { goErrorText, joinHostPort, type ConnStats, type Outstanding, type PendingTry } from './exchange.js';
+import { goErrorText, joinHostPort, takeBack, type ConnStats, type Outstanding, type PendingTry } from './exchange.js';
 
 /** Queries in flight on one connection before another is opened. */
 const MAX_PIPELINE = 64;
@@ -91,10 +91,7 @@ export class StreamConn implements PendingTry {
   }
 
   cancel(o: Outstanding): void {
-    if (this.pending.get(o.id) !== o) return;
-    this.pending.delete(o.id);
-    if (o.timer) clearTimeout(o.timer);
-    o.timer = null;
+    if (!takeBack(this.pending, o)) return;
     // The connection stays usable: a late answer to that ID is skipped like a timed-out one's.
     this.settled();
   }

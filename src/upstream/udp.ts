@@ -5,7 +5,7 @@
 
 import dgram from 'node:dgram';
 import { answersQuestion, randomBelow, randomId } from './wire.js';
-import { goErrorText, joinHostPort, type ConnStats, type Outstanding, type PendingTry } from './exchange.js';
+import { goErrorText, joinHostPort, takeBack, type ConnStats, type Outstanding, type PendingTry } from './exchange.js';
 
 /** Sockets per upstream; each query takes one at random. */
 const SLOTS = 4;
@@ -98,10 +98,7 @@ export class UdpChannel implements PendingTry {
   }
 
   cancel(o: Outstanding): void {
-    if (this.pending.get(o.id) !== o) return;
-    this.pending.delete(o.id);
-    if (o.timer) clearTimeout(o.timer);
-    o.timer = null;
+    if (!takeBack(this.pending, o)) return;
     // A cancelled query still in `queued` is skipped on connect: it is no longer pending.
     this.settled();
   }
