@@ -144,7 +144,6 @@ describe('NativeUdp batch callback', () => {
     r.fill(names);
     // Buffer.prototype is typed `any` by @types/node: name it as what it is.
     const proto = Buffer.prototype as Buffer;
-
     const copy = proto.copy;
     let calls = 0;
     proto.copy = function (this: Buffer, ...args: Parameters<Buffer['copy']>): number {
