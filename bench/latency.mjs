@@ -5,7 +5,10 @@
 // (lib/latency-client.mjs, pinned to CPU 0) drives it at --load-percent (50) of that maximum,
 // and drives unbound at the same rate, as the floor of what the client and the kernel add.
 // With --gc the server runs with `--trace-gc` and a GC observer (lib/gc-observer.mjs, on only
-// through CLUSTERDNS_GC_LOG): pauses are counted and lined up with the slow queries.
+// through CLUSTERDNS_GC_LOG): pauses are counted and lined up with the slow queries; and with
+// lib/loop-observer.mjs (CLUSTERDNS_LOOP_LOG): its UDP batches, timers and other loop work.
+// Every run reports what its ≥ p99 queries met (lib/tail-causes.mjs): the client's stalls and
+// the server thread's wait for its core for every server, and clusterdns's own with --gc.
 //
 //   node bench/latency.mjs [--scenario cache,kubernetes] [--seconds 20] [--max-qps N]
 //        [--load-percent 50] [--load dnsperf|node] [--pace spin|timer] [--sample-qps 2000]
@@ -42,6 +45,7 @@ import { checkAnswers, waitAnswering } from './lib/check.mjs';
 import { cpuSnapshot, otherCpuPercent, serverCpuPercent } from './lib/cpu.mjs';
 import { runDnsperf } from './lib/dnsperf.mjs';
 import { correlate, overlapping, parseTraceGc, readGcLog, readRaw, summarizeTrace } from './lib/gc-trace.mjs';
+import { attribute, loopSummary, readLoopLog, sampleCoreWait, subtract } from './lib/tail-causes.mjs';
 import { killAllSync, runCommand, startProcess, stopAll, stopProcess } from './lib/procs.mjs';
 import { machineInfo, machineLine } from './lib/report.mjs';
 import { clusterdnsServer, freePort, peers } from './lib/servers.mjs';
@@ -287,6 +291,7 @@ async function measure(name, proc, ctx, queryFile, rate, tag) {
   const children0 = childrenCpuS();
   const tid = busiestThread(proc.pid);
   const wait0 = runQueueWaitMs(proc.pid, tid);
+  const stopCoreWait = sampleCoreWait(proc.pid, tid);
   // The client's sockets exist only while it runs: sample their drops just before it ends.
   let clientDrops = 0;
   const dropWatch = setInterval(() => (clientDrops = Math.max(clientDrops, udpDrops(ctx.port).client)), 200);
@@ -322,6 +327,7 @@ async function measure(name, proc, ctx, queryFile, rate, tag) {
       : null;
   const [res, dp] = await Promise.all([client, perf]);
   clearInterval(dropWatch);
+  const coreWait = stopCoreWait();
   const after = cpuSnapshot(proc.pid);
   const loadGenCpu = (100 * (childrenCpuS() - children0)) / (Number(after.at - before.at) / 1e9);
   // Other work on the server's core shows as time its threads waited to run.
@@ -340,6 +346,7 @@ async function measure(name, proc, ctx, queryFile, rate, tag) {
     serverCpu: serverCpuPercent(before, after),
     loadGenCpu, // client + dnsperf, % of one core (CPU 0)
     serverRunQueueWaitMs,
+    coreWait,
     otherCpu: otherCpuPercent(before, after),
     udpRcvbufErrors: udp0 && udp1 ? udp1.RcvbufErrors - udp0.RcvbufErrors : null,
     serverSocketDrops: serverDrops,
@@ -382,6 +389,7 @@ async function runScenario(sc, workload) {
   const taken = new Set();
   const cdef = clusterdnsServer(sc);
   const gcLog = join(tmp, `gc-${sc.name}.log`);
+  const loopLog = join(tmp, `loop-${sc.name}.bin`);
   const cctx = {
     root,
     dir: tmp,
@@ -393,9 +401,17 @@ async function runScenario(sc, workload) {
     startProcess,
     nodeArgs: [
       ...cfg.serverNodeArgs,
-      ...(cfg.gc ? ['--trace-gc', '--import', pathToFileURL(join(root, 'bench/lib/gc-observer.mjs')).href] : []),
+      ...(cfg.gc
+        ? [
+            '--trace-gc',
+            '--import',
+            pathToFileURL(join(root, 'bench/lib/gc-observer.mjs')).href,
+            '--import',
+            pathToFileURL(join(root, 'bench/lib/loop-observer.mjs')).href,
+          ]
+        : []),
     ],
-    ...(cfg.gc ? { env: { ...process.env, CLUSTERDNS_GC_LOG: gcLog } } : {}),
+    ...(cfg.gc ? { env: { ...process.env, CLUSTERDNS_GC_LOG: gcLog, CLUSTERDNS_LOOP_LOG: loopLog } } : {}),
   };
   const cproc = await startServer(cdef, cctx);
   const cqueries = cdef.queries(cctx);
@@ -475,6 +491,7 @@ async function runScenario(sc, workload) {
         await sleep(1500); // the observer writes once a second
         m.gc = gcReport(cctx, cproc.pid, gcLog, m);
       }
+      m.causes = tailCauses(m, who === 'clusterdns' && cfg.gc ? { pid: cproc.pid, gcLog, loopLog } : null);
       runs[who].push(m);
       await sleep(300);
     }
@@ -490,6 +507,36 @@ async function runScenario(sc, workload) {
     rate,
     runs,
   };
+}
+
+/**
+ * What this run's slow queries met: the client's stalls and the server thread's wait for its
+ * core (every server), and with --gc clusterdns's GC pauses, batches and other loop work (the
+ * last two without the GC pauses inside them). Also the serving thread's summary.
+ */
+function tailCauses(m, own) {
+  const raw = readRaw(m.raw);
+  const t0 = raw.startNs + raw.skipS * 1e9;
+  const t1 = raw.startNs + (raw.send.length / raw.rate) * 1e9;
+  const kinds = {
+    'client stall': { iv: raw.stalls.map(([s, e]) => [raw.startNs + s, raw.startNs + e]) },
+    'core wait': { iv: m.coreWait, weighted: true },
+  };
+  let loop = null;
+  if (own) {
+    const gcs = readGcLog(own.gcLog)
+      .filter((g) => g.pid === own.pid)
+      .map((g) => [g.startNs, g.startNs + g.durNs]);
+    const l = readLoopLog(own.loopLog);
+    kinds['GC pause'] = { iv: gcs };
+    // Only stretches ≥ 0.1 ms: the many µs between batches (sendmmsg, recvmmsg, epoll) add up
+    // over a slow query's time in flight without being what held it.
+    const long = (iv) => iv.filter((x) => x[1] - x[0] >= 1e5);
+    kinds.batch = { iv: long(subtract(l.batch, gcs)) };
+    kinds['other loop work'] = { iv: long(subtract(l.other, gcs)) };
+    loop = loopSummary(l, t0, t1);
+  }
+  return { ...attribute(raw, kinds, { timeoutNs: cfg.timeoutMs * 1e6 }), loop };
 }
 
 /** Start of a process on CLOCK_MONOTONIC in ms (from /proc/PID/stat's starttime, in clock ticks of 10 ms). */
@@ -684,6 +731,7 @@ function render(machine, results, elapsedS) {
       `${r.scenario}: UDP receive-buffer drops per run, at the server's socket / the recording client's / elsewhere (dnsperf's, other processes'): ${drops}`,
     );
   }
+  renderCauses(L, results);
   const gcs = results.flatMap((r) => r.runs.clusterdns.filter((m) => m.gc).map((m) => ({ r, m })));
   if (gcs.length) {
     L('');
@@ -734,6 +782,66 @@ function render(machine, results, elapsedS) {
   return out.join('\n');
 }
 
+const CAUSES = ['client stall', 'core wait', 'GC pause', 'batch', 'other loop work', 'none found'];
+
+function renderCauses(L, results) {
+  L('');
+  L('### What the ≥ p99 queries met (every server, same run)');
+  L('');
+  L(
+    "Each recorded query's time in flight lined up with intervals of: *client stall* (the recording client's send loop stood still > 3 ms), " +
+      "*core wait* (the server's busiest thread runnable but not running: /proc schedstat sampled every ~1 ms by the bench), and with `--gc` " +
+      "clusterdns's own *GC pause* (PerformanceObserver), *batch* (one onBatch call of the native UDP path: every datagram of it waits for all of it " +
+      'before the one sendmmsg) and *other loop work* (active time of the event loop between batches: timers, other sockets, V8 tasks), ' +
+      "the last two without the GC pauses inside them and only their stretches ≥ 0.1 ms. A query's cause is the kind it overlapped longest, if that covers ≥ ¼ of its latency; " +
+      '*met*: overlapped ≥ 0.25 ms. A pause preempted by other processes counts as both its own kind and core wait (the larger wins).',
+  );
+  L('');
+  L(
+    `| scenario | server | round | p50 / p99 / p99.9 ms | ≥ p99: cause % (${CAUSES.join(' / ')}) | ≥ p99.9: cause % | met by ≥ p99 % vs all % (core wait / GC / batch / other) |`,
+  );
+  L('|---|---|---:|---|---|---|---|');
+  const pc = (x) => (Number.isFinite(x) ? x.toFixed(x >= 10 ? 0 : 1) : '—');
+  for (const r of results) {
+    for (const who of Object.keys(r.runs)) {
+      r.runs[who].forEach((m, round) => {
+        const c = m.causes;
+        if (!c) return;
+        const cause = (g) => CAUSES.map((k) => pc(g.causePercent[k])).join(' / ');
+        const met = ['core wait', 'GC pause', 'batch', 'other loop work']
+          .map((k) =>
+            k in c.atLeastP99.metPercent ? `${pc(c.atLeastP99.metPercent[k])} vs ${pc(c.all.metPercent[k])}` : '—',
+          )
+          .join(' / ');
+        L(
+          `| ${r.scenario} | ${m.name} | ${round + 1} | ${f2(c.p50Ms)} / ${f2(c.p99Ms)} / ${f2(c.p999Ms)} | ${cause(c.atLeastP99)} | ${cause(c.atLeastP999)} | ${met} |`,
+        );
+      });
+    }
+  }
+  const loops = results.flatMap((r) => r.runs.clusterdns.filter((m) => m.causes?.loop).map((m) => ({ r, m })));
+  if (!loops.length) return;
+  L('');
+  L(
+    "clusterdns's serving thread in the same runs (lib/loop-observer.mjs): the batching delay is the time from a batch's recvmmsg to its return " +
+      '(its answers then leave in one sendmmsg), as a distribution over datagrams; *answered later*: datagrams whose answer left on its own ' +
+      "(sendTo) after its batch; *other loop work*: the loop's active stretches between batches, the lag a datagram arriving then waits out (including each wakeup's sendmmsg, recvmmsg and epoll calls, a few µs each).",
+  );
+  L('');
+  L(
+    '| scenario | round | batches | datagrams / batch | batching delay p50 / p99 / p99.9 / max ms | in batches % of run | answered later | other loop work ms/s | stretches ≥ 1 ms | p99 / max stretch ms | timers (calls, total / max ms) |',
+  );
+  L('|---|---:|---:|---:|---|---:|---:|---:|---:|---|---|');
+  for (const { r, m } of loops) {
+    const l = m.causes.loop;
+    const round = r.runs.clusterdns.indexOf(m) + 1;
+    L(
+      `| ${r.scenario} | ${round} | ${l.batches} | ${f2(l.perBatch)} | ${f2(l.batchMs.p50)} / ${f2(l.batchMs.p99)} / ${f2(l.batchMs.p999)} / ${f2(l.batchMs.max)} | ${l.batchShareOfRunPercent}% | ${l.answeredLaterPercent}% | ` +
+        `${f2(l.other.perSecondMs)} | ${l.other.over1ms} | ${f2(l.other.p99Ms)} / ${f2(l.other.maxMs)} | ${l.timers.map((t) => `\`${t.name}\` (${t.calls}, ${t.totalMs} / ${t.maxMs})`).join('; ') || 'none ≥ 20 µs'} |`,
+    );
+  }
+}
+
 async function main() {
   const t0 = Date.now();
   tmp = mkdtempSync(join(tmpdir(), 'clusterdns-latency-'));
@@ -755,7 +863,7 @@ async function main() {
   writeFileSync(join(root, 'bench/results/latency-latest.md'), md + '\n');
   log('wrote bench/results/latency-latest.md');
   if (opt.json) {
-    const strip = (m) => ({ ...m, raw: undefined });
+    const strip = (m) => ({ ...m, raw: undefined, coreWait: undefined });
     writeFileSync(
       opt.json,
       JSON.stringify(

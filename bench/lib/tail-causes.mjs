@@ -1,0 +1,218 @@
+// What the slow queries of a latency run met (issue 23 point 3): intervals of time, of several
+// kinds, on the latency client's clock (CLOCK_MONOTONIC ns), lined up with each recorded
+// query's time in flight. Kinds any server has: the recording client's own stalls and the
+// server thread waiting for its core (sampled from /proc here); clusterdns's own, from
+// lib/gc-observer.mjs and lib/loop-observer.mjs: GC pauses, batches of the native UDP path
+// (the batching delay), and the loop's other work (timers, other sockets, V8 tasks).
+
+import { readFileSync } from 'node:fs';
+
+const r2 = (x) => Math.round(x * 100) / 100;
+
+/** lib/loop-observer.mjs's file → { batch, other, timer, self: [[startNs, endNs, a, b]], labels }. */
+export function readLoopLog(file) {
+  const out = { batch: [], other: [], timer: [], self: [], labels: [] };
+  let b;
+  try {
+    b = readFileSync(file);
+  } catch {
+    return out;
+  }
+  const f = new Float64Array(b.buffer, b.byteOffset, Math.floor(b.length / 8));
+  const kinds = [null, out.batch, out.other, out.timer, out.self];
+  for (let i = 0; i + 5 <= f.length; i += 5) kinds[f[i]]?.push([f[i + 1], f[i + 1] + f[i + 2], f[i + 3], f[i + 4]]);
+  for (const k of [out.batch, out.other, out.timer, out.self]) k.sort((x, y) => x[0] - y[0]);
+  try {
+    out.labels = JSON.parse(readFileSync(`${file}.labels.json`, 'utf8'));
+  } catch {
+    /* no timers ran */
+  }
+  return out;
+}
+
+/**
+ * Samples how long thread `tid` of `pid` waited for a CPU while runnable (/proc/PID/task/TID/
+ * schedstat, field 2), every `everyMs`. stop() → [[startNs, endNs, waitedFraction]] on
+ * process.hrtime's clock: the share of each sampling interval the thread spent in the run queue.
+ */
+export function sampleCoreWait(pid, tid, everyMs = 1) {
+  const path = `/proc/${pid}/task/${tid}/schedstat`;
+  const read = () => {
+    try {
+      return Number(readFileSync(path, 'latin1').split(' ')[1]);
+    } catch {
+      return NaN;
+    }
+  };
+  const out = [];
+  let lastT = Number(process.hrtime.bigint());
+  let lastW = read();
+  const timer = setInterval(() => {
+    const w = read();
+    const t = Number(process.hrtime.bigint());
+    if (Number.isFinite(w) && Number.isFinite(lastW) && t > lastT && w > lastW)
+      out.push([lastT, t, Math.min(1, (w - lastW) / (t - lastT))]);
+    lastT = t;
+    lastW = w;
+  }, everyMs);
+  return () => {
+    clearInterval(timer);
+    return out;
+  };
+}
+
+/** `intervals` ([start, end, ...], sorted by start) with the parts inside `cuts` (sorted, disjoint) removed. */
+export function subtract(intervals, cuts) {
+  const out = [];
+  let c = 0;
+  for (const iv of intervals) {
+    let s = iv[0];
+    const e = iv[1];
+    while (c < cuts.length && cuts[c][1] <= s) c++;
+    for (let k = c; k < cuts.length && cuts[k][0] < e; k++) {
+      if (cuts[k][0] > s) out.push([s, cuts[k][0], ...iv.slice(2)]);
+      s = Math.max(s, cuts[k][1]);
+    }
+    if (s < e) out.push([s, e, ...iv.slice(2)]);
+  }
+  return out;
+}
+
+/** Sum of the overlap of [s, e] with sorted `iv` ([start, end, weight?]); `ends` is the running max of the ends. */
+function overlapMs(iv, ends, s, e, weighted) {
+  let lo = 0;
+  let hi = iv.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (ends[mid] <= s) lo = mid + 1;
+    else hi = mid;
+  }
+  let sum = 0;
+  for (let k = lo; k < iv.length && iv[k][0] < e; k++) {
+    const o = Math.min(e, iv[k][1]) - Math.max(s, iv[k][0]);
+    if (o > 0) sum += weighted ? o * iv[k][2] : o;
+  }
+  return sum / 1e6;
+}
+
+/**
+ * For every counted query of `raw` (lib/gc-trace.mjs readRaw), how many ms of each kind of
+ * interval its time in flight overlapped. kinds: { name: { iv: [[startNs, endNs, w?]], weighted } },
+ * on the absolute clock. A query met a kind when the overlap is ≥ `metMs`; its cause is the
+ * kind it overlapped most, if that is ≥ a quarter of its latency (else "none found").
+ */
+export function attribute(raw, kinds, { timeoutNs = 2e9, metMs = 0.25 } = {}) {
+  const names = Object.keys(kinds);
+  const prepared = names.map((k) => {
+    const iv = kinds[k].iv;
+    const ends = new Float64Array(iv.length);
+    let m = -Infinity;
+    iv.forEach((x, i) => (ends[i] = m = Math.max(m, x[1])));
+    return { iv, ends, weighted: kinds[k].weighted === true };
+  });
+  const from = Math.ceil(raw.skipS * raw.rate);
+  const lat = [];
+  const over = [];
+  for (let i = from; i < raw.send.length; i++) {
+    const l = Number.isNaN(raw.lat[i]) ? timeoutNs : raw.lat[i];
+    const s = raw.startNs + raw.send[i];
+    lat.push(l / 1e6);
+    over.push(prepared.map((p) => overlapMs(p.iv, p.ends, s, s + l, p.weighted)));
+  }
+  const sorted = Float64Array.from(lat).sort();
+  const q = (p) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
+  const p99 = q(99);
+  const p999 = q(99.9);
+  const group = (pred) => {
+    const idx = [];
+    for (let i = 0; i < lat.length; i++) if (pred(lat[i])) idx.push(i);
+    const met = {};
+    const cause = { 'none found': 0 };
+    names.forEach((k, j) => {
+      met[k] = idx.length ? r2((100 * idx.filter((i) => over[i][j] >= metMs).length) / idx.length) : NaN;
+      cause[k] = 0;
+    });
+    for (const i of idx) {
+      let best = -1;
+      for (let j = 0; j < names.length; j++) if (best < 0 || over[i][j] > over[i][best]) best = j;
+      if (best >= 0 && over[i][best] >= lat[i] / 4) cause[names[best]]++;
+      else cause['none found']++;
+    }
+    for (const k of Object.keys(cause)) cause[k] = idx.length ? r2((100 * cause[k]) / idx.length) : NaN;
+    return { queries: idx.length, metPercent: met, causePercent: cause };
+  };
+  return {
+    metMs,
+    p50Ms: r2(q(50)),
+    p99Ms: r2(p99),
+    p999Ms: r2(p999),
+    kinds: names,
+    all: group(() => true),
+    atLeastP99: group((l) => l >= p99),
+    atLeastP999: group((l) => l >= p999),
+  };
+}
+
+/** Percentile of values `v` weighted by `w` (both arrays). */
+function weightedPct(v, w, p) {
+  const order = v.map((_, i) => i).sort((a, b) => v[a] - v[b]);
+  const total = w.reduce((a, b) => a + b, 0);
+  let acc = 0;
+  for (const i of order) {
+    acc += w[i];
+    if (acc >= (p / 100) * total) return v[i];
+  }
+  return NaN;
+}
+
+/**
+ * The serving thread over [t0, t1] (ns): batches (the batching delay every datagram of a batch
+ * waits: the batch's duration, as a distribution over datagrams), the loop's other work (its
+ * longest stretches: the event-loop lag a datagram arriving then waits out), and the timers
+ * that took the most time, by where they were scheduled.
+ */
+export function loopSummary(loop, t0, t1) {
+  const inRun = (x) => x[0] >= t0 && x[0] < t1;
+  const seconds = (t1 - t0) / 1e9;
+  const batches = loop.batch.filter(inRun);
+  const dur = batches.map((b) => (b[1] - b[0]) / 1e6);
+  const n = batches.map((b) => b[2]);
+  const datagrams = n.reduce((a, b) => a + b, 0);
+  const sentWith = batches.reduce((a, b) => a + b[3], 0);
+  const other = loop.other.filter(inRun).map((o) => (o[1] - o[0]) / 1e6);
+  const sortedOther = Float64Array.from(other).sort();
+  const timers = new Map();
+  for (const t of loop.timer.filter(inRun)) {
+    const name = loop.labels[t[2]] ?? `timer ${t[2]}`;
+    const e = timers.get(name) ?? { calls: 0, totalMs: 0, maxMs: 0 };
+    const d = (t[1] - t[0]) / 1e6;
+    e.calls++;
+    e.totalMs += d;
+    e.maxMs = Math.max(e.maxMs, d);
+    timers.set(name, e);
+  }
+  return {
+    batches: batches.length,
+    datagrams,
+    perBatch: batches.length ? r2(datagrams / batches.length) : NaN,
+    answeredLaterPercent: datagrams ? r2((100 * (datagrams - sentWith)) / datagrams) : NaN,
+    batchMs: {
+      p50: r2(weightedPct(dur, n, 50)),
+      p99: r2(weightedPct(dur, n, 99)),
+      p999: r2(weightedPct(dur, n, 99.9)),
+      max: r2(Math.max(0, ...dur)),
+    },
+    batchShareOfRunPercent: r2((100 * dur.reduce((a, b) => a + b, 0)) / (seconds * 1000)),
+    other: {
+      perSecondMs: r2(other.reduce((a, b) => a + b, 0) / seconds),
+      stretches: other.length,
+      over1ms: other.filter((x) => x >= 1).length,
+      p99Ms: r2(sortedOther.length ? sortedOther[Math.ceil(0.99 * sortedOther.length) - 1] : 0),
+      maxMs: r2(sortedOther.length ? sortedOther[sortedOther.length - 1] : 0),
+    },
+    timers: [...timers.entries()]
+      .sort((a, b) => b[1].totalMs - a[1].totalMs)
+      .slice(0, 5)
+      .map(([name, e]) => ({ name, calls: e.calls, totalMs: r2(e.totalMs), maxMs: r2(e.maxMs) })),
+  };
+}
