@@ -199,6 +199,16 @@ function runQueueWaitMs(pid, tid = pid) {
   }
 }
 
+/** Resident set of a process in MB (VmRSS), what a larger young generation costs. */
+function rssMB(pid) {
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'latin1'));
+    return m ? Math.round(Number(m[1]) / 102.4) / 10 : NaN;
+  } catch {
+    return NaN;
+  }
+}
+
 /**
  * The thread that has run longest: the event loop for clusterdns and unbound, the UDP worker
  * for Knot (its main thread only waits), so that the run-queue wait compares like with like.
@@ -332,6 +342,7 @@ async function measure(name, proc, ctx, queryFile, rate, tag) {
   const loadGenCpu = (100 * (childrenCpuS() - children0)) / (Number(after.at - before.at) / 1e9);
   // Other work on the server's core shows as time its threads waited to run.
   const serverRunQueueWaitMs = runQueueWaitMs(proc.pid, tid) - wait0;
+  const serverRssMB = rssMB(proc.pid);
   const udp1 = udpCounters();
   const serverDrops = udpDrops(ctx.port).server - serverDrops0;
   if (res.code !== 0) throw new Error(`latency client failed (${res.code ?? res.signal}): ${res.stderr}`);
@@ -347,6 +358,7 @@ async function measure(name, proc, ctx, queryFile, rate, tag) {
     loadGenCpu, // client + dnsperf, % of one core (CPU 0)
     serverRunQueueWaitMs,
     coreWait,
+    serverRssMB,
     otherCpu: otherCpuPercent(before, after),
     udpRcvbufErrors: udp0 && udp1 ? udp1.RcvbufErrors - udp0.RcvbufErrors : null,
     serverSocketDrops: serverDrops,
@@ -738,16 +750,16 @@ function render(machine, results, elapsedS) {
     L('### GC pauses (clusterdns under the same load, `--trace-gc` + PerformanceObserver)');
     L('');
     L(
-      '| scenario | run | GCs (trace) | per s | total pause ms | % of run | max pause ms | p99 pause ms | > 1 ms | > 10 ms | incremental marking steps | observer: GCs / total / max ms |',
+      '| scenario | run | GCs (trace) | per s | per 100k queries | total pause ms | % of run | max pause ms | p99 pause ms | > 1 ms | > 10 ms | incremental marking steps | observer: GCs / total / max ms |',
     );
-    L('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|');
+    L('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|');
     for (const { r, m } of gcs) {
       const t = m.gc.trace;
       const inc = t.incrementalSteps
         ? `${t.incrementalSteps.cycles} cycles, ${t.incrementalSteps.totalMs} ms, biggest ${t.incrementalSteps.biggestStepMs} ms`
         : 'none';
       L(
-        `| ${r.scenario} | ${m.gc.seconds} s | ${t.count} | ${t.perSecond} | ${t.totalMs} | ${t.shareOfRunPercent}% | ${t.maxMs} | ${t.p99Ms} | ${t.over1ms} | ${t.over10ms} | ${inc} | ${m.gc.observer.count} / ${m.gc.observer.totalMs} / ${m.gc.observer.maxMs} |`,
+        `| ${r.scenario} | ${m.gc.seconds} s | ${t.count} | ${t.perSecond} | ${f2((1e5 * t.perSecond) / m.rate)} | ${t.totalMs} | ${t.shareOfRunPercent}% | ${t.maxMs} | ${t.p99Ms} | ${t.over1ms} | ${t.over10ms} | ${inc} | ${m.gc.observer.count} / ${m.gc.observer.totalMs} / ${m.gc.observer.maxMs} |`,
       );
     }
     for (const { r, m } of gcs) {
@@ -829,15 +841,15 @@ function renderCauses(L, results) {
   );
   L('');
   L(
-    '| scenario | round | batches | datagrams / batch | batching delay p50 / p99 / p99.9 / max ms | in batches % of run | answered later | other loop work ms/s | stretches ≥ 1 ms | p99 / max stretch ms | timers (calls, total / max ms) |',
+    '| scenario | round | batches | datagrams / batch | batching delay p50 / p99 / p99.9 / max ms | in batches % of run | answered later | other loop work ms/s | stretches ≥ 1 ms | p99 / max stretch ms | timers ≥ 20 µs (calls, total / on a CPU / max ms) | RSS after, MB |',
   );
-  L('|---|---:|---:|---:|---|---:|---:|---:|---:|---|---|');
+  L('|---|---:|---:|---:|---|---:|---:|---:|---:|---|---|---:|');
   for (const { r, m } of loops) {
     const l = m.causes.loop;
     const round = r.runs.clusterdns.indexOf(m) + 1;
     L(
       `| ${r.scenario} | ${round} | ${l.batches} | ${f2(l.perBatch)} | ${f2(l.batchMs.p50)} / ${f2(l.batchMs.p99)} / ${f2(l.batchMs.p999)} / ${f2(l.batchMs.max)} | ${l.batchShareOfRunPercent}% | ${l.answeredLaterPercent}% | ` +
-        `${f2(l.other.perSecondMs)} | ${l.other.over1ms} | ${f2(l.other.p99Ms)} / ${f2(l.other.maxMs)} | ${l.timers.map((t) => `\`${t.name}\` (${t.calls}, ${t.totalMs} / ${t.maxMs})`).join('; ') || 'none ≥ 20 µs'} |`,
+        `${f2(l.other.perSecondMs)} | ${l.other.over1ms} | ${f2(l.other.p99Ms)} / ${f2(l.other.maxMs)} | ${l.timers.map((t) => `\`${t.name}\` (${t.calls}, ${t.totalMs} / ${t.cpuMs} / ${t.maxMs})`).join('; ') || 'none ≥ 20 µs'} | ${f2(m.serverRssMB)} |`,
     );
   }
 }

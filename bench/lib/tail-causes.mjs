@@ -184,10 +184,11 @@ export function loopSummary(loop, t0, t1) {
   const timers = new Map();
   for (const t of loop.timer.filter(inRun)) {
     const name = loop.labels[t[2]] ?? `timer ${t[2]}`;
-    const e = timers.get(name) ?? { calls: 0, totalMs: 0, maxMs: 0 };
+    const e = timers.get(name) ?? { calls: 0, totalMs: 0, cpuMs: 0, maxMs: 0 };
     const d = (t[1] - t[0]) / 1e6;
     e.calls++;
     e.totalMs += d;
+    e.cpuMs += t[3] / 1e6;
     e.maxMs = Math.max(e.maxMs, d);
     timers.set(name, e);
   }
@@ -213,6 +214,6 @@ export function loopSummary(loop, t0, t1) {
     timers: [...timers.entries()]
       .sort((a, b) => b[1].totalMs - a[1].totalMs)
       .slice(0, 5)
-      .map(([name, e]) => ({ name, calls: e.calls, totalMs: r2(e.totalMs), maxMs: r2(e.maxMs) })),
+      .map(([name, e]) => ({ name, calls: e.calls, totalMs: r2(e.totalMs), cpuMs: r2(e.cpuMs), maxMs: r2(e.maxMs) })),
   };
 }
