@@ -355,6 +355,11 @@ async function measure(name, proc, ctx, queryFile, rate, tag) {
     client: c,
     dnsperf: dp,
     serverCpu: serverCpuPercent(before, after),
+    // User and kernel CPU of the server in ms per s: the kernel's is its sendmmsg/recvmmsg work.
+    serverUserMsPerS:
+      before && after ? (10 * (after.serverUser - before.serverUser)) / (Number(after.at - before.at) / 1e9) : NaN,
+    serverSysMsPerS:
+      before && after ? (10 * (after.serverSys - before.serverSys)) / (Number(after.at - before.at) / 1e9) : NaN,
     loadGenCpu, // client + dnsperf, % of one core (CPU 0)
     serverRunQueueWaitMs,
     coreWait,
@@ -841,15 +846,15 @@ function renderCauses(L, results) {
   );
   L('');
   L(
-    '| scenario | round | batches | datagrams / batch | batching delay p50 / p99 / p99.9 / max ms | in batches % of run | answered later | other loop work ms/s | stretches ≥ 1 ms | p99 / max stretch ms | timers ≥ 20 µs (calls, total / on a CPU / max ms) | RSS after, MB |',
+    '| scenario | round | batches | datagrams / batch | batching delay p50 / p99 / p99.9 / max ms | in batches % of run | answered later | other loop work ms/s | stretches ≥ 1 ms | p99 / max stretch ms | timers ≥ 20 µs (calls, total / on a CPU / max ms) | server CPU user / kernel ms/s | RSS after, MB |',
   );
-  L('|---|---:|---:|---:|---|---:|---:|---:|---:|---|---|---:|');
+  L('|---|---:|---:|---:|---|---:|---:|---:|---:|---|---|---|---:|');
   for (const { r, m } of loops) {
     const l = m.causes.loop;
     const round = r.runs.clusterdns.indexOf(m) + 1;
     L(
       `| ${r.scenario} | ${round} | ${l.batches} | ${f2(l.perBatch)} | ${f2(l.batchMs.p50)} / ${f2(l.batchMs.p99)} / ${f2(l.batchMs.p999)} / ${f2(l.batchMs.max)} | ${l.batchShareOfRunPercent}% | ${l.answeredLaterPercent}% | ` +
-        `${f2(l.other.perSecondMs)} | ${l.other.over1ms} | ${f2(l.other.p99Ms)} / ${f2(l.other.maxMs)} | ${l.timers.map((t) => `\`${t.name}\` (${t.calls}, ${t.totalMs} / ${t.cpuMs} / ${t.maxMs})`).join('; ') || 'none ≥ 20 µs'} | ${f2(m.serverRssMB)} |`,
+        `${f2(l.other.perSecondMs)} | ${l.other.over1ms} | ${f2(l.other.p99Ms)} / ${f2(l.other.maxMs)} | ${l.timers.map((t) => `\`${t.name}\` (${t.calls}, ${t.totalMs} / ${t.cpuMs} / ${t.maxMs})`).join('; ') || 'none ≥ 20 µs'} | ${f2(m.serverUserMsPerS)} / ${f2(m.serverSysMsPerS)} | ${f2(m.serverRssMB)} |`,
     );
   }
 }
