@@ -32,8 +32,10 @@
 //   unless it spins): it shares CPU 0 with dnsperf, whose time slices would otherwise delay
 //   reading answers by a few ms for every server alike.
 // Other options: --probe-seconds S (10), --skip S (1 s of each run not counted), --sockets N (4),
-// --timeout-ms MS (2000: no answer by then = lost), --server-node-args "FLAGS" (more node flags
-// for clusterdns, e.g. "--single-threaded-gc"). Writes bench/results/latency-latest.md.
+// --timeout-ms MS (2000: no answer by then = lost), --server-node-args=FLAGS (more node flags
+// for clusterdns, e.g. "--single-threaded-gc"), --variants="FLAGS;FLAGS;..." (one clusterdns per
+// entry, an empty entry for none, each measured in the same interleaved rounds: a flag's effect
+// on the tail before/after in one run). Writes bench/results/latency-latest.md.
 
 import { printHeaderHelp } from './lib/help.mjs';
 import { mkdtempSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -71,6 +73,7 @@ const { values: opt } = parseArgs({
     rounds: { type: 'string', default: '1' },
     gc: { type: 'boolean', default: false },
     'server-node-args': { type: 'string', default: '' },
+    variants: { type: 'string' },
     'client-priority': { type: 'string', default: 'auto' },
     'no-peer': { type: 'boolean', default: false },
     peers: { type: 'string', default: 'auto' },
@@ -103,6 +106,8 @@ const cfg = {
   gc: opt.gc,
   clientPriority: opt['client-priority'],
   serverNodeArgs: opt['server-node-args'].split(/\s+/).filter(Boolean),
+  // One clusterdns per variant (node flags, after --server-node-args), measured interleaved.
+  variants: (opt.variants ?? '').split(';').map((v) => v.split(/\s+/).filter(Boolean)),
   peer: !opt['no-peer'],
   peers: opt.peers
     .split(',')
@@ -404,33 +409,50 @@ function windows(rawFile, seconds = 5) {
 
 async function runScenario(sc, workload) {
   const taken = new Set();
-  const cdef = clusterdnsServer(sc);
-  const gcLog = join(tmp, `gc-${sc.name}.log`);
-  const loopLog = join(tmp, `loop-${sc.name}.bin`);
-  const cctx = {
-    root,
-    dir: tmp,
-    workload,
-    mode: 'latency',
-    pin: 1,
-    workers: 1,
-    port: await freePort(taken),
-    startProcess,
-    nodeArgs: [
-      ...cfg.serverNodeArgs,
-      ...(cfg.gc
-        ? [
-            '--trace-gc',
-            '--import',
-            pathToFileURL(join(root, 'bench/lib/gc-observer.mjs')).href,
-            '--import',
-            pathToFileURL(join(root, 'bench/lib/loop-observer.mjs')).href,
-          ]
-        : []),
-    ],
-    ...(cfg.gc ? { env: { ...process.env, CLUSTERDNS_GC_LOG: gcLog, CLUSTERDNS_LOOP_LOG: loopLog } } : {}),
-  };
-  const cproc = await startServer(cdef, cctx);
+  const base = clusterdnsServer(sc);
+  // One clusterdns per --variants entry (one with none), each with its own logs and port; the
+  // first's setup (manifest file, upstream) serves them all, and its maximum sets the rate.
+  const mine = [];
+  for (const [i, flags] of cfg.variants.entries()) {
+    const gcLog = join(tmp, `gc-${sc.name}-v${i}.log`);
+    const loopLog = join(tmp, `loop-${sc.name}-v${i}.bin`);
+    const def =
+      cfg.variants.length > 1
+        ? {
+            ...base,
+            name: `${base.name} [${flags.join(' ') || 'as deployed'}]`,
+            ...(i > 0 ? { setup: undefined } : {}),
+          }
+        : base;
+    const ctx = {
+      ...(mine[0]?.ctx ?? {}),
+      root,
+      dir: tmp,
+      workload,
+      mode: i === 0 ? 'latency' : `latency-v${i}`,
+      pin: 1,
+      workers: 1,
+      port: await freePort(taken),
+      startProcess,
+      nodeArgs: [
+        ...cfg.serverNodeArgs,
+        ...flags,
+        ...(cfg.gc
+          ? [
+              '--trace-gc',
+              '--import',
+              pathToFileURL(join(root, 'bench/lib/gc-observer.mjs')).href,
+              '--import',
+              pathToFileURL(join(root, 'bench/lib/loop-observer.mjs')).href,
+            ]
+          : []),
+      ],
+      env: cfg.gc ? { ...process.env, CLUSTERDNS_GC_LOG: gcLog, CLUSTERDNS_LOOP_LOG: loopLog } : undefined,
+    };
+    const proc = await startServer(def, ctx);
+    mine.push({ who: i === 0 ? 'clusterdns' : `clusterdns#${i + 1}`, def, proc, ctx, gcLog, loopLog });
+  }
+  const { def: cdef, ctx: cctx } = mine[0];
   const cqueries = cdef.queries(cctx);
 
   // The peer answers the same query file: unbound-mix for `mix`, unbound otherwise.
@@ -489,12 +511,12 @@ async function runScenario(sc, workload) {
     `${sc.name}: measuring at ${rate} QPS (${cfg.loadPercent}% of ${Math.round(maxQps)}), ${cfg.rounds} round(s) × ${cfg.seconds} s, load: ${cfg.load}`,
   );
 
-  const all = [{ who: 'clusterdns', def: cdef, proc: cproc, ctx: cctx }, ...others];
+  const all = [...mine, ...others];
   const runs = Object.fromEntries(all.map((x) => [x.who, []]));
   for (let round = 0; round < cfg.rounds; round++) {
     // The order rotates every round, so that no server always runs right after the same one.
     for (let k = 0; k < all.length; k++) {
-      const { who, def, proc, ctx } = all[(round + k) % all.length];
+      const { who, def, proc, ctx, gcLog, loopLog } = all[(round + k) % all.length];
       const m = await measure(
         def.name,
         proc,
@@ -504,16 +526,17 @@ async function runScenario(sc, workload) {
         `${sc.name}-${def.name.replace(/\W+/g, '_')}-r${round}`,
       );
       m.windows = windows(m.raw);
-      if (who === 'clusterdns' && cfg.gc) {
+      if (gcLog && cfg.gc) {
         await sleep(1500); // the observer writes once a second
-        m.gc = gcReport(cctx, cproc.pid, gcLog, m);
+        m.gc = gcReport(ctx, proc.pid, gcLog, m);
       }
-      m.causes = tailCauses(m, who === 'clusterdns' && cfg.gc ? { pid: cproc.pid, gcLog, loopLog } : null);
+      m.causes = tailCauses(m, gcLog && cfg.gc ? { pid: proc.pid, gcLog, loopLog } : null);
+      m.round = round;
       runs[who].push(m);
       await sleep(300);
     }
   }
-  await stopProcess(cproc);
+  for (const c of mine) await stopProcess(c.proc);
   for (const o of others) if (o.proc.child) await stopProcess(o.proc);
   return {
     scenario: sc.name,
@@ -749,22 +772,26 @@ function render(machine, results, elapsedS) {
     );
   }
   renderCauses(L, results);
-  const gcs = results.flatMap((r) => r.runs.clusterdns.filter((m) => m.gc).map((m) => ({ r, m })));
+  const gcs = results.flatMap((r) =>
+    ownRuns(r)
+      .filter((m) => m.gc)
+      .map((m) => ({ r, m })),
+  );
   if (gcs.length) {
     L('');
     L('### GC pauses (clusterdns under the same load, `--trace-gc` + PerformanceObserver)');
     L('');
     L(
-      '| scenario | run | GCs (trace) | per s | per 100k queries | total pause ms | % of run | max pause ms | p99 pause ms | > 1 ms | > 10 ms | incremental marking steps | observer: GCs / total / max ms |',
+      '| scenario | server | run | GCs (trace) | per s | per 100k queries | total pause ms | % of run | max pause ms | p99 pause ms | > 1 ms | > 10 ms | incremental marking steps | observer: GCs / total / max ms |',
     );
-    L('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|');
+    L('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|');
     for (const { r, m } of gcs) {
       const t = m.gc.trace;
       const inc = t.incrementalSteps
         ? `${t.incrementalSteps.cycles} cycles, ${t.incrementalSteps.totalMs} ms, biggest ${t.incrementalSteps.biggestStepMs} ms`
         : 'none';
       L(
-        `| ${r.scenario} | ${m.gc.seconds} s | ${t.count} | ${t.perSecond} | ${f2((1e5 * t.perSecond) / m.rate)} | ${t.totalMs} | ${t.shareOfRunPercent}% | ${t.maxMs} | ${t.p99Ms} | ${t.over1ms} | ${t.over10ms} | ${inc} | ${m.gc.observer.count} / ${m.gc.observer.totalMs} / ${m.gc.observer.maxMs} |`,
+        `| ${r.scenario} | ${m.name} | ${m.gc.seconds} s | ${t.count} | ${t.perSecond} | ${f2((1e5 * t.perSecond) / m.rate)} | ${t.totalMs} | ${t.shareOfRunPercent}% | ${t.maxMs} | ${t.p99Ms} | ${t.over1ms} | ${t.over10ms} | ${inc} | ${m.gc.observer.count} / ${m.gc.observer.totalMs} / ${m.gc.observer.maxMs} |`,
       );
     }
     for (const { r, m } of gcs) {
@@ -773,7 +800,7 @@ function render(machine, results, elapsedS) {
         .join(', ');
       L('');
       L(
-        `${r.scenario}: ${kinds}; any pause > 10 ms: **${m.gc.trace.over10ms > 0 || m.gc.observer.over10ms > 0 ? 'yes' : 'no'}** ` +
+        `${r.scenario}, ${m.name}, round ${m.round + 1}: ${kinds}; any pause > 10 ms: **${m.gc.trace.over10ms > 0 || m.gc.observer.over10ms > 0 ? 'yes' : 'no'}** ` +
           `(trace lines put on the client's clock: ${m.gc.alignment.matched} of ${m.gc.alignment.of} matched, spread ${m.gc.alignment.spreadMs} ms).`,
       );
       for (const [label, c] of [
@@ -798,6 +825,12 @@ function render(machine, results, elapsedS) {
   }
   return out.join('\n');
 }
+
+/** The runs of every clusterdns of a scenario (one per --variants entry), in order. */
+const ownRuns = (r) =>
+  Object.entries(r.runs)
+    .filter(([who]) => who.startsWith('clusterdns'))
+    .flatMap(([, ms]) => ms);
 
 const CAUSES = ['client stall', 'core wait', 'GC pause', 'batch', 'other loop work', 'none found'];
 
@@ -836,7 +869,11 @@ function renderCauses(L, results) {
       });
     }
   }
-  const loops = results.flatMap((r) => r.runs.clusterdns.filter((m) => m.causes?.loop).map((m) => ({ r, m })));
+  const loops = results.flatMap((r) =>
+    ownRuns(r)
+      .filter((m) => m.causes?.loop)
+      .map((m) => ({ r, m })),
+  );
   if (!loops.length) return;
   L('');
   L(
@@ -846,14 +883,14 @@ function renderCauses(L, results) {
   );
   L('');
   L(
-    '| scenario | round | batches | datagrams / batch | batching delay p50 / p99 / p99.9 / max ms | in batches % of run | answered later | other loop work ms/s | stretches ≥ 1 ms | p99 / max stretch ms | timers ≥ 20 µs (calls, total / on a CPU / max ms) | server CPU user / kernel ms/s | RSS after, MB |',
+    '| scenario | server | round | batches | datagrams / batch | batching delay p50 / p99 / p99.9 / max ms | in batches % of run | answered later | other loop work ms/s | stretches ≥ 1 ms | p99 / max stretch ms | timers ≥ 20 µs (calls, total / on a CPU / max ms) | server CPU user / kernel ms/s | RSS after, MB |',
   );
-  L('|---|---:|---:|---:|---|---:|---:|---:|---:|---|---|---|---:|');
+  L('|---|---|---:|---:|---:|---|---:|---:|---:|---:|---|---|---|---:|');
   for (const { r, m } of loops) {
     const l = m.causes.loop;
-    const round = r.runs.clusterdns.indexOf(m) + 1;
+    const round = m.round + 1;
     L(
-      `| ${r.scenario} | ${round} | ${l.batches} | ${f2(l.perBatch)} | ${f2(l.batchMs.p50)} / ${f2(l.batchMs.p99)} / ${f2(l.batchMs.p999)} / ${f2(l.batchMs.max)} | ${l.batchShareOfRunPercent}% | ${l.answeredLaterPercent}% | ` +
+      `| ${r.scenario} | ${m.name} | ${round} | ${l.batches} | ${f2(l.perBatch)} | ${f2(l.batchMs.p50)} / ${f2(l.batchMs.p99)} / ${f2(l.batchMs.p999)} / ${f2(l.batchMs.max)} | ${l.batchShareOfRunPercent}% | ${l.answeredLaterPercent}% | ` +
         `${f2(l.other.perSecondMs)} | ${l.other.over1ms} | ${f2(l.other.p99Ms)} / ${f2(l.other.maxMs)} | ${l.timers.map((t) => `\`${t.name}\` (${t.calls}, ${t.totalMs} / ${t.cpuMs} / ${t.maxMs})`).join('; ') || 'none ≥ 20 µs'} | ${f2(m.serverUserMsPerS)} / ${f2(m.serverSysMsPerS)} | ${f2(m.serverRssMB)} |`,
     );
   }
