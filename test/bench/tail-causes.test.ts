@@ -1,0 +1,115 @@
+// What bench/latency.mjs says the slow queries met (issue 23 point 3): the line-up of queries
+// with intervals (bench/lib/tail-causes.mjs), and the observer preloaded into the real binary
+// (bench/lib/loop-observer.mjs) recording its UDP batches and timers.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { once } from 'node:events';
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+const load = (p: string): Promise<any> => import(pathToFileURL(resolve(p)).href);
+
+const ms = 1e6;
+
+test('tail causes: each slow query is put on the kind of interval it overlapped longest', async () => {
+  const { attribute, subtract } = await load('bench/lib/tail-causes.mjs');
+  // 1,000 queries 1 ms apart, 0.2 ms each, except five slow ones, each inside one kind of interval.
+  const n = 1000;
+  const send = new Float64Array(n);
+  const lat = new Float64Array(n).fill(0.2 * ms);
+  for (let i = 0; i < n; i++) send[i] = i * ms;
+  const startNs = 5e9;
+  const slow = { 100: 'GC pause', 300: 'batch', 500: 'other loop work', 700: 'core wait', 900: 'none found' };
+  for (const i of Object.keys(slow)) lat[Number(i)] = 8 * ms;
+  const at = (i: number, from: number, to: number) => [startNs + send[i]! + from * ms, startNs + send[i]! + to * ms];
+  const gc = [at(100, 1, 7)];
+  // A batch that held query 300, with a short GC pause inside it that is left out of it.
+  const batch = subtract([at(300, 0.5, 7.5)], [at(300, 2, 2.5)]);
+  assert.equal(batch.length, 2);
+  // Only the slow ones, so that they are the ≥ p99 group.
+  const keep = (_: number, i: number) => String(i) in slow;
+  const raw = { startNs, skipS: 0, rate: 1000, send: send.filter(keep), lat: lat.filter(keep), stalls: [] };
+  const slowOnly = attribute(raw, {
+    'client stall': { iv: [] },
+    'core wait': { iv: [[...at(700, 0, 8), 0.9]], weighted: true },
+    'GC pause': { iv: gc },
+    batch: { iv: batch },
+    'other loop work': { iv: [at(500, 2, 6)] },
+  });
+  assert.equal(slowOnly.atLeastP99.queries, 5);
+  assert.deepEqual(slowOnly.all.causePercent, {
+    'none found': 20,
+    'client stall': 0,
+    'core wait': 20,
+    'GC pause': 20,
+    batch: 20,
+    'other loop work': 20,
+  });
+  assert.equal(slowOnly.all.metPercent['GC pause'], 20);
+});
+
+const addon = resolve('native/build/Release/udpbatch.node');
+
+test(
+  'loop observer: preloaded into bin/clusterdns, it records every batch of the native UDP path and the timers, by where they were set',
+  {
+    skip:
+      (!existsSync(addon) && 'the native UDP addon is not built') ||
+      (spawnSync('sh', ['-c', 'command -v dig']).status !== 0 && 'needs dig'),
+    timeout: 60_000,
+  },
+  async () => {
+    const { readLoopLog } = await load('bench/lib/tail-causes.mjs');
+    const { freePort } = await load('bench/lib/servers.mjs');
+    const { dig, waitAnswering } = await load('bench/lib/check.mjs');
+    const dir = mkdtempSync(join(tmpdir(), 'clusterdns-loop-observer-'));
+    try {
+      const port = await freePort(new Set());
+      const conf = join(dir, 'Corefile');
+      // cache: its sweep is a timer of the server's own.
+      writeFileSync(conf, `.:${port} {\n  bind 127.0.0.1\n  cache 30\n  hosts {\n    10.0.0.1 a.example.\n  }\n}\n`);
+      const log = join(dir, 'loop.bin');
+      const child = spawn(
+        process.execPath,
+        [
+          '--import',
+          pathToFileURL(resolve('bench/lib/loop-observer.mjs')).href,
+          resolve('bin/clusterdns'),
+          '-conf',
+          conf,
+          '-workers',
+          '1',
+          '-quiet',
+        ],
+        { env: { ...process.env, CLUSTERDNS_LOOP_LOG: log }, stdio: ['ignore', 'ignore', 'pipe'] },
+      );
+      let stderr = '';
+      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+      try {
+        await waitAnswering(port, 'a.example.', 20_000, () => child.exitCode === null);
+        for (let i = 0; i < 5; i++) assert.equal((await dig(port, 'a.example.', 'A')).answers[0]?.data, '10.0.0.1');
+        await new Promise((r) => setTimeout(r, 1200)); // a cache sweep
+      } finally {
+        child.kill('SIGTERM');
+        if (child.exitCode === null) await once(child, 'exit');
+      }
+      assert.doesNotMatch(stderr, /loop-observer/, stderr);
+      const l = readLoopLog(log);
+      const datagrams = l.batch.reduce((a: number, b: number[]) => a + b[2]!, 0);
+      const answered = l.batch.reduce((a: number, b: number[]) => a + b[3]!, 0);
+      assert.ok(datagrams >= 6, `datagrams in batches: ${datagrams}`); // the probe(s) and five queries
+      assert.equal(answered, datagrams, 'every answer left with its batch');
+      for (const b of l.batch) assert.ok(b[1] >= b[0] && b[0] > 0);
+      assert.ok(
+        l.labels.some((x: string) => x.includes('plugins/cache/handler')),
+        `timer labels: ${JSON.stringify(l.labels)}`,
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+);
