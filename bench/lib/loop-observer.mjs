@@ -12,16 +12,19 @@
 //           where it was scheduled from (the first frame outside node:), and the CPU time the
 //           process used meanwhile (process.cpuUsage; the rest of the wall time it was preempted).
 //   self    this observer writing its file (once a second), to be left out.
+//   young   once a second: the young generation's size (V8's new space: two semi-spaces), which
+//           starts small and grows toward --max-semi-space-size only as objects survive.
 //
 // Does nothing unless CLUSTERDNS_LOOP_LOG names the file. Records are Float64 × 5:
-// kind (1 batch, 2 other, 3 timer, 4 self), start ns, duration ns, a, b (batch: datagrams and
+// kind (1 batch, 2 other, 3 timer, 4 self, 5 young), start ns, duration ns, a, b (batch: datagrams and
 // answers sent with the batch; timer: index into the labels written to FILE.labels.json and
-// ns on a CPU).
+// ns on a CPU; young: its size in bytes).
 
 import { appendFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { getHeapSpaceStatistics } from 'node:v8';
 
 const file = process.env.CLUSTERDNS_LOOP_LOG;
 if (file) {
@@ -61,6 +64,8 @@ if (file) {
       n = 0;
     }
     put(4, t0, performance.now(), 0, 0);
+    const young = getHeapSpaceStatistics().find((x) => x.space_name === 'new_space');
+    if (young) put(5, t0, t0, young.space_size, 0);
   }
 
   // Batches: wrap the callback the server hands to the addon's start(). The addon is a CommonJS

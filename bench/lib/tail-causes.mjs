@@ -9,9 +9,9 @@ import { readFileSync } from 'node:fs';
 
 const r2 = (x) => Math.round(x * 100) / 100;
 
-/** lib/loop-observer.mjs's file → { batch, other, timer, self: [[startNs, endNs, a, b]], labels }. */
+/** lib/loop-observer.mjs's file → { batch, other, timer, self, young: [[startNs, endNs, a, b]], labels }. */
 export function readLoopLog(file) {
-  const out = { batch: [], other: [], timer: [], self: [], labels: [] };
+  const out = { batch: [], other: [], timer: [], self: [], young: [], labels: [] };
   let b;
   try {
     b = readFileSync(file);
@@ -19,7 +19,7 @@ export function readLoopLog(file) {
     return out;
   }
   const f = new Float64Array(b.buffer, b.byteOffset, Math.floor(b.length / 8));
-  const kinds = [null, out.batch, out.other, out.timer, out.self];
+  const kinds = [null, out.batch, out.other, out.timer, out.self, out.young];
   for (let i = 0; i + 5 <= f.length; i += 5) kinds[f[i]]?.push([f[i + 1], f[i + 1] + f[i + 2], f[i + 3], f[i + 4]]);
   for (const k of [out.batch, out.other, out.timer, out.self]) k.sort((x, y) => x[0] - y[0]);
   try {
@@ -192,7 +192,9 @@ export function loopSummary(loop, t0, t1) {
     e.maxMs = Math.max(e.maxMs, d);
     timers.set(name, e);
   }
+  const young = loop.young.filter(inRun).map((y) => y[2] / 2 ** 20);
   return {
+    youngMB: young.length ? { min: r2(Math.min(...young)), max: r2(Math.max(...young)) } : null,
     batches: batches.length,
     datagrams,
     perBatch: batches.length ? r2(datagrams / batches.length) : NaN,
