@@ -884,7 +884,7 @@ function renderCauses(L, results) {
   );
   L('');
   L(
-    '| scenario | server | round | batches | datagrams / batch | batching delay p50 / p99 / p99.9 / max ms | in batches % of run | answered later | other loop work ms/s | stretches ≥ 1 ms | p99 / max stretch ms | timers ≥ 20 µs (calls, total / on a CPU / max ms) | server CPU user / kernel ms/s | young generation (new space: both semi-spaces) MB, min–max | RSS after, MB |',
+    '| scenario | server | round | batches | datagrams / batch | batching delay p50 / p99 / p99.9 / max ms | in batches % of run | answered later | other loop work ms/s | stretches ≥ 1 ms | p99 / max stretch ms | timers ≥ 20 µs (calls, total / on a CPU / max ms) | server CPU user / kernel ms/s | V8 new space size MB (min–max) | RSS after, MB |',
   );
   L('|---|---|---:|---:|---:|---|---:|---:|---:|---:|---|---|---|---|---:|');
   for (const { r, m } of loops) {

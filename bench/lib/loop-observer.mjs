@@ -12,7 +12,7 @@
 //           where it was scheduled from (the first frame outside node:), and the CPU time the
 //           process used meanwhile (process.cpuUsage; the rest of the wall time it was preempted).
 //   self    this observer writing its file (once a second), to be left out.
-//   young   once a second: the young generation's size (V8's new space: both semi-spaces), which
+//   young   once a second: the young generation's size (getHeapSpaceStatistics' new_space), which
 //           starts small and grows toward --max-semi-space-size only as objects survive.
 //
 // Does nothing unless CLUSTERDNS_LOOP_LOG names the file. Records are Float64 × 5:
