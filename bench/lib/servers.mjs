@@ -42,6 +42,7 @@ export function clusterdnsServer(scenario) {
         // As deployed (bin/clusterdns, npm start, the image): a 2 MB young generation.
         [
           '--max-semi-space-size=2',
+          '--min-semi-space-size=2',
           ...(ctx.nodeArgs ?? []),
           join(scenario.root?.() ?? ctx.root, 'bin/clusterdns'),
           '-conf',

@@ -33,13 +33,16 @@ new PerformanceObserver((list) => {
   for (const e of list.getEntries())
     if (e.detail.flags & constants.NODE_PERFORMANCE_GC_FLAGS_FORCED) log({ forcedGc: e.detail.kind });
 }).observe({ entryTypes: ['gc'] });
-log({ started: process.env.NODE_OPTIONS ?? '' });
+const young = v8.getHeapSpaceStatistics().find((s) => s.space_name === 'new_space')?.space_size ?? 0;
+log({ started: process.env.NODE_OPTIONS ?? '', execArgv: process.execArgv.join(' '), young });
 `;
 
 interface HookLine {
   pid: number;
   role: 'primary' | 'worker';
   started?: string;
+  execArgv?: string;
+  young?: number;
   setFlags?: string;
   forcedGc?: number;
 }
@@ -83,6 +86,16 @@ for (const workers of [1, 2]) {
       assert.equal(started.filter((l) => l.role === 'worker').length, workers === 1 ? 0 : workers);
       assert.equal(started.filter((l) => l.role === 'primary').length, 1);
       for (const l of started) assert.match(l.started!, /^--max-semi-space-size=\d+ --import /, `${l.role} ${l.pid}`);
+    });
+
+    test('every process starts with its young generation at its 2 MB size, not V8 growing it from 1 MB under load', () => {
+      const started = lines().filter((l) => l.started !== undefined);
+      assert.ok(started.length >= 1);
+      // A command-line flag (not allowed in NODE_OPTIONS): the workers inherit it with execArgv.
+      for (const l of started) {
+        assert.match(l.execArgv!, /(^| )--min-semi-space-size=2( |$)/, `${l.role} ${l.pid}`);
+        assert.equal(l.young, 2 * 2 ** 20, `${l.role} ${l.pid}: V8's new space at start`);
+      }
     });
 
     test('a 410 relist while serving: answers follow it, and no process sets a V8 flag or forces a GC', async () => {
