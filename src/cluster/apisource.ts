@@ -13,7 +13,7 @@ import { ForbiddenError, Reflector } from '../kube/reflector.js';
 import type { Logger } from '../log.js';
 import { objectKey } from '../kube/types.js';
 import type { ClusterKind, ClusterSink, KubeSource, SourceConfig } from './events.js';
-import { countRequest } from './metrics.js';
+import type { KubeClientMetrics } from './metrics.js';
 import {
   projectEndpointSlice,
   projectNamespace,
@@ -26,7 +26,10 @@ import {
 class CountingKubeClient extends KubeClient {
   private readonly host: string;
 
-  constructor(conn: ApiConnection) {
+  constructor(
+    conn: ApiConnection,
+    private readonly metrics: KubeClientMetrics,
+  ) {
     super(conn);
     this.host = conn.server.host;
   }
@@ -34,11 +37,11 @@ class CountingKubeClient extends KubeClient {
   override async getJSON(path: string, query?: Query, opts: { signal?: AbortSignal } = {}): Promise<unknown> {
     try {
       const body = await super.getJSON(path, query, opts);
-      countRequest('200', 'GET', this.host);
+      this.metrics.countRequest('200', 'GET', this.host);
       return body;
     } catch (err) {
       if (!opts.signal?.aborted)
-        countRequest(err instanceof KubeApiError ? String(err.status) : '<error>', 'GET', this.host);
+        this.metrics.countRequest(err instanceof KubeApiError ? String(err.status) : '<error>', 'GET', this.host);
       throw err;
     }
   }
@@ -51,11 +54,11 @@ class CountingKubeClient extends KubeClient {
   ): Promise<unknown> {
     try {
       const body = await super.listItems(path, query, onItem, opts);
-      countRequest('200', 'GET', this.host);
+      this.metrics.countRequest('200', 'GET', this.host);
       return body;
     } catch (err) {
       if (!opts.signal?.aborted)
-        countRequest(err instanceof KubeApiError ? String(err.status) : '<error>', 'GET', this.host);
+        this.metrics.countRequest(err instanceof KubeApiError ? String(err.status) : '<error>', 'GET', this.host);
       throw err;
     }
   }
@@ -64,14 +67,14 @@ class CountingKubeClient extends KubeClient {
     let opened = false;
     const onOpen = () => {
       opened = true;
-      countRequest('200', 'GET', this.host);
+      this.metrics.countRequest('200', 'GET', this.host);
       opts.onOpen?.();
     };
     try {
       await super.streamLines(path, query, { ...opts, onOpen });
     } catch (err) {
       if (!opened && !opts.signal?.aborted)
-        countRequest(err instanceof KubeApiError ? String(err.status) : '<error>', 'GET', this.host);
+        this.metrics.countRequest(err instanceof KubeApiError ? String(err.status) : '<error>', 'GET', this.host);
       throw err;
     }
   }
@@ -85,6 +88,8 @@ export interface ApiSourceOptions {
   watchPods: boolean;
   projection: ProjectionOptions;
   log: Logger;
+  /** The server's counters of API requests. */
+  metrics: KubeClientMetrics;
 }
 
 /** Finished and unknown pods never get a name (the same field selector CoreDNS uses). */
@@ -114,7 +119,7 @@ export class ApiSource implements KubeSource {
   }
 
   async start(sink: ClusterSink): Promise<void> {
-    const client = new CountingKubeClient(await this.connect());
+    const client = new CountingKubeClient(await this.connect(), this.o.metrics);
     this.client = client;
     const p = this.o.projection;
     const labels = this.o.labels || undefined;
