@@ -5,7 +5,8 @@
 // it replaces built up, and a second server in the same process sees none of it.
 
 import { aggregatedInWorker } from '../metrics/cluster.js';
-import { promClient, type Registry } from '../metrics/registry.js';
+import { registerCollected } from '../metrics/collected.js';
+import { PlainCounter, promClient, type Registry } from '../metrics/registry.js';
 import { QueryNames } from '../status/names.js';
 import { ServerStats } from './stats.js';
 
@@ -91,4 +92,20 @@ export class ServerServices {
     this.made.set(key, v);
     return v;
   }
+}
+
+/**
+ * A plugin's counter labelled by `server` alone (CoreDNS's dns64, local, autopath): the
+ * server's own, kept across reloads and published in its registry when it serves metrics.
+ */
+export function serverCounter(name: string, help: string): ServiceKey<PlainCounter> {
+  return new ServiceKey(name, (services) => {
+    const counter = new PlainCounter();
+    services.withMetrics((registry) =>
+      registerCollected(registry, name, help, 'counter', () =>
+        [...counter.entries()].map(([server, value]) => ({ labels: { server }, value })),
+      ),
+    );
+    return counter;
+  });
 }
