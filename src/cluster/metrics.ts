@@ -4,7 +4,7 @@
 
 import { histogramSamples, registerCollected, type Sample } from '../metrics/collected.js';
 import { labelKey, PlainCounter, splitLabelKey, type Registry } from '../metrics/registry.js';
-import { ServiceKey } from '../server/services.js';
+import { metricsKey } from '../server/services.js';
 import type { EndpointSliceRecord, ServiceRecord } from './objects.js';
 
 /** What the api_up gauge reads from each running plugin instance. */
@@ -32,9 +32,10 @@ class ApiStates {
 }
 
 /** Ours: coredns_kubernetes_api_up, of the server's own instances (another server's outage is not this one's). */
-export const API_STATES = new ServiceKey<ApiStates>('kubernetes api_up', (services) => {
-  const states = new ApiStates();
-  services.withMetrics((registry) =>
+export const API_STATES = metricsKey(
+  'kubernetes api_up',
+  () => new ApiStates(),
+  (registry, states) =>
     registerCollected(
       registry,
       'coredns_kubernetes_api_up',
@@ -42,9 +43,7 @@ export const API_STATES = new ServiceKey<ApiStates>('kubernetes api_up', (servic
       'gauge',
       () => [{ labels: {}, value: states.up() }],
     ),
-  );
-  return states;
-});
+);
 
 /** CoreDNS's programming-latency buckets: prometheus.ExponentialBuckets(0.001, 2, 20). */
 const PROGRAMMING_BUCKETS: readonly number[] = [
@@ -138,8 +137,8 @@ export class KubeClientMetrics {
 }
 
 /** The server's cluster-watch metrics, published in its registry when it serves metrics. */
-export const KUBE_CLIENT_METRICS = new ServiceKey<KubeClientMetrics>('kubernetes client metrics', (services) => {
-  const m = new KubeClientMetrics();
-  services.withMetrics((registry) => m.register(registry));
-  return m;
-});
+export const KUBE_CLIENT_METRICS = metricsKey(
+  'kubernetes client metrics',
+  () => new KubeClientMetrics(),
+  (registry, m) => m.register(registry),
+);

@@ -1,7 +1,7 @@
 // prom-client is loaded only when metrics are wanted (src/metrics/registry.ts): importing every
-// plugin declares their metrics without loading it; creating the registry registers them, in
-// the order they were declared; and the kubernetes programming-latency histogram, counted in
-// plain numbers, is exposed as prom-client's Histogram would expose it.
+// plugin and asking for a server's counters loads nothing; the server's registry registers its
+// plugins' families in their order, the process's none of them; and the kubernetes
+// programming-latency histogram, counted in plain numbers, reads as prom-client's Histogram.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';

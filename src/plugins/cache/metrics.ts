@@ -4,7 +4,7 @@
 
 import type { Counter } from 'prom-client';
 import { labelKey, promClient, splitLabelKey, type Registry } from '../../metrics/registry.js';
-import { ServiceKey } from '../../server/services.js';
+import { metricsKey } from '../../server/services.js';
 
 /** Plain counters of one cache instance. */
 export class CacheCounters {
@@ -74,11 +74,7 @@ export class CacheMetrics {
 }
 
 /** The server's cache counters, published in its registry when it serves metrics. */
-export const CACHE_METRICS = new ServiceKey<CacheMetrics>('cache metrics', (services) => {
-  const m = new CacheMetrics();
-  services.withMetrics((registry) => registerCacheMetrics(registry, m));
-  return m;
-});
+export const CACHE_METRICS = metricsKey('cache metrics', () => new CacheMetrics(), registerCacheMetrics);
 
 type Labels3 = 'server' | 'zones' | 'view';
 type Labels4 = 'server' | 'type' | 'zones' | 'view';

@@ -6,7 +6,7 @@
 import { rcodeToString } from '../../dns/constants.js';
 import { histogramSamples, registerCollected, type Sample } from '../../metrics/collected.js';
 import type { Registry } from '../../metrics/registry.js';
-import { ServiceKey } from '../../server/services.js';
+import { metricsKey } from '../../server/services.js';
 import { DURATION_BUCKETS } from '../../server/stats.js';
 
 /** CoreDNS's plugin.TimeBuckets (0.25 ms doubling to 8.192 s), shared with the server's own histogram. */
@@ -74,11 +74,7 @@ export class ForwardMetrics {
 }
 
 /** The server's forward counters, published in its registry when it serves metrics. */
-export const FORWARD_METRICS = new ServiceKey<ForwardMetrics>('forward metrics', (services) => {
-  const m = new ForwardMetrics();
-  services.withMetrics((registry) => registerForwardMetrics(registry, m));
-  return m;
-});
+export const FORWARD_METRICS = metricsKey('forward metrics', () => new ForwardMetrics(), registerForwardMetrics);
 
 type Labels = Record<string, string | number>;
 

@@ -4,7 +4,7 @@
 
 import { registerCollected, type Sample } from '../../metrics/collected.js';
 import { PlainCounter, type Registry } from '../../metrics/registry.js';
-import { ServiceKey } from '../../server/services.js';
+import { metricsKey } from '../../server/services.js';
 
 export class SearchFanCounters {
   requests = 0;
@@ -45,11 +45,11 @@ export class SearchFanMetrics {
 }
 
 /** The server's searchfan counters, published in its registry when it serves metrics. */
-export const SEARCHFAN_METRICS = new ServiceKey<SearchFanMetrics>('searchfan metrics', (services) => {
-  const m = new SearchFanMetrics();
-  services.withMetrics((registry) => registerSearchFanMetrics(registry, m));
-  return m;
-});
+export const SEARCHFAN_METRICS = metricsKey(
+  'searchfan metrics',
+  () => new SearchFanMetrics(),
+  registerSearchFanMetrics,
+);
 
 function registerSearchFanMetrics(registry: Registry, m: SearchFanMetrics): void {
   const perServer =

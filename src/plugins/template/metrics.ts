@@ -3,7 +3,7 @@
 
 import { registerCollected } from '../../metrics/collected.js';
 import { labelKey, PlainCounter, splitLabelKey } from '../../metrics/registry.js';
-import { ServiceKey } from '../../server/services.js';
+import { metricsKey } from '../../server/services.js';
 
 export interface TemplateCounters {
   /** Queries a template answered: server, zone, view, class, type. */
@@ -33,22 +33,18 @@ function samples(c: PlainCounter, names: readonly string[]) {
 }
 
 /** The server's template counters, published in its registry when it serves metrics. */
-export const TEMPLATE_METRICS = new ServiceKey<TemplateCounters>('template metrics', (services) => {
-  const c = newTemplateCounters();
-  services.withMetrics((registry) => {
-    registerCollected(registry, 'coredns_template_matches_total', 'Counter of template regex matches.', 'counter', () =>
-      samples(c.matches, MATCH_LABELS),
-    );
-    registerCollected(
-      registry,
-      'coredns_template_template_failures_total',
-      'Counter of go template failures.',
-      'counter',
-      () => samples(c.templateFailures, FAILURE_LABELS),
-    );
-    registerCollected(registry, 'coredns_template_rr_failures_total', 'Counter of mis-templated RRs.', 'counter', () =>
-      samples(c.rrFailures, FAILURE_LABELS),
-    );
-  });
-  return c;
+export const TEMPLATE_METRICS = metricsKey('template metrics', newTemplateCounters, (registry, c) => {
+  registerCollected(registry, 'coredns_template_matches_total', 'Counter of template regex matches.', 'counter', () =>
+    samples(c.matches, MATCH_LABELS),
+  );
+  registerCollected(
+    registry,
+    'coredns_template_template_failures_total',
+    'Counter of go template failures.',
+    'counter',
+    () => samples(c.templateFailures, FAILURE_LABELS),
+  );
+  registerCollected(registry, 'coredns_template_rr_failures_total', 'Counter of mis-templated RRs.', 'counter', () =>
+    samples(c.rrFailures, FAILURE_LABELS),
+  );
 });
