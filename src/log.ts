@@ -2,7 +2,8 @@
 // a fixed one-line format needs no serializer, and the hot path pays only for a string concat.
 
 import cluster from 'node:cluster';
-import { defineCollected } from './metrics/collected.js';
+import { registerCollected } from './metrics/collected.js';
+import { withRegistry } from './metrics/registry.js';
 
 export type Level = 'DEBUG' | 'INFO' | 'WARNING' | 'ERROR' | 'FATAL';
 
@@ -24,11 +25,15 @@ let droppedTotal = 0;
 /** Lines dropped since the current backlog began; -1 while stdout keeps up. */
 let droppedNow = -1;
 
-defineCollected(
-  'clusterdns_log_dropped_lines_total',
-  'Log lines dropped because stdout could not keep up (its reader stalled or was too slow).',
-  'counter',
-  () => [{ labels: {}, value: droppedTotal }],
+// stdout is the process's: so is this counter, in the process registry.
+withRegistry((registry) =>
+  registerCollected(
+    registry,
+    'clusterdns_log_dropped_lines_total',
+    'Log lines dropped because stdout could not keep up (its reader stalled or was too slow).',
+    'counter',
+    () => [{ labels: {}, value: droppedTotal }],
+  ),
 );
 
 function onStdoutDrained(): void {

@@ -253,8 +253,11 @@ function runPrimary(
   cluster.schedulingPolicy = cluster.SCHED_NONE;
   // One UDP socket per worker and listener, held here so a worker's replacement gets the same one.
   const steered = SteeredSockets.open(listenAddresses, flags.workers);
-  servePrimaryMetrics();
-  for (const start of primaryServices) start();
+  // The primary's own services: its workers each have theirs (DnsServer). Its cluster watch
+  // counts here, and /metrics adds these families to the workers' sum.
+  const services = new ServerServices();
+  servePrimaryMetrics(() => services.metrics());
+  for (const start of primaryServices) start(services);
   let running = first;
   let gen = 1;
   let stopping = false;
@@ -274,10 +277,9 @@ function runPrimary(
       return transact(reason);
     });
   };
-  // The primary's own services: its workers each have theirs (DnsServer).
   const env = {
     http: new HttpServices(),
-    services: new ServerServices(),
+    services,
     requestReload: reload,
     shuttingDown: () => stopping,
   };

@@ -12,68 +12,80 @@ import { KubeApiError, KubeClient, type Query, type StreamOptions } from '../kub
 import { ForbiddenError, Reflector } from '../kube/reflector.js';
 import type { Logger } from '../log.js';
 import { objectKey } from '../kube/types.js';
-import type { ClusterKind, ClusterSink, KubeSource, SourceConfig } from './events.js';
-import { countRequest } from './metrics.js';
+import type { ClusterEvent, ClusterKind, ClusterSink, KubeSource, SourceConfig } from './events.js';
+import type { KubeClientMetrics } from './metrics.js';
 import {
   projectEndpointSlice,
   projectNamespace,
   projectPod,
   projectService,
+  type EndpointSliceRecord,
+  type NamespaceRecord,
+  type PodRecord,
   type ProjectionOptions,
+  type ServiceRecord,
 } from './objects.js';
 
 /** A KubeClient that counts requests for `coredns_kubernetes_rest_client_requests_total`. */
 class CountingKubeClient extends KubeClient {
   private readonly host: string;
 
-  constructor(conn: ApiConnection) {
+  constructor(
+    conn: ApiConnection,
+    private readonly metrics: KubeClientMetrics,
+  ) {
     super(conn);
     this.host = conn.server.host;
   }
 
-  override async getJSON(path: string, query?: Query, opts: { signal?: AbortSignal } = {}): Promise<unknown> {
-    try {
-      const body = await super.getJSON(path, query, opts);
-      countRequest('200', 'GET', this.host);
-      return body;
-    } catch (err) {
-      if (!opts.signal?.aborted)
-        countRequest(err instanceof KubeApiError ? String(err.status) : '<error>', 'GET', this.host);
-      throw err;
-    }
+  override getJSON(path: string, query?: Query, opts: { signal?: AbortSignal } = {}): Promise<unknown> {
+    return this.counted(opts.signal, () => super.getJSON(path, query, opts));
   }
 
-  override async listItems(
+  override listItems(
     path: string,
     query: Query,
     onItem: (item: unknown) => void,
     opts: { signal?: AbortSignal } = {},
   ): Promise<unknown> {
-    try {
-      const body = await super.listItems(path, query, onItem, opts);
-      countRequest('200', 'GET', this.host);
-      return body;
-    } catch (err) {
-      if (!opts.signal?.aborted)
-        countRequest(err instanceof KubeApiError ? String(err.status) : '<error>', 'GET', this.host);
-      throw err;
-    }
+    return this.counted(opts.signal, () => super.listItems(path, query, onItem, opts));
   }
 
   override async streamLines(path: string, query: Query, opts: StreamOptions): Promise<void> {
     let opened = false;
     const onOpen = () => {
       opened = true;
-      countRequest('200', 'GET', this.host);
+      this.countOk();
       opts.onOpen?.();
     };
     try {
       await super.streamLines(path, query, { ...opts, onOpen });
     } catch (err) {
-      if (!opened && !opts.signal?.aborted)
-        countRequest(err instanceof KubeApiError ? String(err.status) : '<error>', 'GET', this.host);
+      if (!opened) this.countFailure(err, opts.signal);
       throw err;
     }
+  }
+
+  /** One request that ends with its body: counted by how it ended. */
+  private async counted<T>(signal: AbortSignal | undefined, request: () => Promise<T>): Promise<T> {
+    try {
+      const body = await request();
+      this.countOk();
+      return body;
+    } catch (err) {
+      this.countFailure(err, signal);
+      throw err;
+    }
+  }
+
+  private countOk(): void {
+    this.metrics.countRequest('200', 'GET', this.host);
+  }
+
+  /** A request we aborted ourselves is no failure of the API's. */
+  private countFailure(err: unknown, signal: AbortSignal | undefined): void {
+    if (signal?.aborted) return;
+    this.metrics.countRequest(err instanceof KubeApiError ? String(err.status) : '<error>', 'GET', this.host);
   }
 }
 
@@ -85,6 +97,29 @@ export interface ApiSourceOptions {
   watchPods: boolean;
   projection: ProjectionOptions;
   log: Logger;
+  /** The server's counters of API requests. */
+  metrics: KubeClientMetrics;
+}
+
+/** The record each kind of object is projected to. */
+interface RecordOf {
+  Service: ServiceRecord;
+  EndpointSlice: EndpointSliceRecord;
+  Namespace: NamespaceRecord;
+  Pod: PodRecord;
+}
+type UpsertOf<K extends ClusterKind> = Extract<ClusterEvent, { op: 'upsert'; kind: K }>;
+
+/** What every collection's reflector reports to: start() makes it once. */
+interface Watching {
+  client: KubeClient;
+  sink: ClusterSink;
+  common: {
+    onDelete(kind: ClusterKind, key: string): void;
+    onSynced: () => void;
+    onConnection(path: string, connected: boolean): void;
+    onForbidden(path: string, message: string): void;
+  };
 }
 
 /** Finished and unknown pods never get a name (the same field selector CoreDNS uses). */
@@ -114,7 +149,7 @@ export class ApiSource implements KubeSource {
   }
 
   async start(sink: ClusterSink): Promise<void> {
-    const client = new CountingKubeClient(await this.connect());
+    const client = new CountingKubeClient(await this.connect(), this.o.metrics);
     this.client = client;
     const p = this.o.projection;
     const labels = this.o.labels || undefined;
@@ -144,73 +179,34 @@ export class ApiSource implements KubeSource {
         report();
       },
     };
-    this.watch(
-      client,
-      common,
-      'Namespace',
-      '/api/v1/namespaces',
-      this.o.namespaceLabels || undefined,
-      undefined,
-      (obj) => projectNamespace(obj, p),
-      (key, value) => sink({ op: 'upsert', kind: 'Namespace', key, value }),
+    const watching = { client, sink, common };
+    this.watch(watching, 'Namespace', '/api/v1/namespaces', this.o.namespaceLabels || undefined, undefined, (obj) =>
+      projectNamespace(obj, p),
     );
-    this.watch(
-      client,
-      common,
-      'Service',
-      '/api/v1/services',
-      labels,
-      undefined,
-      (obj) => projectService(obj, p),
-      (key, value) => sink({ op: 'upsert', kind: 'Service', key, value }),
-    );
-    if (this.o.watchSlices) {
-      this.watch(
-        client,
-        common,
-        'EndpointSlice',
-        '/apis/discovery.k8s.io/v1/endpointslices',
-        labels,
-        undefined,
-        (obj) => projectEndpointSlice(obj, p),
-        (key, value) => sink({ op: 'upsert', kind: 'EndpointSlice', key, value }),
+    this.watch(watching, 'Service', '/api/v1/services', labels, undefined, (obj) => projectService(obj, p));
+    if (this.o.watchSlices)
+      this.watch(watching, 'EndpointSlice', '/apis/discovery.k8s.io/v1/endpointslices', labels, undefined, (obj) =>
+        projectEndpointSlice(obj, p),
       );
-    }
-    if (this.o.watchPods) {
-      this.watch(
-        client,
-        common,
-        'Pod',
-        '/api/v1/pods',
-        labels,
-        POD_FIELD_SELECTOR,
-        (obj) => projectPod(obj, p),
-        (key, value) => sink({ op: 'upsert', kind: 'Pod', key, value }),
-      );
-    }
+    if (this.o.watchPods)
+      this.watch(watching, 'Pod', '/api/v1/pods', labels, POD_FIELD_SELECTOR, (obj) => projectPod(obj, p));
     for (const r of this.reflectors) r.start();
   }
 
-  /** One reflector: projected objects become upsert/delete events under the store key `ns/name`. */
-  private watch<T>(
-    client: KubeClient,
-    common: {
-      onDelete(kind: ClusterKind, key: string): void;
-      onSynced: () => void;
-      onConnection(path: string, connected: boolean): void;
-      onForbidden(path: string, message: string): void;
-    },
-    kind: ClusterKind,
+  /** One reflector: projected objects become upsert/delete events of `kind` under the store key `ns/name`. */
+  private watch<K extends ClusterKind>(
+    { client, sink, common }: Watching,
+    kind: K,
     path: string,
     labelSelector: string | undefined,
     fieldSelector: string | undefined,
-    project: (obj: unknown) => T | null,
-    upsert: (key: string, value: T) => void,
+    project: (obj: unknown) => RecordOf[K] | null,
   ): void {
+    const upsert = (key: string, value: RecordOf[K]) => sink({ op: 'upsert', kind, key, value } as UpsertOf<K>);
     const log = this.o.log;
     let lastError = '';
     let lastErrorAt = 0;
-    const r = new Reflector<T>({
+    const r = new Reflector<RecordOf[K]>({
       client,
       path,
       labelSelector,

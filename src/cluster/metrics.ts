@@ -2,9 +2,9 @@
 // query path: they count API requests and watch events, and read the sources' state when
 // /metrics is scraped.
 
-import { defineCollected, histogramSamples, registerCollected, type Sample } from '../metrics/collected.js';
-import { labelKey, PlainCounter, splitLabelKey, withRegistry } from '../metrics/registry.js';
-import { ServiceKey } from '../server/services.js';
+import { histogramSamples, registerCollected, type Sample } from '../metrics/collected.js';
+import { labelKey, PlainCounter, splitLabelKey, type Registry } from '../metrics/registry.js';
+import { metricsKey } from '../server/services.js';
 import type { EndpointSliceRecord, ServiceRecord } from './objects.js';
 
 /** What the api_up gauge reads from each running plugin instance. */
@@ -32,9 +32,10 @@ class ApiStates {
 }
 
 /** Ours: coredns_kubernetes_api_up, of the server's own instances (another server's outage is not this one's). */
-export const API_STATES = new ServiceKey<ApiStates>('kubernetes api_up', (services) => {
-  const states = new ApiStates();
-  services.withMetrics((registry) =>
+export const API_STATES = metricsKey(
+  'kubernetes api_up',
+  () => new ApiStates(),
+  (registry, states) =>
     registerCollected(
       registry,
       'coredns_kubernetes_api_up',
@@ -42,32 +43,7 @@ export const API_STATES = new ServiceKey<ApiStates>('kubernetes api_up', (servic
       'gauge',
       () => [{ labels: {}, value: states.up() }],
     ),
-  );
-  return states;
-});
-
-const requests = new PlainCounter();
-
-/** CoreDNS's client-go metric: one count per API request, by HTTP status code ('<error>' without one). */
-export function countRequest(code: string, method: string, host: string): void {
-  requests.inc(labelKey(code, method, host));
-}
-
-withRegistry((registry, { Counter }) => {
-  new Counter<'code' | 'method' | 'host'>({
-    name: 'coredns_kubernetes_rest_client_requests_total',
-    help: 'Number of HTTP requests, partitioned by status code, method, and host.',
-    labelNames: ['code', 'method', 'host'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const [k, v] of requests.entries()) {
-        const [code = '', method = '', host = ''] = splitLabelKey(k);
-        this.inc({ code, method, host }, v);
-      }
-    },
-  });
-});
+);
 
 /** CoreDNS's programming-latency buckets: prometheus.ExponentialBuckets(0.001, 2, 20). */
 const PROGRAMMING_BUCKETS: readonly number[] = [
@@ -81,61 +57,88 @@ interface Observed {
   sum: number;
 }
 
-const programming = new Map<string, Observed>();
-
 /**
- * CoreDNS's: time from an endpoint change (the slice's last-change-trigger-time) to DNS
- * serving it. Counted in plain numbers, exposed as the histogram prom-client would give
- * (same name, buckets, `le` first among the labels).
+ * A server's cluster-watch counters: its API requests and its programming latency. With
+ * workers the primary's are the whole server's (it runs the one watch, relay.ts).
  */
-export const programmingDuration = {
-  observe(labels: { service_kind: string }, seconds: number): void {
-    let o = programming.get(labels.service_kind);
+export class KubeClientMetrics {
+  private readonly requests = new PlainCounter();
+  private readonly programming = new Map<string, Observed>();
+
+  /** CoreDNS's client-go metric: one count per API request, by HTTP status code ('<error>' without one). */
+  countRequest(code: string, method: string, host: string): void {
+    this.requests.inc(labelKey(code, method, host));
+  }
+
+  /**
+   * CoreDNS's: time from an endpoint change (the slice's last-change-trigger-time) to DNS
+   * serving it. Counted in plain numbers, exposed as the histogram prom-client would give
+   * (same name, buckets, `le` first among the labels).
+   */
+  observeProgrammingSeconds(serviceKind: string, seconds: number): void {
+    let o = this.programming.get(serviceKind);
     if (o === undefined)
-      programming.set(labels.service_kind, (o = { counts: new Float64Array(PROGRAMMING_BUCKETS.length + 1), sum: 0 }));
+      this.programming.set(serviceKind, (o = { counts: new Float64Array(PROGRAMMING_BUCKETS.length + 1), sum: 0 }));
     let b = 0;
     while (b < PROGRAMMING_BUCKETS.length && seconds > PROGRAMMING_BUCKETS[b]!) b++;
     o.counts[b]!++;
     o.sum += seconds;
-  },
-};
+  }
 
-/**
- * Observes one slice change's programming latency, labelled as CoreDNS labels it: a headless
- * Service's slice is `headless_with_selector` (the trigger time is set by the endpoints
- * controller, which only manages Services with a selector), any other `cluster_ip`. As in
- * CoreDNS, `headless_without_selector` is declared but never observed; ExternalName has no slices.
- */
-export function observeProgramming(
-  slice: EndpointSliceRecord,
-  service: ServiceRecord | undefined,
-  now = Date.now(),
-): void {
-  if (slice.triggerTime <= 0 || service === undefined || service.kind === 'ExternalName') return;
-  const kind = service.kind === 'Headless' ? 'headless_with_selector' : 'cluster_ip';
-  programmingDuration.observe({ service_kind: kind }, Math.max(0, now - slice.triggerTime) / 1000);
+  /**
+   * Observes one slice change's programming latency, labelled as CoreDNS labels it: a headless
+   * Service's slice is `headless_with_selector` (the trigger time is set by the endpoints
+   * controller, which only manages Services with a selector), any other `cluster_ip`. As in
+   * CoreDNS, `headless_without_selector` is declared but never observed; ExternalName has no slices.
+   */
+  observeProgramming(slice: EndpointSliceRecord, service: ServiceRecord | undefined, now = Date.now()): void {
+    if (slice.triggerTime <= 0 || service === undefined || service.kind === 'ExternalName') return;
+    const kind = service.kind === 'Headless' ? 'headless_with_selector' : 'cluster_ip';
+    this.observeProgrammingSeconds(kind, Math.max(0, now - slice.triggerTime) / 1000);
+  }
+
+  register(registry: Registry): void {
+    registerCollected(
+      registry,
+      'coredns_kubernetes_rest_client_requests_total',
+      'Number of HTTP requests, partitioned by status code, method, and host.',
+      'counter',
+      () =>
+        [...this.requests.entries()].map(([k, value]) => {
+          const [code = '', method = '', host = ''] = splitLabelKey(k);
+          return { labels: { code, method, host }, value };
+        }),
+    );
+    registerCollected(
+      registry,
+      'coredns_kubernetes_dns_programming_duration_seconds',
+      'Histogram of the time (in seconds) it took to program a dns instance.',
+      'histogram',
+      () => {
+        const out: Sample[] = [];
+        for (const [kind, o] of this.programming) {
+          for (const s of histogramSamples(
+            'coredns_kubernetes_dns_programming_duration_seconds',
+            { service_kind: kind },
+            PROGRAMMING_BUCKETS,
+            o.counts,
+            0,
+            o.sum,
+          )) {
+            // prom-client writes `le` before the histogram's own labels.
+            const { le, ...rest } = s.labels;
+            out.push(le === undefined ? s : { ...s, labels: { le, ...rest } });
+          }
+        }
+        return out;
+      },
+    );
+  }
 }
 
-defineCollected(
-  'coredns_kubernetes_dns_programming_duration_seconds',
-  'Histogram of the time (in seconds) it took to program a dns instance.',
-  'histogram',
-  () => {
-    const out: Sample[] = [];
-    for (const [kind, o] of programming) {
-      for (const s of histogramSamples(
-        'coredns_kubernetes_dns_programming_duration_seconds',
-        { service_kind: kind },
-        PROGRAMMING_BUCKETS,
-        o.counts,
-        0,
-        o.sum,
-      )) {
-        // prom-client writes `le` before the histogram's own labels.
-        const { le, ...rest } = s.labels;
-        out.push(le === undefined ? s : { ...s, labels: { le, ...rest } });
-      }
-    }
-    return out;
-  },
+/** The server's cluster-watch metrics, published in its registry when it serves metrics. */
+export const KUBE_CLIENT_METRICS = metricsKey(
+  'kubernetes client metrics',
+  () => new KubeClientMetrics(),
+  (registry, m) => m.register(registry),
 );

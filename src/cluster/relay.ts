@@ -9,7 +9,7 @@
 import cluster, { type Worker } from 'node:cluster';
 import { createHash } from 'node:crypto';
 import { logger, warnEachOnce, type Logger } from '../log.js';
-import { ServiceKey } from '../server/services.js';
+import { ServiceKey, type ServerServices } from '../server/services.js';
 import {
   RELAY_ACK,
   RELAY_SUBSCRIBE,
@@ -23,7 +23,7 @@ import { ApiSource } from './apisource.js';
 import { ManifestSource } from './manifests.js';
 import { parseLabelSelector } from './selector.js';
 import { compactRecord, type ProjectionOptions } from './objects.js';
-import { observeProgramming } from './metrics.js';
+import { KUBE_CLIENT_METRICS, type KubeClientMetrics } from './metrics.js';
 
 /** Everything that decides what a source emits; equal specs share one watcher. */
 export interface SourceSpec {
@@ -78,7 +78,12 @@ export function specKey(spec: SourceSpec): string {
 }
 
 /** Builds the real source for a spec (used directly in one process, or by the primary). */
-export function sourceFromSpec(spec: SourceSpec, projection: ProjectionOptions, log: Logger): KubeSource {
+export function sourceFromSpec(
+  spec: SourceSpec,
+  projection: ProjectionOptions,
+  log: Logger,
+  metrics: KubeClientMetrics,
+): KubeSource {
   if (spec.source.kind === 'manifests') {
     return new ManifestSource({
       path: spec.source.path,
@@ -99,6 +104,7 @@ export function sourceFromSpec(spec: SourceSpec, projection: ProjectionOptions, 
     watchPods: spec.watchPods,
     projection,
     log,
+    metrics,
   });
 }
 
@@ -210,9 +216,10 @@ class SharedSource {
     readonly id: string,
     private readonly spec: SourceSpec,
     private readonly log: Logger,
+    private readonly metrics: KubeClientMetrics,
   ) {
     this.projection = { endpointPodNames: spec.endpointPodNames, warn: warnEachOnce(log) };
-    this.source = sourceFromSpec(spec, this.projection, log);
+    this.source = sourceFromSpec(spec, this.projection, log, metrics);
   }
 
   /** Starts the source; a failure is told to the workers and retried with backoff, never kept. */
@@ -242,7 +249,7 @@ class SharedSource {
         this.failure = why;
         this.sink({ op: 'connection', up: false, detail: why });
         void source.stop().catch(() => {});
-        this.source = sourceFromSpec(this.spec, this.projection, this.log);
+        this.source = sourceFromSpec(this.spec, this.projection, this.log, this.metrics);
         this.retryTimer = setTimeout(() => this.start(), this.retryMs);
         this.retryTimer.unref();
         this.retryMs = Math.min(this.retryMs * 2, RETRY_MAX_MS);
@@ -270,7 +277,10 @@ class SharedSource {
       if (ev.kind === 'EndpointSlice' && this.synced) {
         // Observed here, once, for every worker (they do not observe relayed events).
         const svc = this.state.get('Service/' + ev.key.slice(0, ev.key.indexOf('/') + 1) + ev.value.service);
-        observeProgramming(ev.value, svc?.op === 'upsert' && svc.kind === 'Service' ? svc.value : undefined);
+        this.metrics.observeProgramming(
+          ev.value,
+          svc?.op === 'upsert' && svc.kind === 'Service' ? svc.value : undefined,
+        );
       }
       this.state.set(key, ev);
     } else if (ev.op === 'delete') this.state.delete(ev.kind + '/' + ev.key);
@@ -385,11 +395,13 @@ class SharedSource {
 }
 
 /**
- * In the primary: runs shared sources for the workers' kubernetes instances. Returns the
- * handler for the workers' subscribe/unsubscribe/ack messages (order.ts feeds it).
+ * In the primary: runs shared sources for the workers' kubernetes instances, counting their
+ * API requests in the primary's server's metrics. Returns the handler for the workers'
+ * subscribe/unsubscribe/ack messages (order.ts feeds it).
  */
-export function serveKubeRelay(): (w: Worker, message: unknown) => void {
+export function serveKubeRelay(services: ServerServices): (w: Worker, message: unknown) => void {
   const log = logger('kubernetes');
+  const metrics = services.get(KUBE_CLIENT_METRICS);
   const shared = new Map<string, SharedSource>();
   const drop = (s: SharedSource, w: Worker) => {
     s.subscribers.delete(w);
@@ -421,7 +433,7 @@ export function serveKubeRelay(): (w: Worker, message: unknown) => void {
     }
     let s = shared.get(m.id);
     if (!s) {
-      s = new SharedSource(m.id, m.spec, log);
+      s = new SharedSource(m.id, m.spec, log, metrics);
       shared.set(m.id, s);
       s.start();
     } else s.retryNowIfFailed();

@@ -118,7 +118,7 @@ const COMBINE: Record<string, Aggregator> = {
   process_max_fds: 'min',
 };
 
-/** Metrics the primary itself produces for the whole server (its own samples count too). */
+/** Metrics the primary itself produces for the whole server (its own samples count too): its process and its cluster watch. */
 function primaryOwned(name: string): boolean {
   return (
     name.startsWith('process_') ||
@@ -213,9 +213,10 @@ function serveMetricsText(own: readonly Registry[], res: ServerResponse): void {
  * In the primary: answer workers' metrics requests with the whole server's numbers. Each
  * worker's samples are asked for and kept; when a worker dies its last counters and
  * histograms are added to a base the live workers' are summed onto, so no counter falls
- * when a worker is replaced. prom-client is loaded at the first request.
+ * when a worker is replaced. prom-client is loaded at the first request. `serverRegistry`
+ * is the primary's server's own (its cluster watch counts there).
  */
-export function servePrimaryMetrics(): void {
+export function servePrimaryMetrics(serverRegistry: () => Registry): void {
   const lastSeen = new Map<number, MetricJson[]>();
   let dead: MetricJson[] = [];
   let deadUpdate: Promise<void> = Promise.resolve();
@@ -280,7 +281,8 @@ export function servePrimaryMetrics(): void {
     // A worker that did not answer in time still counts with what it said last.
     for (const [id, metrics] of lastSeen) if (!got.has(id)) lists.push(lasting(metrics));
     lists.push(...got.values());
-    lists.push((await own.getMetricsAsJSON()).filter((m) => primaryOwned(m.name)));
+    for (const r of [own, serverRegistry()])
+      lists.push((await r.getMetricsAsJSON()).filter((m) => primaryOwned(m.name)));
     const memory = wholeServerMemory();
     // Summed RSS would count pages the processes share once per process: PSS replaces it.
     const out = memory ? [...lists.map((l) => l.filter((x) => x.name !== memory.name)), [memory]] : lists;

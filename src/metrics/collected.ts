@@ -3,7 +3,7 @@
 // kept as bucket arrays need no per-query prom-client call.
 
 import type { MetricValue } from 'prom-client';
-import { withRegistry, type Registry } from './registry.js';
+import type { Registry } from './registry.js';
 
 export type MetricKind = 'counter' | 'gauge' | 'histogram';
 
@@ -30,20 +30,9 @@ interface CollectedMetric {
 }
 
 /**
- * Registers a metric once (module level); later calls with the same name are ignored. It
- * reaches the registry when that is created (registry.ts): declaring loads nothing.
+ * Registers a collected metric in `registry` (a server's own, or the process's through
+ * withRegistry()) unless it has one so named.
  */
-export function defineCollected(
-  name: string,
-  help: string,
-  type: MetricKind,
-  collect: () => Sample[],
-  aggregator: 'sum' | 'max' | 'first' = 'sum',
-): void {
-  withRegistry((registry) => registerCollected(registry, name, help, type, collect, aggregator));
-}
-
-/** Registers a collected metric in `registry` (one of a server's own, for instance) unless it has one so named. */
 export function registerCollected(
   registry: Registry,
   name: string,

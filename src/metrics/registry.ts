@@ -3,10 +3,10 @@
 //
 // prom-client (with its dependencies, many files and a noticeable share of RSS and start-up) is
 // loaded only when metrics are wanted: by the prometheus plugin, the status page, node-cache's
-// metrics listener, or anything that reads `registry`. Modules declare their metrics at
-// module level with withRegistry() (so a reload does not register them twice); the
-// declarations run, in the order they were made, when the registry is created, which
-// keeps the exposition's order what it was when they ran at import.
+// metrics listener, or anything that reads `registry`. It holds what belongs to the process
+// (its process_* metrics, the log's dropped lines); a server's plugins count into the server's
+// own registry (server/services.ts). Process families are declared with withRegistry(),
+// which runs them, in the order they were made, when the registry is created.
 
 import { createRequire } from 'node:module';
 import type * as PromClient from 'prom-client';

@@ -2,7 +2,7 @@
 // labels present from the start (at 0) so alerts can use rate() at once. It is served on
 // -metrics-listen-address (default :9353) and, being in the process registry, on :9253 too.
 
-import { defineCollected } from '../metrics/collected.js';
+import { registerCollected } from '../metrics/collected.js';
 import { serveMetrics } from '../metrics/cluster.js';
 import { metricsRegistry, PlainCounter } from '../metrics/registry.js';
 import { HttpServices } from '../server/http.js';
@@ -24,8 +24,8 @@ export function countSetupError(type: SetupErrorType): void {
 
 export function defineNodeCacheMetrics(): void {
   // node-cache always serves its metrics: load the registry now, as before.
-  metricsRegistry();
-  defineCollected(
+  registerCollected(
+    metricsRegistry(),
     'coredns_nodecache_setup_errors_total',
     'The number of errors during periodic network setup for node-cache',
     'counter',

@@ -5,6 +5,7 @@
 import cluster, { type Worker } from 'node:cluster';
 import type { PluginSetup } from './plugin.js';
 import { RELAY_ACK, RELAY_SUBSCRIBE, RELAY_UNSUBSCRIBE } from '../cluster/events.js';
+import type { ServerServices } from '../server/services.js';
 
 type SetupModule = { setup: PluginSetup };
 
@@ -78,12 +79,12 @@ export function loadedSetup(name: string): PluginSetup {
  * cluster watch (src/cluster/relay.ts; the kubernetes and routes plugins subscribe over IPC). Its
  * code is loaded at the first subscription, so a primary whose workers do not use it never loads it.
  */
-export const primaryServices: ReadonlyArray<() => void> = [
-  () => {
+export const primaryServices: ReadonlyArray<(services: ServerServices) => void> = [
+  (services) => {
     let relay: Promise<(w: Worker, m: unknown) => void> | null = null;
     cluster.on('message', (w: Worker, m: { type?: unknown } | null) => {
       if (m?.type !== RELAY_SUBSCRIBE && m?.type !== RELAY_UNSUBSCRIBE && m?.type !== RELAY_ACK) return;
-      const handler = (relay ??= import('../cluster/relay.js').then((r) => r.serveKubeRelay()));
+      const handler = (relay ??= import('../cluster/relay.js').then((r) => r.serveKubeRelay(services)));
       // Messages that come while the code loads are handled in the order they came.
       void handler.then((handle) => handle(w, m));
     });

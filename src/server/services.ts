@@ -5,7 +5,8 @@
 // it replaces built up, and a second server in the same process sees none of it.
 
 import { aggregatedInWorker } from '../metrics/cluster.js';
-import { promClient, type Registry } from '../metrics/registry.js';
+import { registerCollected } from '../metrics/collected.js';
+import { PlainCounter, promClient, type Registry } from '../metrics/registry.js';
 import { QueryNames } from '../status/names.js';
 import { ServerStats } from './stats.js';
 
@@ -91,4 +92,35 @@ export class ServerServices {
     this.made.set(key, v);
     return v;
   }
+}
+
+/**
+ * A plugin's metrics kept per server: `make` builds the server's counters at the first ask,
+ * `register` publishes them in the server's registry once it serves metrics.
+ */
+export function metricsKey<T>(
+  name: string,
+  make: () => T,
+  register: (registry: Registry, counters: T) => void,
+): ServiceKey<T> {
+  return new ServiceKey(name, (services) => {
+    const counters = make();
+    services.withMetrics((registry) => register(registry, counters));
+    return counters;
+  });
+}
+
+/**
+ * A plugin's counter labelled by `server` alone (CoreDNS's dns64, local, autopath): the
+ * server's own, kept across reloads and published in its registry when it serves metrics.
+ */
+export function serverCounter(name: string, help: string): ServiceKey<PlainCounter> {
+  return metricsKey(
+    name,
+    () => new PlainCounter(),
+    (registry, counter) =>
+      registerCollected(registry, name, help, 'counter', () =>
+        [...counter.entries()].map(([server, value]) => ({ labels: { server }, value })),
+      ),
+  );
 }

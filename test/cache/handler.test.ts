@@ -7,13 +7,13 @@ import dgram from 'node:dgram';
 import { QType, Rcode } from '../../src/dns/constants.js';
 import { decodeMessage, type Message } from '../../src/dns/message.js';
 import { advanceClock, freezeClock } from '../../src/server/clock.js';
-import { registry } from '../../src/metrics/registry.js';
 import { buildQuery, query, sendTcp, sendUdp } from '../helpers/dns.js';
 import { dependenciesOnly } from '../../src/server/invalidation.js';
 import type { Request, Response } from '../../src/server/request.js';
 import {
   answerTo,
   forwardTo,
+  rigServices,
   rr,
   sleep,
   soa,
@@ -666,7 +666,7 @@ describe('cache over sockets', () => {
       await query(c.port, 'nx1.metrics.example.org.', QType.A); // miss
       await query(c.port, 'nx1.metrics.example.org.', QType.A); // denial hit
       await query(c.port, 'wrong-question.metrics.example.org.', QType.A); // miss, drop
-      const text = await registry.metrics();
+      const text = await rigServices.metrics().metrics();
       const zl = 'zones="metrics.example.org.",view=""';
       const labels = `server="dns://:53",${zl}`;
       const want = [
@@ -692,7 +692,7 @@ describe('cache over sockets', () => {
       // Counters survive the cache being replaced (a reload): they never go backwards.
       await c.close();
       rigs.splice(rigs.indexOf(c), 1);
-      const after = await registry.metrics();
+      const after = await rigServices.metrics().metrics();
       assert.ok(after.includes(`coredns_cache_requests_total{${labels}} 5`));
       assert.ok(!after.includes(`coredns_cache_entries{server="dns://:53",type="success",${zl}}`));
     });

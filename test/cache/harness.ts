@@ -18,6 +18,8 @@ import { Router } from '../../src/server/router.js';
 import { Response, type HandlerResult, type Next, type Request } from '../../src/server/request.js';
 import { CacheHandler } from '../../src/plugins/cache/handler.js';
 import { parseCache } from '../../src/plugins/cache/setup.js';
+import { CACHE_METRICS } from '../../src/plugins/cache/metrics.js';
+import { ServerServices } from '../../src/server/services.js';
 
 /** Parses `cache ...` (a directive with its block) as it would appear in `example.org { ... }`. */
 export function cacheOptionsFrom(directive: string, blockZones = '.') {
@@ -98,8 +100,11 @@ export interface CacheRig {
 }
 
 /** The real listener on 127.0.0.1:random with a chain of [cache, next]. */
+/** The rigs' server: their caches count into its metrics (rigServices.metrics()). */
+export const rigServices = new ServerServices();
+
 export async function startRig(directive: string, next: Next, blockZones = '.'): Promise<CacheRig> {
-  const handler = new CacheHandler(cacheOptionsFrom(directive, blockZones));
+  const handler = new CacheHandler(cacheOptionsFrom(directive, blockZones), undefined, rigServices.get(CACHE_METRICS));
   handler.start();
   const dispatcher = new Dispatcher();
   const key = listenerKey('127.0.0.1', 0);

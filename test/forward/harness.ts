@@ -9,6 +9,7 @@ import { decodeMessage, type Message } from '../../src/dns/message.js';
 import { parseQuery } from '../../src/dns/query.js';
 import { Rcode } from '../../src/dns/constants.js';
 import type { Forward } from '../../src/plugins/forward/handler.js';
+import { ForwardMetrics } from '../../src/plugins/forward/metrics.js';
 import { buildForward, parseForward } from '../../src/plugins/forward/setup.js';
 import { bareReply, finalizeReply } from '../../src/server/reply.js';
 import { Request, Response, type ClientInfo, type HandlerResult, type Next } from '../../src/server/request.js';
@@ -33,16 +34,20 @@ export interface Harness {
 /** The plugin after the last forward line: answers NOERROR from plugin "next". */
 const terminal: Next = (req) => Response.wire(bareReply(req, Rcode.NOERROR), 'next');
 
-/** Forward instances for the `forward` lines of a block body, as the plugin's setup makes them. */
-export function buildForwards(body: string, corefile: string): Forward[] {
+/** Forward instances for the `forward` lines of a block body, as the plugin's setup makes them (one server's counters). */
+export function buildForwards(body: string, corefile: string, metrics = new ForwardMetrics()): Forward[] {
   const blocks = parseCorefile(`. {\n${body}\n}\n`, corefile);
   const configs = blocks[0]!.directives.filter((d) => d.name === 'forward').map((d) => parseForward(d, corefile));
-  return configs.map((c, i) => buildForward(c, i < configs.length - 1));
+  return configs.map((c, i) => buildForward(c, i < configs.length - 1, metrics));
 }
 
 /** Sets up the `forward` lines in `body` (Corefile block content) as one chain. */
-export function forwardChain(body: string, dir = mkdtempSync(join(tmpdir(), 'clusterdns-fwd-'))): Harness {
-  const forwards = buildForwards(body, join(dir, 'Corefile'));
+export function forwardChain(
+  body: string,
+  dir = mkdtempSync(join(tmpdir(), 'clusterdns-fwd-')),
+  metrics = new ForwardMetrics(),
+): Harness {
+  const forwards = buildForwards(body, join(dir, 'Corefile'), metrics);
   let chain: Next = terminal;
   for (let i = forwards.length - 1; i >= 0; i--) {
     const h = forwards[i]!;

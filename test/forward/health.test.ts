@@ -3,7 +3,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { QType, Rcode } from '../../src/dns/constants.js';
-import { forwardTotals } from '../../src/plugins/forward/metrics.js';
 import { forwardChain } from './harness.js';
 import { freePort } from '../helpers/ports.js';
 import { answer, answerAll, FakeUpstream, sleep, waitUntil, type Behaviour } from './upstreams.js';
@@ -131,11 +130,11 @@ describe('forward health checks', () => {
       await waitUntil(() => ua!.down(1) && ub!.down(1), 3000, 'both upstreams down');
       a.reset();
       b.reset();
-      const broken = forwardTotals.healthcheckBroken;
+      const broken = h.forwards[0]!.opts.metrics.healthcheckBroken;
       const r = await h.ask('down2.example.org.', QType.A);
       assert.equal(r.msg.rcode, Rcode.SERVFAIL);
       assert.equal(a.queries.length + b.queries.length, 1, 'exactly one try');
-      assert.equal(forwardTotals.healthcheckBroken, broken + 1);
+      assert.equal(h.forwards[0]!.opts.metrics.healthcheckBroken, broken + 1);
       assert.match(r.res.error ?? '', /i\/o timeout/);
     } finally {
       h.stop();
@@ -199,7 +198,7 @@ describe('forward health checks', () => {
     a.reset();
     const h = forwardChain(`forward . 127.0.0.1:${a.port} {\n max_concurrent 2\n}`);
     try {
-      const before = forwardTotals.maxConcurrentRejects;
+      const before = h.forwards[0]!.opts.metrics.maxConcurrentRejects;
       const [r1, r2, r3] = await Promise.all([
         h.ask('c1.example.org.', QType.A),
         h.ask('c2.example.org.', QType.A),
@@ -210,7 +209,7 @@ describe('forward health checks', () => {
       assert.equal(r3.msg.rcode, Rcode.REFUSED);
       assert.ok(r3.ms < 100);
       assert.equal(r3.res.error, 'concurrent queries exceeded maximum 2');
-      assert.equal(forwardTotals.maxConcurrentRejects, before + 1);
+      assert.equal(h.forwards[0]!.opts.metrics.maxConcurrentRejects, before + 1);
       assert.equal(h.forwards[0]!.inflight, 0);
       assert.equal(a.healthChecks.length, 0);
       assert.equal((await h.ask('c4.example.org.', QType.A)).msg.rcode, Rcode.NOERROR, 'room again once answered');

@@ -1,9 +1,10 @@
-// The forward metrics, read the way the prometheus plugin reads them: registry.metrics().
+// The forward metrics, read the way the prometheus plugin reads them: the server's registry's metrics().
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { AggregatorRegistry } from 'prom-client';
 import { QType, Rcode } from '../../src/dns/constants.js';
-import { registry } from '../../src/metrics/registry.js';
+import { FORWARD_METRICS } from '../../src/plugins/forward/metrics.js';
+import { ServerServices } from '../../src/server/services.js';
 import { forwardChain } from './harness.js';
 import { answer, FakeUpstream } from './upstreams.js';
 
@@ -15,6 +16,10 @@ function sample(text: string, name: string, labels: string): number | undefined 
 }
 
 describe('forward metrics', () => {
+  // One server's counters and registry, as the plugin's setup takes them from its context.
+  const services = new ServerServices();
+  const metrics = services.get(FORWARD_METRICS);
+  const registry = services.metrics();
   let up: FakeUpstream;
   before(async () => {
     up = await FakeUpstream.start();
@@ -29,8 +34,8 @@ describe('forward metrics', () => {
           : answer(q, { a: ['192.0.2.1'] }),
       );
     const to = `127.0.0.1:${up.port}`;
-    const h = forwardChain(`forward . ${to}`);
-    const tcp = forwardChain(`forward . ${to} {\n force_tcp\n}`);
+    const h = forwardChain(`forward . ${to}`, undefined, metrics);
+    const tcp = forwardChain(`forward . ${to} {\n force_tcp\n}`, undefined, metrics);
     try {
       for (let i = 0; i < 3; i++) await h.ask(`ok${i}.example.org.`, QType.A);
       await h.ask('nx.example.org.', QType.A);
@@ -61,7 +66,11 @@ describe('forward metrics', () => {
   it('counts failed health checks per upstream under both names', async () => {
     up.behaviour = () => {};
     const to = `127.0.0.1:${up.port}`;
-    const h = forwardChain(`forward . ${to} {\n health_check 20ms\n read_timeout 50ms\n max_connect_attempts 1\n}`);
+    const h = forwardChain(
+      `forward . ${to} {\n health_check 20ms\n read_timeout 50ms\n max_connect_attempts 1\n}`,
+      undefined,
+      metrics,
+    );
     try {
       await h.ask('hc.example.org.', QType.A);
       await new Promise((r) => setTimeout(r, 200));

@@ -2,8 +2,8 @@
 // slice is headless_with_selector, any other cluster_ip; no trigger time or no Service, nothing.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { observeProgramming } from '../../src/cluster/metrics.js';
-import { metricsRegistry } from '../../src/metrics/registry.js';
+import { KUBE_CLIENT_METRICS } from '../../src/cluster/metrics.js';
+import { ServerServices } from '../../src/server/services.js';
 import type { EndpointSliceRecord, ServiceRecord } from '../../src/cluster/objects.js';
 
 const svc = (kind: ServiceRecord['kind'], selector: boolean): ServiceRecord => ({
@@ -24,8 +24,12 @@ const slice = (triggerTime: number): EndpointSliceRecord => ({
   triggerTime,
 });
 
+const services = new ServerServices();
+const metrics = services.get(KUBE_CLIENT_METRICS);
+const observeProgramming = metrics.observeProgramming.bind(metrics);
+
 async function counts(): Promise<Record<string, number>> {
-  const text = await metricsRegistry().getSingleMetricAsString('coredns_kubernetes_dns_programming_duration_seconds');
+  const text = await services.metrics().getSingleMetricAsString('coredns_kubernetes_dns_programming_duration_seconds');
   const out: Record<string, number> = {};
   for (const m of text.matchAll(/_count\{service_kind="([a-z_]+)"\} (\d+)/g)) out[m[1]!] = Number(m[2]);
   return out;

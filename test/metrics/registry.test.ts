@@ -1,7 +1,7 @@
 // prom-client is loaded only when metrics are wanted (src/metrics/registry.ts): importing every
-// plugin declares their metrics without loading it; creating the registry registers them, in
-// the order they were declared; and the kubernetes programming-latency histogram, counted in
-// plain numbers, is exposed as prom-client's Histogram would expose it.
+// plugin and asking for a server's counters loads nothing; the server's registry registers its
+// plugins' families in their order, the process's none of them; and the kubernetes
+// programming-latency histogram, counted in plain numbers, reads as prom-client's Histogram.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -31,14 +31,30 @@ describe('the metrics registry is made on first use', () => {
     assert.deepEqual(JSON.parse(out), { loaded: false, created: false });
   });
 
-  test('creating it registers what the plugins declared, in declaration order, then loads prom-client', async () => {
+  test("a server's registry gets the families its plugins asked for, in their order, and loads prom-client then", async () => {
     const out = await fresh(`
       const o = await import('${dist}plugins/order.js'); await o.loadPlugins(o.pluginOrder.map(([n]) => n));
+      const { ServerServices } = await import('${dist}server/services.js');
+      const services = new ServerServices();
+      for (const [file, key] of [
+        ['plugins/cache/metrics.js', 'CACHE_METRICS'],
+        ['cluster/metrics.js', 'KUBE_CLIENT_METRICS'],
+        ['plugins/forward/metrics.js', 'FORWARD_METRICS'],
+      ])
+        services.get((await import('${dist}' + file))[key]);
+      const before = ${PROM_LOADED};
       const r = await import('${dist}metrics/registry.js');
-      const names = r.metricsRegistry().getMetricsAsArray().map((m) => m.name);
-      console.log(JSON.stringify({ loaded: ${PROM_LOADED}, names }));
+      const names = services.metrics().getMetricsAsArray().map((m) => m.name);
+      const processNames = r.metricsRegistry().getMetricsAsArray().map((m) => m.name);
+      console.log(JSON.stringify({ before, loaded: ${PROM_LOADED}, names, processNames }));
     `);
-    const { loaded, names } = JSON.parse(out) as { loaded: boolean; names: string[] };
+    const { before, loaded, names, processNames } = JSON.parse(out) as {
+      before: boolean;
+      loaded: boolean;
+      names: string[];
+      processNames: string[];
+    };
+    assert.equal(before, false, 'asking for the counters loads nothing');
     assert.equal(loaded, true);
     for (const n of [
       'coredns_cache_entries',
@@ -46,10 +62,15 @@ describe('the metrics registry is made on first use', () => {
       'coredns_kubernetes_rest_client_requests_total',
       'coredns_kubernetes_dns_programming_duration_seconds',
       'coredns_forward_requests_total',
-      'coredns_autopath_success_total',
     ]) {
       assert.ok(names.includes(n), `${n} is registered (got ${names.join(', ')})`);
+      assert.ok(!processNames.includes(n), `${n} is the server's, not the process's`);
     }
+    assert.deepEqual(
+      processNames.filter((n) => n.startsWith('coredns_')),
+      [],
+      "no plugin counts in the process's registry: every server has its own",
+    );
     // Each module's metrics stay together and in the order the module declared them.
     assert.ok(names.indexOf('coredns_cache_entries') < names.indexOf('coredns_cache_requests_total'));
     assert.ok(
@@ -60,11 +81,14 @@ describe('the metrics registry is made on first use', () => {
 
   test('the programming-latency histogram reads as prom-client writes a Histogram', async () => {
     const out = await fresh(`
-      const { programmingDuration } = await import('${dist}cluster/metrics.js');
-      const { registry } = await import('${dist}metrics/registry.js');
-      programmingDuration.observe({ service_kind: 'cluster_ip' }, 0.003);
-      programmingDuration.observe({ service_kind: 'cluster_ip' }, 1.5);
-      programmingDuration.observe({ service_kind: 'headless_with_selector' }, 1000);
+      const { KubeClientMetrics } = await import('${dist}cluster/metrics.js');
+      const { promClient } = await import('${dist}metrics/registry.js');
+      const m = new KubeClientMetrics();
+      const registry = new (promClient().Registry)();
+      m.register(registry);
+      m.observeProgrammingSeconds('cluster_ip', 0.003);
+      m.observeProgrammingSeconds('cluster_ip', 1.5);
+      m.observeProgrammingSeconds('headless_with_selector', 1000);
       const text = await registry.metrics();
       console.log(text.split('\\n').filter((l) => l.includes('programming_duration')).join('\\n'));
     `);

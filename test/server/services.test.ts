@@ -1,5 +1,6 @@
 // Two servers in one process, each with its own Corefile, addresses and ports: neither sees
-// the other's counters, enabled plugins, probe names or watch of the cluster (services.ts).
+// the other's counters (its own and its plugins'), enabled plugins, probe names or watch of
+// the cluster (services.ts).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import dgram from 'node:dgram';
@@ -168,6 +169,73 @@ test(
       await b?.shutdown();
       upstream.close();
       await api.close();
+    }
+  },
+);
+
+test(
+  "queries to one server move only that server's forward, cache and searchfan counters, and a reload keeps them",
+  { timeout: 60000 },
+  async () => {
+    const upstream = await countingUpstream();
+    const to = `127.0.0.1:${upstream.port}`;
+    // The same Corefile on two addresses: the same upstream, so the same `to` labels.
+    const corefile = (host: string, port: number, metrics: number) =>
+      `.:${port} {\n bind ${host}\n prometheus ${host}:${metrics}\n cache 30\n forward . ${to}\n}\n` +
+      `fan.test:${port} {\n bind ${host}\n prometheus ${host}:${metrics}\n searchfan ${to} {\n search\n }\n}\n`;
+    const [portA, metricsA] = [await freePort('127.0.0.2'), await freePort('127.0.0.2')];
+    const [portB, metricsB] = [await freePort('127.0.0.3'), await freePort('127.0.0.3')];
+    const a = await serverWith(corefile('127.0.0.2', portA, metricsA));
+    let b: DnsServer | null = null;
+    try {
+      b = await serverWith(corefile('127.0.0.3', portB, metricsB));
+      for (const name of ['one.example.', 'two.example.', 'three.example.', 'one.example.'])
+        assert.equal((await ask('127.0.0.2', portA, name, QType.HINFO)).rcode, Rcode.NOERROR);
+      for (let i = 0; i < 2; i++)
+        assert.equal((await ask('127.0.0.2', portA, 'host.fan.test.', QType.HINFO)).rcode, Rcode.NOERROR);
+
+      const counts = async (host: string, port: number) => {
+        const text = await scrape(host, port);
+        return {
+          forward: total(text, 'coredns_forward_requests_total'),
+          proxy: total(text, 'coredns_proxy_request_duration_seconds_count'),
+          cacheRequests: total(text, 'coredns_cache_requests_total'),
+          cacheHits: total(text, 'coredns_cache_hits_total'),
+          searchfan: total(text, 'coredns_searchfan_requests_total'),
+          searchfanUpstream: total(text, 'coredns_searchfan_upstream_requests_total'),
+        };
+      };
+      const afterA = { forward: 3, proxy: 3, cacheRequests: 4, cacheHits: 1, searchfan: 2, searchfanUpstream: 1 };
+      const none = { forward: 0, proxy: 0, cacheRequests: 0, cacheHits: 0, searchfan: 0, searchfanUpstream: 0 };
+      assert.deepEqual(await counts('127.0.0.2', metricsA), afterA, "A's /metrics counts A's queries");
+      assert.deepEqual(await counts('127.0.0.3', metricsB), none, "B's /metrics shows nothing of A's queries");
+
+      // B's own query moves B's counters only.
+      assert.equal((await ask('127.0.0.3', portB, 'four.example.', QType.HINFO)).rcode, Rcode.NOERROR);
+      assert.deepEqual(await counts('127.0.0.3', metricsB), { ...none, forward: 1, proxy: 1, cacheRequests: 1 });
+      assert.deepEqual(await counts('127.0.0.2', metricsA), afterA, "A's counters did not move");
+      // CoreDNS's names and labels, with the server of the block that counted.
+      const textA = await scrape('127.0.0.2', metricsA);
+      assert.match(textA, new RegExp(`^coredns_forward_requests_total\\{to="${to}"\\} 3$`, 'm'));
+      assert.match(
+        textA,
+        new RegExp(`^coredns_cache_requests_total\\{server="dns://:${portA}",zones="\\.",view=""\\} 4$`, 'm'),
+      );
+      assert.match(textA, new RegExp(`^coredns_searchfan_requests_total\\{server="dns://:${portA}"\\} 2$`, 'm'));
+
+      // A reload (a new configuration, new plugin instances) keeps the server's counters, as CoreDNS does.
+      const before = a.runtime;
+      await a.reload('SIGUSR1');
+      assert.notEqual(a.runtime, before, 'A runs a new configuration');
+      assert.deepEqual(await counts('127.0.0.2', metricsA), afterA, 'nothing counted before the reload is lost');
+      assert.equal((await ask('127.0.0.2', portA, 'five.example.', QType.HINFO)).rcode, Rcode.NOERROR);
+      const reloaded = await counts('127.0.0.2', metricsA);
+      assert.equal(reloaded.forward, 4, 'the new configuration counts on from there');
+      assert.equal(reloaded.cacheRequests, 5);
+    } finally {
+      await a.shutdown();
+      await b?.shutdown();
+      upstream.close();
     }
   },
 );

@@ -3,7 +3,7 @@
 import { Rcode } from '../../dns/constants.js';
 import { registerCollected } from '../../metrics/collected.js';
 import { labelKey, PlainCounter, splitLabelKey } from '../../metrics/registry.js';
-import { ServiceKey } from '../../server/services.js';
+import { metricsKey } from '../../server/services.js';
 import { matchZone } from '../fallthrough.js';
 import { Response, type Handler, type HandlerResult, type Next, type Request } from '../../server/request.js';
 import { cidrContains, clientBytes, type Cidr } from '../../dns/cidr.js';
@@ -30,22 +30,18 @@ function newCounters(): AclCounters {
 }
 
 /** A server's acl counters (they outlive a reload), published in its registry. */
-export const ACL_COUNTERS = new ServiceKey<AclCounters>('acl counters', (services) => {
-  const counters = newCounters();
-  services.withMetrics((registry) => {
-    const define = (action: Action, name: string, help: string) =>
-      registerCollected(registry, name, help, 'counter', () =>
-        [...counters[action].entries()].map(([k, value]) => {
-          const [server, zone] = splitLabelKey(k);
-          return { labels: { server: server!, zone: zone!, view: '' }, value };
-        }),
-      );
-    define('block', 'coredns_acl_blocked_requests_total', 'Counter of DNS requests being blocked.');
-    define('filter', 'coredns_acl_filtered_requests_total', 'Counter of DNS requests being filtered.');
-    define('allow', 'coredns_acl_allowed_requests_total', 'Counter of DNS requests being allowed.');
-    define('drop', 'coredns_acl_dropped_requests_total', 'Counter of DNS requests being dropped.');
-  });
-  return counters;
+export const ACL_COUNTERS = metricsKey('acl counters', newCounters, (registry, counters) => {
+  const define = (action: Action, name: string, help: string) =>
+    registerCollected(registry, name, help, 'counter', () =>
+      [...counters[action].entries()].map(([k, value]) => {
+        const [server, zone] = splitLabelKey(k);
+        return { labels: { server: server!, zone: zone!, view: '' }, value };
+      }),
+    );
+  define('block', 'coredns_acl_blocked_requests_total', 'Counter of DNS requests being blocked.');
+  define('filter', 'coredns_acl_filtered_requests_total', 'Counter of DNS requests being filtered.');
+  define('allow', 'coredns_acl_allowed_requests_total', 'Counter of DNS requests being allowed.');
+  define('drop', 'coredns_acl_dropped_requests_total', 'Counter of DNS requests being dropped.');
 });
 
 function ede(code: number): Buffer {

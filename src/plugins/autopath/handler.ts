@@ -9,7 +9,7 @@ import type { Message, ResourceRecord } from '../../dns/message.js';
 import { isSubdomain } from '../../dns/name.js';
 import { Response, type Handler, type HandlerResult, type Next, type Request } from '../../server/request.js';
 import { matchZone } from '../fallthrough.js';
-import { autopathSuccess } from './metrics.js';
+import { PlainCounter } from '../../metrics/registry.js';
 import type { SearchPathSource } from './searchpath.js';
 
 const NAME = 'autopath';
@@ -54,6 +54,8 @@ export class AutoPath implements Handler {
   constructor(
     private readonly zones: readonly string[],
     source: SearchPathSource | null,
+    /** The server's coredns_autopath_success_total (AUTOPATH_SUCCESS). */
+    private readonly success: PlainCounter = new PlainCounter(),
   ) {
     this.source = source;
   }
@@ -81,7 +83,7 @@ export class AutoPath implements Handler {
         firstReq = sub;
       }
       if (!clientWrote(res) || res.rcode === Rcode.NXDOMAIN) continue;
-      autopathSuccess.inc(req.server);
+      this.success.inc(req.server);
       return Response.message(withCname(res.toMessage(sub), req), NAME);
     }
     // Every name failed: the first answer as it was, so the client walks its own list.

@@ -13,6 +13,7 @@ import { parseResolvConf } from '../../sys/resolvconf.js';
 import { once, unknownProperty } from '../../corefile/args.js';
 import type { PluginSetup } from '../plugin.js';
 import { AutoPath } from './handler.js';
+import { AUTOPATH_SUCCESS } from './metrics.js';
 import { PodSearchPath, StaticSearchPath } from './searchpath.js';
 
 /** Where CoreDNS's kubernetes plugin reads the server's own search list. */
@@ -81,7 +82,11 @@ export function parseAutoPath(d: Directive, blockZones: readonly string[], coref
 export const setup: PluginSetup = (ds, ctx) => {
   const d = once(ds, 'autopath');
   const cfg = parseAutoPath(d, ctx.block.zones, ctx.corefile);
-  const handler = new AutoPath(cfg.zones, cfg.plugin === null ? new StaticSearchPath(cfg.staticPath) : null);
+  const handler = new AutoPath(
+    cfg.zones,
+    cfg.plugin === null ? new StaticSearchPath(cfg.staticPath) : null,
+    ctx.services.get(AUTOPATH_SUCCESS),
+  );
   return {
     name: 'autopath',
     handler,

@@ -15,7 +15,7 @@ import {
 import { matchZone } from '../fallthrough.js';
 import { clock, releaseClock, retainClock } from '../../server/clock.js';
 import { Invalidation, type InvalidationTarget } from '../../server/invalidation.js';
-import { CacheCounters, metricLabels, trackCache, untrackCache, type CacheMetricSource } from './metrics.js';
+import { CacheCounters, CacheMetrics, metricLabels, type CacheMetricSource } from './metrics.js';
 import {
   FLAG_AA,
   FLAG_CD,
@@ -161,6 +161,8 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
     readonly opts: CacheOptions,
     /** The server's own probe names (services.ts): always passed through, never stored. */
     private readonly selfProbes: ReadonlySet<string> = new Set(),
+    /** The server's cache metrics (CACHE_METRICS): they read this cache while it runs. */
+    private readonly metrics: CacheMetrics = new CacheMetrics(),
   ) {
     this.store = new CacheStore({
       successCapacity: opts.success.capacity,
@@ -176,7 +178,7 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
     if (this.detach !== null) return;
     this.invalidation = invalidation;
     retainClock();
-    trackCache(this);
+    this.metrics.track(this);
     this.detach = this.invalidation.attach(this);
     this.sweepTimer = setInterval(() => this.sweep(), SWEEP_INTERVAL_MS);
     this.sweepTimer.unref();
@@ -186,7 +188,7 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
     if (this.detach === null) return;
     this.detach();
     this.detach = null;
-    untrackCache(this);
+    this.metrics.untrack(this);
     releaseClock();
     if (this.sweepTimer !== null) clearInterval(this.sweepTimer);
     this.sweepTimer = null;

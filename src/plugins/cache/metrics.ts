@@ -1,9 +1,10 @@
 // CoreDNS's cache metrics, with its names and labels. Caches count with plain numbers on
 // the hot path; these metrics read them when /metrics is scraped. Counts of a cache that
-// a reload replaced are kept, so counters never go backwards.
+// a reload replaced are kept by the server (CACHE_METRICS), so counters never go backwards.
 
 import type { Counter } from 'prom-client';
-import { labelKey, splitLabelKey, withRegistry } from '../../metrics/registry.js';
+import { labelKey, promClient, splitLabelKey, type Registry } from '../../metrics/registry.js';
+import { metricsKey } from '../../server/services.js';
 
 /** Plain counters of one cache instance. */
 export class CacheCounters {
@@ -38,32 +39,42 @@ export interface CacheMetricSource {
   entries(type: 'success' | 'denial'): number;
 }
 
-const live = new Set<CacheMetricSource>();
-const retired = new Map<string, CacheCounters>();
+/** A server's caches as its metrics read them: the running ones, and the counts of those a reload replaced. */
+export class CacheMetrics {
+  private readonly live = new Set<CacheMetricSource>();
+  private readonly retired = new Map<string, CacheCounters>();
 
-export function trackCache(src: CacheMetricSource): void {
-  live.add(src);
+  track(src: CacheMetricSource): void {
+    this.live.add(src);
+  }
+
+  /** Stops reading a cache; its counts so far stay in the totals. */
+  untrack(src: CacheMetricSource): void {
+    if (!this.live.delete(src)) return;
+    let r = this.retired.get(src.metricLabels);
+    if (r === undefined) this.retired.set(src.metricLabels, (r = new CacheCounters()));
+    r.add(src.counters);
+  }
+
+  totals(): Map<string, CacheCounters> {
+    const out = new Map<string, CacheCounters>();
+    const get = (k: string): CacheCounters => {
+      let c = out.get(k);
+      if (c === undefined) out.set(k, (c = new CacheCounters()));
+      return c;
+    };
+    for (const [k, c] of this.retired) get(k).add(c);
+    for (const s of this.live) get(s.metricLabels).add(s.counters);
+    return out;
+  }
+
+  running(): IterableIterator<CacheMetricSource> {
+    return this.live.values();
+  }
 }
 
-/** Stops reading a cache; its counts so far stay in the totals. */
-export function untrackCache(src: CacheMetricSource): void {
-  if (!live.delete(src)) return;
-  let r = retired.get(src.metricLabels);
-  if (r === undefined) retired.set(src.metricLabels, (r = new CacheCounters()));
-  r.add(src.counters);
-}
-
-function totals(): Map<string, CacheCounters> {
-  const out = new Map<string, CacheCounters>();
-  const get = (k: string): CacheCounters => {
-    let c = out.get(k);
-    if (c === undefined) out.set(k, (c = new CacheCounters()));
-    return c;
-  };
-  for (const [k, c] of retired) get(k).add(c);
-  for (const s of live) get(s.metricLabels).add(s.counters);
-  return out;
-}
+/** The server's cache counters, published in its registry when it serves metrics. */
+export const CACHE_METRICS = metricsKey('cache metrics', () => new CacheMetrics(), registerCacheMetrics);
 
 type Labels3 = 'server' | 'zones' | 'view';
 type Labels4 = 'server' | 'type' | 'zones' | 'view';
@@ -73,9 +84,10 @@ function labels3(key: string): Record<Labels3, string> {
   return { server, zones, view };
 }
 
-// The prom-client metrics are made when the registry is (registry.ts): only a configuration
-// that serves metrics loads prom-client.
-withRegistry((registry, { Counter, Gauge }) => {
+// The prom-client metrics are made with the server's registry: only a configuration that
+// serves metrics loads prom-client.
+function registerCacheMetrics(registry: Registry, m: CacheMetrics): void {
+  const { Counter, Gauge } = promClient();
   const counter3 = (name: string, help: string, pick: (c: CacheCounters) => number): Counter<Labels3> =>
     new Counter<Labels3>({
       name,
@@ -84,7 +96,7 @@ withRegistry((registry, { Counter, Gauge }) => {
       registers: [registry],
       collect() {
         this.reset();
-        for (const [k, c] of totals()) this.inc(labels3(k), pick(c));
+        for (const [k, c] of m.totals()) this.inc(labels3(k), pick(c));
       },
     });
 
@@ -101,7 +113,7 @@ withRegistry((registry, { Counter, Gauge }) => {
       registers: [registry],
       collect() {
         this.reset();
-        for (const [k, c] of totals()) {
+        for (const [k, c] of m.totals()) {
           const l = labels3(k);
           this.inc({ server: l.server, type: 'success', zones: l.zones, view: l.view }, success(c));
           this.inc({ server: l.server, type: 'denial', zones: l.zones, view: l.view }, denial(c));
@@ -117,7 +129,7 @@ withRegistry((registry, { Counter, Gauge }) => {
     collect() {
       this.reset();
       const sums = new Map<string, [number, number]>();
-      for (const s of live) {
+      for (const s of m.running()) {
         const v = sums.get(s.metricLabels) ?? [0, 0];
         v[0] += s.entries('success');
         v[1] += s.entries('denial');
@@ -164,7 +176,7 @@ withRegistry((registry, { Counter, Gauge }) => {
     (c) => c.evictionsSuccess,
     (c) => c.evictionsDenial,
   );
-});
+}
 
 export function metricLabels(server: string, zones: readonly string[], view = ''): string {
   return labelKey(server, zones.join(','), view);

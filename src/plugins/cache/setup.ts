@@ -8,6 +8,7 @@ import { canonicalZone } from '../../dns/name.js';
 import type { PluginSetup } from '../plugin.js';
 import { durationArg, once, unknownProperty } from '../../corefile/args.js';
 import { CacheHandler, type CacheOptions, type TtlLimits } from './handler.js';
+import { CACHE_METRICS } from './metrics.js';
 
 /** CoreDNS's defaults (plugin/cache/cache.go, plugin/pkg/dnsutil/ttl.go). */
 export const DEFAULT_CAPACITY = 10000;
@@ -173,7 +174,11 @@ export function parseCache(ds: Directive[], blockZones: string[], server: string
 }
 
 export const setup: PluginSetup = (ds, ctx) => {
-  const h = new CacheHandler(parseCache(ds, ctx.block.zones, ctx.block.serverLabel), ctx.services.selfProbes);
+  const h = new CacheHandler(
+    parseCache(ds, ctx.block.zones, ctx.block.serverLabel),
+    ctx.services.selfProbes,
+    ctx.services.get(CACHE_METRICS),
+  );
   return {
     name: 'cache',
     handler: h,

@@ -4,16 +4,14 @@
 import { QClass, QType, Rcode } from '../../dns/constants.js';
 import type { Message, ResourceRecord } from '../../dns/message.js';
 import { formatIPv6, parseIPv4 } from '../../dns/ip.js';
-import { defineCollected } from '../../metrics/collected.js';
 import { PlainCounter } from '../../metrics/registry.js';
+import { serverCounter } from '../../server/services.js';
 import { Response, type Handler, type HandlerResult, type Next, type Request } from '../../server/request.js';
 
-const translated = new PlainCounter();
-defineCollected(
+/** coredns_dns64_requests_translated_total by server: the server's own. */
+export const DNS64_TRANSLATED = serverCounter(
   'coredns_dns64_requests_translated_total',
   'Counter of DNS requests translated by dns64.',
-  'counter',
-  () => [...translated.entries()].map(([server, value]) => ({ labels: { server }, value })),
 );
 
 export interface Dns64Options {
@@ -42,6 +40,7 @@ export class Dns64Handler implements Handler {
   constructor(
     private readonly o: Dns64Options,
     private readonly resolve: (req: Request) => HandlerResult,
+    private readonly translated: PlainCounter = new PlainCounter(),
   ) {}
 
   serveDNS(req: Request, next: Next): HandlerResult {
@@ -92,7 +91,7 @@ export class Dns64Handler implements Handler {
       } else if (rr.type === QType.CNAME) answers.push(rr);
     }
     if (made === 0) return res;
-    translated.inc(req.server);
+    this.translated.inc(req.server);
     const m = req.reply(Rcode.NOERROR);
     m.aa = am.aa;
     m.ra = am.ra;

@@ -3,7 +3,7 @@ import type { Token } from '../../corefile/types.js';
 import { parseIPv6 } from '../../dns/ip.js';
 import type { PluginSetup } from '../plugin.js';
 import { once } from '../../corefile/args.js';
-import { Dns64Handler, type Dns64Options } from './handler.js';
+import { DNS64_TRANSLATED, Dns64Handler, type Dns64Options } from './handler.js';
 
 const LENGTHS = new Set([32, 40, 48, 56, 64, 96]);
 
@@ -40,5 +40,5 @@ export const setup: PluginSetup = (ds, ctx) => {
         throw directiveError(p, `dns64: unknown property '${p.name}'`);
     }
   }
-  return { name: 'dns64', handler: new Dns64Handler(o, (req) => ctx.resolve(req)) };
+  return { name: 'dns64', handler: new Dns64Handler(o, (req) => ctx.resolve(req), ctx.services.get(DNS64_TRANSLATED)) };
 };

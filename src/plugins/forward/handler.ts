@@ -10,7 +10,7 @@ import { isSubdomain } from '../../dns/name.js';
 import { bareReply } from '../../server/reply.js';
 import { Response, type Handler, type HandlerResult, type Next, type Request } from '../../server/request.js';
 import { OutstandingQuery, type PendingTry, type UpstreamProto } from '../../upstream/exchange.js';
-import { forwardTotals } from './metrics.js';
+import type { ForwardMetrics } from './metrics.js';
 import type { Policy } from '../../upstream/policy.js';
 import type { Upstream } from './upstream.js';
 import type { UpstreamHealth } from '../../status/sources.js';
@@ -42,6 +42,8 @@ export interface ForwardOptions {
   failfastAllUnhealthy: boolean;
   /** `next` applies only when the next plugin is another forward line of this block. */
   nextIsForward: boolean;
+  /** The server's counters (its upstreams' stats come from there too). */
+  metrics: ForwardMetrics;
 }
 
 export class Forward implements Handler {
@@ -68,7 +70,7 @@ export class Forward implements Handler {
     if (!this.matches(req.name)) return next(req);
     const max = this.opts.maxConcurrent;
     if (max > 0 && this.inflight >= max) {
-      forwardTotals.maxConcurrentRejects++;
+      this.opts.metrics.maxConcurrentRejects++;
       return Response.rcode(Rcode.REFUSED, this.name, this.limitError);
     }
     this.inflight++;
@@ -194,7 +196,7 @@ class ForwardCall extends OutstandingQuery {
         this.fails++;
         if (this.fails < n) continue;
         // Every upstream is down: assume the checks are what is broken and try one at random.
-        forwardTotals.healthcheckBroken++;
+        o.metrics.healthcheckBroken++;
         if (o.failfastAllUnhealthy) break;
         up = o.upstreams[randomBelow(n)]!;
       }

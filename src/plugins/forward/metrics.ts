@@ -1,9 +1,12 @@
 // The forward plugin's metrics under CoreDNS's names. Queries count into plain numbers kept
-// per upstream (`to`), turned into samples only when /metrics is scraped. The counts live at
-// module level so they keep counting across reloads, as Prometheus expects.
+// per upstream (`to`), turned into samples only when /metrics is scraped. The counts are the
+// server's (FORWARD_METRICS), so they keep counting across reloads, as Prometheus expects,
+// and a second server in the process has its own.
 
 import { rcodeToString } from '../../dns/constants.js';
-import { defineCollected, histogramSamples, type Sample } from '../../metrics/collected.js';
+import { histogramSamples, registerCollected, type Sample } from '../../metrics/collected.js';
+import type { Registry } from '../../metrics/registry.js';
+import { metricsKey } from '../../server/services.js';
 import { DURATION_BUCKETS } from '../../server/stats.js';
 
 /** CoreDNS's plugin.TimeBuckets (0.25 ms doubling to 8.192 s), shared with the server's own histogram. */
@@ -18,7 +21,7 @@ const RCODE_LABELS: readonly string[] = Array.from({ length: 16 }, (_, r) => {
 /** `proto` label values, by index: connHits[0] is UDP. */
 export const PROTO_LABELS = ['udp', 'tcp', 'tcp-tls'] as const;
 
-/** Counts for one upstream address, shared by every forward instance that uses it. */
+/** Counts for one upstream address, shared by every forward instance of a server that uses it. */
 export class UpstreamStats {
   /** Tries sent (coredns_forward_requests_total). */
   requests = 0;
@@ -49,30 +52,40 @@ export class UpstreamStats {
   }
 }
 
-const statsByTo = new Map<string, UpstreamStats>();
+/** A server's forward counters: per upstream address, and the two without labels. */
+export class ForwardMetrics {
+  private readonly statsByTo = new Map<string, UpstreamStats>();
+  healthcheckBroken = 0;
+  maxConcurrentRejects = 0;
 
-/** The counters for upstream address `to` ("127.0.0.1:53"), created on first use. */
-export function upstreamStats(to: string): UpstreamStats {
-  let s = statsByTo.get(to);
-  if (s === undefined) {
-    s = new UpstreamStats(to);
-    statsByTo.set(to, s);
+  /** The counters for upstream address `to` ("127.0.0.1:53"), created on first use. */
+  upstreamStats(to: string): UpstreamStats {
+    let s = this.statsByTo.get(to);
+    if (s === undefined) {
+      s = new UpstreamStats(to);
+      this.statsByTo.set(to, s);
+    }
+    return s;
   }
-  return s;
+
+  upstreams(): IterableIterator<UpstreamStats> {
+    return this.statsByTo.values();
+  }
 }
 
-/** Process-wide counters without labels. */
-export const forwardTotals = {
-  healthcheckBroken: 0,
-  maxConcurrentRejects: 0,
-};
+/** The server's forward counters, published in its registry when it serves metrics. */
+export const FORWARD_METRICS = metricsKey('forward metrics', () => new ForwardMetrics(), registerForwardMetrics);
 
 type Labels = Record<string, string | number>;
 
-function perUpstream(pick: (s: UpstreamStats) => number, labels: (s: UpstreamStats) => Labels): () => Sample[] {
+function perUpstream(
+  m: ForwardMetrics,
+  pick: (s: UpstreamStats) => number,
+  labels: (s: UpstreamStats) => Labels,
+): () => Sample[] {
   return () => {
     const out: Sample[] = [];
-    for (const s of statsByTo.values()) {
+    for (const s of m.upstreams()) {
       const v = pick(s);
       if (v !== 0) out.push({ labels: labels(s), value: v });
     }
@@ -80,10 +93,10 @@ function perUpstream(pick: (s: UpstreamStats) => number, labels: (s: UpstreamSta
   };
 }
 
-function perRcode(labels: (s: UpstreamStats, rcode: string) => Labels): () => Sample[] {
+function perRcode(m: ForwardMetrics, labels: (s: UpstreamStats, rcode: string) => Labels): () => Sample[] {
   return () => {
     const out: Sample[] = [];
-    for (const s of statsByTo.values()) {
+    for (const s of m.upstreams()) {
       for (let r = 0; r < 16; r++)
         if (s.responses[r] !== 0) out.push({ labels: labels(s, RCODE_LABELS[r]!), value: s.responses[r]! });
     }
@@ -91,10 +104,14 @@ function perRcode(labels: (s: UpstreamStats, rcode: string) => Labels): () => Sa
   };
 }
 
-function durations(name: string, labels: (s: UpstreamStats, rcode: string) => Labels): () => Sample[] {
+function durations(
+  m: ForwardMetrics,
+  name: string,
+  labels: (s: UpstreamStats, rcode: string) => Labels,
+): () => Sample[] {
   return () => {
     const out: Sample[] = [];
-    for (const s of statsByTo.values()) {
+    for (const s of m.upstreams()) {
       for (let r = 0; r < 16; r++) {
         const b = s.durationBuckets[r];
         if (b) out.push(...histogramSamples(name, labels(s, RCODE_LABELS[r]!), TIME_BUCKETS, b, 0, s.durationSums[r]!));
@@ -104,10 +121,10 @@ function durations(name: string, labels: (s: UpstreamStats, rcode: string) => La
   };
 }
 
-function perProto(which: 'connHits' | 'connMisses') {
+function perProto(m: ForwardMetrics, which: 'connHits' | 'connMisses') {
   return (): Sample[] => {
     const out: Sample[] = [];
-    for (const s of statsByTo.values()) {
+    for (const s of m.upstreams()) {
       for (let p = 0; p < PROTO_LABELS.length; p++) {
         const v = s[which][p]!;
         if (v !== 0) out.push({ labels: { proxy_name: 'forward', to: s.to, proto: PROTO_LABELS[p]! }, value: v });
@@ -117,77 +134,93 @@ function perProto(which: 'connHits' | 'connMisses') {
   };
 }
 
-// Current names (plugin/pkg/proxy and plugin/forward in CoreDNS 1.14).
 const PROXY_DURATION = 'coredns_proxy_request_duration_seconds';
-defineCollected(
-  PROXY_DURATION,
-  'Histogram of the time each request took.',
-  'histogram',
-  durations(PROXY_DURATION, (s, rcode) => ({ proxy_name: 'forward', to: s.to, rcode })),
-);
-defineCollected(
-  'coredns_proxy_healthcheck_failures_total',
-  'Counter of the number of failed healthchecks.',
-  'counter',
-  perUpstream(
-    (s) => s.healthcheckFailures,
-    (s) => ({ proxy_name: 'forward', to: s.to }),
-  ),
-);
-defineCollected(
-  'coredns_proxy_conn_cache_hits_total',
-  'Counter of connection cache hits per upstream and protocol.',
-  'counter',
-  perProto('connHits'),
-);
-defineCollected(
-  'coredns_proxy_conn_cache_misses_total',
-  'Counter of connection cache misses per upstream and protocol.',
-  'counter',
-  perProto('connMisses'),
-);
-defineCollected(
-  'coredns_forward_healthcheck_broken_total',
-  'Counter of the number of complete failures of the healthchecks.',
-  'counter',
-  () => [{ labels: {}, value: forwardTotals.healthcheckBroken }],
-);
-defineCollected(
-  'coredns_forward_max_concurrent_rejects_total',
-  'Counter of the number of queries rejected because the concurrent queries were at maximum.',
-  'counter',
-  () => [{ labels: {}, value: forwardTotals.maxConcurrentRejects }],
-);
-
-// Deprecated in CoreDNS but still exported there, so dashboards built on them keep working.
 const FORWARD_DURATION = 'coredns_forward_request_duration_seconds';
-defineCollected(
-  'coredns_forward_requests_total',
-  'Counter of requests made per upstream.',
-  'counter',
-  perUpstream(
-    (s) => s.requests,
-    (s) => ({ to: s.to }),
-  ),
-);
-defineCollected(
-  'coredns_forward_responses_total',
-  'Counter of responses received per upstream.',
-  'counter',
-  perRcode((s, rcode) => ({ to: s.to, rcode })),
-);
-defineCollected(
-  FORWARD_DURATION,
-  'Histogram of the time each request took.',
-  'histogram',
-  durations(FORWARD_DURATION, (s, rcode) => ({ to: s.to, rcode })),
-);
-defineCollected(
-  'coredns_forward_healthcheck_failures_total',
-  'Counter of the number of failed healthchecks.',
-  'counter',
-  perUpstream(
-    (s) => s.healthcheckFailures,
-    (s) => ({ to: s.to }),
-  ),
-);
+
+function registerForwardMetrics(registry: Registry, m: ForwardMetrics): void {
+  // Current names (plugin/pkg/proxy and plugin/forward in CoreDNS 1.14).
+  registerCollected(
+    registry,
+    PROXY_DURATION,
+    'Histogram of the time each request took.',
+    'histogram',
+    durations(m, PROXY_DURATION, (s, rcode) => ({ proxy_name: 'forward', to: s.to, rcode })),
+  );
+  registerCollected(
+    registry,
+    'coredns_proxy_healthcheck_failures_total',
+    'Counter of the number of failed healthchecks.',
+    'counter',
+    perUpstream(
+      m,
+      (s) => s.healthcheckFailures,
+      (s) => ({ proxy_name: 'forward', to: s.to }),
+    ),
+  );
+  registerCollected(
+    registry,
+    'coredns_proxy_conn_cache_hits_total',
+    'Counter of connection cache hits per upstream and protocol.',
+    'counter',
+    perProto(m, 'connHits'),
+  );
+  registerCollected(
+    registry,
+    'coredns_proxy_conn_cache_misses_total',
+    'Counter of connection cache misses per upstream and protocol.',
+    'counter',
+    perProto(m, 'connMisses'),
+  );
+  registerCollected(
+    registry,
+    'coredns_forward_healthcheck_broken_total',
+    'Counter of the number of complete failures of the healthchecks.',
+    'counter',
+    () => [{ labels: {}, value: m.healthcheckBroken }],
+  );
+  registerCollected(
+    registry,
+    'coredns_forward_max_concurrent_rejects_total',
+    'Counter of the number of queries rejected because the concurrent queries were at maximum.',
+    'counter',
+    () => [{ labels: {}, value: m.maxConcurrentRejects }],
+  );
+
+  // Deprecated in CoreDNS but still exported there, so dashboards built on them keep working.
+  registerCollected(
+    registry,
+    'coredns_forward_requests_total',
+    'Counter of requests made per upstream.',
+    'counter',
+    perUpstream(
+      m,
+      (s) => s.requests,
+      (s) => ({ to: s.to }),
+    ),
+  );
+  registerCollected(
+    registry,
+    'coredns_forward_responses_total',
+    'Counter of responses received per upstream.',
+    'counter',
+    perRcode(m, (s, rcode) => ({ to: s.to, rcode })),
+  );
+  registerCollected(
+    registry,
+    FORWARD_DURATION,
+    'Histogram of the time each request took.',
+    'histogram',
+    durations(m, FORWARD_DURATION, (s, rcode) => ({ to: s.to, rcode })),
+  );
+  registerCollected(
+    registry,
+    'coredns_forward_healthcheck_failures_total',
+    'Counter of the number of failed healthchecks.',
+    'counter',
+    perUpstream(
+      m,
+      (s) => s.healthcheckFailures,
+      (s) => ({ to: s.to }),
+    ),
+  );
+}

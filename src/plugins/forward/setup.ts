@@ -14,6 +14,7 @@ import { resolvConfNameservers } from '../../sys/resolvconf.js';
 import { durationArg, intArg, noArgs, unknownProperty } from '../../corefile/args.js';
 import type { PluginInstance, PluginSetup } from '../plugin.js';
 import { Forward, type ForwardOptions } from './handler.js';
+import { FORWARD_METRICS, type ForwardMetrics } from './metrics.js';
 import { makePolicy, type PolicyName } from '../../upstream/policy.js';
 import { Upstream, type HealthCheckSettings, type UpstreamAddress } from './upstream.js';
 
@@ -311,7 +312,7 @@ export function parseForward(d: Directive, corefile: string, warn: (msg: string)
 }
 
 /** Builds a Forward from a parsed line. Opens nothing: sockets come with the first query. */
-export function buildForward(cfg: ForwardConfig, nextIsForward: boolean): Forward {
+export function buildForward(cfg: ForwardConfig, nextIsForward: boolean, metrics: ForwardMetrics): Forward {
   const health: HealthCheckSettings = {
     intervalMs: Math.max(cfg.healthCheckMs, 10),
     recursionDesired: cfg.healthCheckRecursion,
@@ -325,7 +326,8 @@ export function buildForward(cfg: ForwardConfig, nextIsForward: boolean): Forwar
     if (cfg.tlsServerName !== null) tlsOptions.servername = cfg.tlsServerName;
   }
   const upstreams = cfg.to.map(
-    (addr) => new Upstream(addr, { expireMs: cfg.expireMs, maxIdleConns: cfg.maxIdleConns, tls: tlsOptions }, health),
+    (addr) =>
+      new Upstream(addr, { expireMs: cfg.expireMs, maxIdleConns: cfg.maxIdleConns, tls: tlsOptions }, health, metrics),
   );
   const opts: ForwardOptions = {
     from: cfg.from,
@@ -343,14 +345,16 @@ export function buildForward(cfg: ForwardConfig, nextIsForward: boolean): Forwar
     failoverRcodes: cfg.failoverRcodes,
     failfastAllUnhealthy: cfg.failfastAllUnhealthy,
     nextIsForward,
+    metrics,
   };
   return new Forward(opts);
 }
 
 export const setup: PluginSetup = (ds, ctx) => {
   const configs = ds.map((d) => parseForward(d, ctx.corefile, (m) => ctx.logger.warn(m)));
+  const metrics = ctx.services.get(FORWARD_METRICS);
   return configs.map((cfg, i): PluginInstance => {
-    const fwd = buildForward(cfg, i < configs.length - 1);
+    const fwd = buildForward(cfg, i < configs.length - 1, metrics);
     return { name: 'forward', handler: fwd, shutdown: () => fwd.stop() };
   });
 };

@@ -13,7 +13,7 @@ import {
   type PendingTry,
   type UpstreamProto,
 } from '../../upstream/exchange.js';
-import { upstreamStats, type UpstreamStats } from './metrics.js';
+import type { ForwardMetrics, UpstreamStats } from './metrics.js';
 import { StreamConn, StreamPool } from '../../upstream/stream.js';
 import { UdpChannel, UdpPool } from '../../upstream/udp.js';
 
@@ -95,12 +95,14 @@ export class Upstream {
     address: UpstreamAddress,
     transport: TransportSettings,
     private readonly health: HealthCheckSettings,
+    /** The server's forward counters: this address's are shared by its forward lines. */
+    metrics: ForwardMetrics,
   ) {
     this.host = address.host;
     this.port = address.port;
     this.addr = joinHostPort(address.host, address.port);
     this.isTls = address.tls;
-    this.stats = upstreamStats(this.addr);
+    this.stats = metrics.upstreamStats(this.addr);
     const poolOpts = { expireMs: transport.expireMs, maxIdle: transport.maxIdleConns };
     if (address.tls) {
       const t: tls.ConnectionOptions = { ...(transport.tls ?? {}), minVersion: 'TLSv1.2' };

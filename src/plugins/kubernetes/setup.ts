@@ -18,7 +18,7 @@ import { KubernetesHandler } from './handler.js';
 import type { KubernetesInstance } from './instance.js';
 import { invalidateCaches, invalidateZones } from './invalidate.js';
 import { RelayedSource, relayed, sourceFromSpec, WORKER_RELAY, type SourceSpec } from '../../cluster/relay.js';
-import { API_STATES, observeProgramming } from '../../cluster/metrics.js';
+import { API_STATES, KUBE_CLIENT_METRICS } from '../../cluster/metrics.js';
 import type { ProjectionOptions } from '../../cluster/objects.js';
 import { DEFAULT_STARTUP_TIMEOUT_MS, DEFAULT_TTL, type KubernetesOptions, type PodMode } from './options.js';
 import { MANIFEST_POLL_MS, type SourceConfig } from '../../cluster/events.js';
@@ -289,12 +289,13 @@ export function createInstance(
   };
   // In a worker the primary runs the one watcher and relays its events (relay.ts). The
   // index and its source outlive a reload that keeps the same source (feed.ts).
+  const clientMetrics = ctx.services.get(KUBE_CLIENT_METRICS);
   const feed = ctx.services
     .get(KUBE_FEEDS)
     .feedFor(spec, () =>
       relayed()
         ? new RelayedSource(ctx.services.get(WORKER_RELAY), spec, describeSource(o.source))
-        : sourceFromSpec(spec, projection, log),
+        : sourceFromSpec(spec, projection, log, clientMetrics),
     );
   const { index, source } = feed;
   const apiStates = ctx.services.get(API_STATES);
@@ -312,7 +313,8 @@ export function createInstance(
       if (!index.synced) return;
       invalidateCaches(ctx.invalidation, c, forwardZones, o.zones);
       // With workers the primary observes each event once (relay.ts), not every worker again.
-      if (c.slice !== null && !(source instanceof RelayedSource)) observeProgramming(c.slice.record, c.slice.service);
+      if (c.slice !== null && !(source instanceof RelayedSource))
+        clientMetrics.observeProgramming(c.slice.record, c.slice.service);
     },
     onSynced: () => {
       invalidateZones(ctx.invalidation, o.zones);

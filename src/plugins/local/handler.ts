@@ -7,15 +7,15 @@ import { isSubdomain } from '../../dns/name.js';
 import { Response, type Handler, type HandlerResult, type Next, type Request } from '../../server/request.js';
 import type { Logger } from '../../log.js';
 import { PlainCounter } from '../../metrics/registry.js';
-import { defineCollected } from '../../metrics/collected.js';
+import { serverCounter } from '../../server/services.js';
 
 const TTL = 604800;
 const ZONES = ['localhost.', '0.in-addr.arpa.', '127.in-addr.arpa.', '255.in-addr.arpa.'];
 
-/** coredns_local_localhost_requests_total by server; kept across reloads. */
-const localhostRequests = new PlainCounter();
-defineCollected('coredns_local_localhost_requests_total', 'Counter of localhost.<domain> requests.', 'counter', () =>
-  [...localhostRequests.entries()].map(([server, value]) => ({ labels: { server }, value })),
+/** coredns_local_localhost_requests_total by server: the server's own, kept across reloads. */
+export const LOCALHOST_REQUESTS = serverCounter(
+  'coredns_local_localhost_requests_total',
+  'Counter of localhost.<domain> requests.',
 );
 
 function soa(origin: string): ResourceRecord {
@@ -31,7 +31,10 @@ function soa(origin: string): ResourceRecord {
 export class LocalHandler implements Handler {
   readonly name = 'local';
 
-  constructor(private readonly log: Logger) {}
+  constructor(
+    private readonly log: Logger,
+    private readonly localhostRequests: PlainCounter = new PlainCounter(),
+  ) {}
 
   serveDNS(req: Request, next: Next): HandlerResult {
     const name = req.name;
@@ -62,7 +65,7 @@ export class LocalHandler implements Handler {
   /** `localhost.<domain>`: the loopback addresses, counted and logged at debug level. */
   private localhost(req: Request): Response {
     this.log.debug(`Intercepted localhost query for "${req.qname}" ${req.qtype}, from ${req.client.remoteAddress}`);
-    localhostRequests.inc(req.server);
+    this.localhostRequests.inc(req.server);
     const m = req.reply();
     m.aa = true;
     if (req.qtype === QType.A)

@@ -22,6 +22,7 @@ import {
   type SourceSpec,
   type WorkerRelay,
 } from '../../cluster/relay.js';
+import { KUBE_CLIENT_METRICS, type KubeClientMetrics } from '../../cluster/metrics.js';
 import type { ClusterView, PluginInstance, PluginSetup, SetupContext } from '../plugin.js';
 import { RouteFeed } from './feed.js';
 import { RouteStream } from './stream.js';
@@ -165,7 +166,12 @@ function findClusterView(ctx: SetupContext, zone: string | null): ClusterView | 
 }
 
 /** A Services-only watch of our own (relayed through the primary when running as a worker). */
-function ownSource(source: SourceConfig, log: Logger, relay: () => WorkerRelay): KubeSource {
+function ownSource(
+  source: SourceConfig,
+  log: Logger,
+  relay: () => WorkerRelay,
+  metrics: () => KubeClientMetrics,
+): KubeSource {
   const spec: SourceSpec = {
     source,
     labels: '',
@@ -178,7 +184,7 @@ function ownSource(source: SourceConfig, log: Logger, relay: () => WorkerRelay):
   const warn = warnEachOnce(log);
   return relayed()
     ? new RelayedSource(relay(), spec, `routes ${source.kind}`)
-    : sourceFromSpec(spec, { endpointPodNames: false, warn }, log);
+    : sourceFromSpec(spec, { endpointPodNames: false, warn }, log, metrics());
 }
 
 export const setup: PluginSetup = (ds, ctx): PluginInstance => {
@@ -217,7 +223,12 @@ export const setup: PluginSetup = (ds, ctx): PluginInstance => {
           );
         const index = new ClusterIndex();
         feed.attach(index);
-        source = ownSource(cfg.source ?? { kind: 'in-cluster' }, ctx.logger, () => ctx.services.get(WORKER_RELAY));
+        source = ownSource(
+          cfg.source ?? { kind: 'in-cluster' },
+          ctx.logger,
+          () => ctx.services.get(WORKER_RELAY),
+          () => ctx.services.get(KUBE_CLIENT_METRICS),
+        );
         try {
           await source.start(index.apply);
         } catch (e) {

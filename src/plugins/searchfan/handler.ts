@@ -10,7 +10,7 @@ import { Response, type Handler, type HandlerResult, type Next, type Request } f
 import { clock, releaseClock, retainClock } from '../../server/clock.js';
 import { expand } from './candidates.js';
 import { FanOut, type FanResult } from './fanout.js';
-import { countersFor, trackEntries, untrackEntries, type SearchFanCounters } from './metrics.js';
+import { SearchFanMetrics, type SearchFanCounters } from './metrics.js';
 import { prepareAnswer, type PreparedAnswer } from './rewrite.js';
 import type { SearchFanConfig } from './setup.js';
 import { AnswerStore, StoredAnswer, writeAnswer } from './store.js';
@@ -40,8 +40,10 @@ export class SearchFan implements Handler {
   constructor(
     readonly cfg: SearchFanConfig,
     private readonly server: string,
+    /** The server's searchfan metrics (SEARCHFAN_METRICS). */
+    private readonly metrics: SearchFanMetrics = new SearchFanMetrics(),
   ) {
-    this.counters = countersFor(server);
+    this.counters = metrics.countersFor(server);
   }
 
   /** Before the first query: the coarse clock the cache ages by, and the entries gauge. */
@@ -49,7 +51,7 @@ export class SearchFan implements Handler {
     if (this.started) return;
     this.started = true;
     retainClock();
-    trackEntries(this, this.server, () => this.store.size);
+    this.metrics.trackEntries(this, this.server, () => this.store.size);
   }
 
   serveDNS(req: Request, _next: Next): HandlerResult {
@@ -152,7 +154,7 @@ export class SearchFan implements Handler {
     this.stopped = true;
     this.store.clear();
     if (!this.started) return;
-    untrackEntries(this);
+    this.metrics.untrackEntries(this);
     releaseClock();
   }
 }

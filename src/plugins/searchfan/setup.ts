@@ -13,6 +13,7 @@ import { MAX_NDOTS, parseResolvConf, type ResolvConf } from '../../sys/resolvcon
 import { durationArg, intArg, once, unknownProperty } from '../../corefile/args.js';
 import type { PluginSetup } from '../plugin.js';
 import { SearchFan } from './handler.js';
+import { SEARCHFAN_METRICS } from './metrics.js';
 import { joinHostPort } from '../../upstream/exchange.js';
 
 /** KubeVPN's resolv.conf, and what a plugin without TOs reads. */
@@ -163,6 +164,10 @@ export function parseSearchFan(d: Directive, corefile: string): SearchFanConfig 
 
 export const setup: PluginSetup = (ds, ctx) => {
   const d = once(ds, 'searchfan');
-  const fan = new SearchFan(parseSearchFan(d, ctx.corefile), ctx.block.serverLabel);
+  const fan = new SearchFan(
+    parseSearchFan(d, ctx.corefile),
+    ctx.block.serverLabel,
+    ctx.services.get(SEARCHFAN_METRICS),
+  );
   return { name: 'searchfan', handler: fan, startup: () => fan.start(), shutdown: () => fan.stop() };
 };

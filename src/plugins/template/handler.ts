@@ -11,7 +11,7 @@ import { parseRecordText, RecordTextError } from '../../dns/rrtext.js';
 import { Response, type Handler, type HandlerResult, type Next, type Request } from '../../server/request.js';
 import { type Fallthrough, matchZone } from '../fallthrough.js';
 import { format, goMap, TemplateError, type GoTemplate, type Value, type ValueObject } from './gotemplate.js';
-import { labelKey, rrFailures, templateFailures, templateMatches } from './metrics.js';
+import { labelKey, newTemplateCounters, type TemplateCounters } from './metrics.js';
 
 export type Section = 'answer' | 'additional' | 'authority';
 
@@ -98,6 +98,8 @@ export class TemplateHandler implements Handler {
     private readonly templates: readonly Template[],
     private readonly server: string,
     private readonly resolve: (req: Request) => HandlerResult,
+    /** The server's template counters (TEMPLATE_METRICS). */
+    private readonly counters: TemplateCounters = newTemplateCounters(),
   ) {
     this.cacheable = new Set(templates.filter(perNameOnly));
   }
@@ -108,7 +110,7 @@ export class TemplateHandler implements Handler {
     if (cacheOn) {
       const hit = this.cache.get(req.qtype)?.get(req.name);
       if (hit !== undefined) {
-        templateMatches.inc(hit.metricKey);
+        this.counters.matches.inc(hit.metricKey);
         return Response.wire(recordsReply(req, hit.rcode, AA, hit.records, hit.an, hit.ns, hit.ar), this.name);
       }
     }
@@ -147,7 +149,7 @@ export class TemplateHandler implements Handler {
     const cls = classToString(req.qclass);
     const type = typeToString(req.qtype);
     const metricKey = labelKey(this.server, zone, '', cls, type);
-    templateMatches.inc(metricKey);
+    this.counters.matches.inc(metricKey);
     if (t.rcode === Rcode.SERVFAIL) return Response.rcode(Rcode.SERVFAIL, this.name);
     const groups: Record<string, Value> = {};
     if (m.groups) for (const [k, v] of Object.entries(m.groups)) groups[k] = v ?? '';
@@ -168,7 +170,7 @@ export class TemplateHandler implements Handler {
     msg.aa = true;
     const fail = (section: Section, tpl: GoTemplate, e: unknown): Response => {
       const key = labelKey(this.server, zone, '', cls, type, section, tpl.name);
-      (e instanceof TemplateError ? templateFailures : rrFailures).inc(key);
+      (e instanceof TemplateError ? this.counters.templateFailures : this.counters.rrFailures).inc(key);
       return Response.rcode(Rcode.SERVFAIL, this.name, (e as Error).message);
     };
     const cnames: ResourceRecord[] = [];

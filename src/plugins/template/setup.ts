@@ -12,6 +12,7 @@ import type { PluginSetup } from '../plugin.js';
 import { intArg, unknownProperty } from '../../corefile/args.js';
 import { GoTemplate, TemplateError, type Value } from './gotemplate.js';
 import { TemplateHandler, type Template } from './handler.js';
+import { TEMPLATE_METRICS } from './metrics.js';
 
 const CLASSES: ReadonlyMap<string, number> = new Map([
   ['IN', QClass.IN],
@@ -139,6 +140,12 @@ export const setup: PluginSetup = (ds, ctx) => {
   }
   return {
     name: 'template',
-    handler: new TemplateHandler(allZones, templates, ctx.block.serverLabel, (req) => ctx.resolve(req)),
+    handler: new TemplateHandler(
+      allZones,
+      templates,
+      ctx.block.serverLabel,
+      (req) => ctx.resolve(req),
+      ctx.services.get(TEMPLATE_METRICS),
+    ),
   };
 };
