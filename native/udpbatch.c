@@ -1061,6 +1061,75 @@ static napi_value js_send_packed(napi_env env, napi_callback_info info) {
   return ret;
 }
 
+/* sendMany(sock, data, meta, count): count datagrams packed in data, each to its own peer
+ * (meta: offset, length, family, port, scope, a0, a1, a2, a3 per datagram), sendmmsg by
+ * sendmmsg: the answers that complete outside a batch (forward). The number sent. */
+#define MANY_INTS 9
+#define MANY_CHUNK 64
+static napi_value js_send_many(napi_env env, napi_callback_info info) {
+  napi_value argv[4];
+  sock_t *s = sock_args(env, info, 4, argv);
+  if (!s) return NULL;
+  napi_typedarray_type tt, mt;
+  size_t dlen = 0, mlen = 0, off0;
+  void *dv = NULL, *mv = NULL;
+  napi_value ab;
+  int32_t count = 0;
+  if (napi_get_typedarray_info(env, argv[1], &tt, &dlen, &dv, &ab, &off0) != napi_ok || tt != napi_uint8_array ||
+      napi_get_typedarray_info(env, argv[2], &mt, &mlen, &mv, &ab, &off0) != napi_ok || mt != napi_int32_array ||
+      napi_get_value_int32(env, argv[3], &count) != napi_ok) {
+    napi_throw_type_error(env, NULL, "sendMany(sock, Uint8Array, Int32Array, count)");
+    return NULL;
+  }
+  const uint8_t *data = (const uint8_t *)dv;
+  const int32_t *meta = (const int32_t *)mv;
+  if (count < 0) count = 0;
+  if ((size_t)count > mlen / MANY_INTS) count = (int32_t)(mlen / MANY_INTS);
+  int sent = 0;
+  /* Addresses of their own: the last batch's (raddr) may still be waiting for its answers. */
+  struct sockaddr_storage addr[MANY_CHUNK];
+  struct mmsghdr mm[MANY_CHUNK];
+  struct iovec iov[MANY_CHUNK];
+  for (int j = 0; !s->closed && s->fd >= 0 && j < count;) {
+    int m = 0;
+    for (; j < count && m < MANY_CHUNK; j++) {
+      const int32_t *e = meta + (size_t)j * MANY_INTS;
+      uint32_t off = (uint32_t)e[0], len = (uint32_t)e[1];
+      socklen_t alen;
+      if (off > dlen || len > dlen - off || sockaddr_from_ints(&addr[m], &alen, e[2], e[3], e[4], &e[5]) < 0) {
+        s->st[ST_SEND_ERRORS]++;
+        continue;
+      }
+      iov[m].iov_base = (void *)(data + off);
+      iov[m].iov_len = len;
+      memset(&mm[m], 0, sizeof mm[m]);
+      mm[m].msg_hdr.msg_name = &addr[m];
+      mm[m].msg_hdr.msg_namelen = alen;
+      mm[m].msg_hdr.msg_iov = &iov[m];
+      mm[m].msg_hdr.msg_iovlen = 1;
+      m++;
+    }
+    int i = 0;
+    while (i < m) {
+      int r = sendmmsg(s->fd, mm + i, (unsigned)(m - i), 0);
+      if (r > 0) {
+        i += r;
+        sent += r;
+        s->st[ST_SENT] += r;
+      } else if (r < 0 && errno == EINTR) {
+        continue;
+      } else {
+        /* As send_batch: this answer is lost, as a datagram can be; go on with the next. */
+        s->st[ST_SEND_ERRORS]++;
+        i++;
+      }
+    }
+  }
+  napi_value ret;
+  CHECK(napi_create_int32(env, sent, &ret));
+  return ret;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor d[] = {
       {"open", NULL, js_open, NULL, NULL, NULL, napi_default, NULL},
@@ -1076,6 +1145,7 @@ static napi_value init(napi_env env, napi_value exports) {
       {"closeFd", NULL, js_close_fd, NULL, NULL, NULL, napi_default, NULL},
       {"connect", NULL, js_connect, NULL, NULL, NULL, napi_default, NULL},
       {"sendPacked", NULL, js_send_packed, NULL, NULL, NULL, napi_default, NULL},
+      {"sendMany", NULL, js_send_many, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_define_properties(env, exports, sizeof d / sizeof d[0], d);
   napi_value v;

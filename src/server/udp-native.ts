@@ -79,6 +79,11 @@ export interface UdpBatchAddon {
   connect(s: UdpBatchSocket, host: string, port: number): string | number;
   /** Messages packed in data (meta: offset, length each) to the connected peer; the count sent or -errno. */
   sendPacked(s: UdpBatchSocket, data: Uint8Array, meta: Int32Array, count: number): number;
+  /**
+   * Datagrams packed in data, each to its own peer (meta: offset, length, family, port, scope,
+   * a0..a3 each), in one sendmmsg; the count sent. Absent from an older build of the addon.
+   */
+  sendMany?(s: UdpBatchSocket, data: Uint8Array, meta: Int32Array, count: number): number;
   /** [received, batches, sent, sendErrors, truncated, recvErrors, wakeups] */
   stats(s: UdpBatchSocket): number[];
 }
