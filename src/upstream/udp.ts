@@ -256,6 +256,8 @@ const NATIVE_SLOTS = 16;
 const PACK_BYTES = 64 * 1024;
 const packBuf = Buffer.allocUnsafe(PACK_BYTES);
 const packMeta = new Int32Array(256);
+/** Queries sent on native sockets, and the sendmmsg calls that carried them. */
+export const nativeSendStats = { datagrams: 0, calls: 0 };
 /** Native sockets with queries to send at the end of this turn. */
 const dirty: NativeUdpChannel[] = [];
 let flushQueued = false;
@@ -365,7 +367,11 @@ export class NativeUdpChannel extends UdpQueries {
 
   private sendPacked(count: number): boolean {
     const r = this.addon.sendPacked(this.sock!, packBuf, packMeta, count);
-    if (r >= 0) return true;
+    nativeSendStats.calls++;
+    if (r >= 0) {
+      nativeSendStats.datagrams += r;
+      return true;
+    }
     this.toSend.length = 0;
     this.onError(errnoError(r));
     return false;
