@@ -57,6 +57,7 @@ typedef struct sock_s {
   int handle_open;   /* the uv_poll_t is initialised and its close callback has not run */
   int js_alive;      /* the wrapping JS object has not been finalised */
   int hook_added;
+  int connected;     /* connect() succeeded: an upstream socket, read by on_conn_readable */
   napi_ref cb_ref;
   napi_ref ab_ref[4];
   napi_async_context actx;
@@ -334,6 +335,88 @@ static void on_readable(uv_poll_t *h, int status, int events) {
       return;
     }
     if ((unsigned)n < s->slots) break; /* drained: a full batch means more may be waiting */
+  }
+}
+
+
+/* ---------- connected (upstream) sockets ---------- */
+
+/* Calls onBatch(n) for a connected socket: n datagrams, or -errno when the socket failed. */
+static void conn_callback(sock_t *s, int n) {
+  napi_env env = s->env;
+  napi_handle_scope scope;
+  if (napi_open_handle_scope(env, &scope) != napi_ok) return;
+  napi_value cb, recv, argv[1], result;
+  if (napi_get_reference_value(env, s->cb_ref, &cb) == napi_ok && cb != NULL) {
+    napi_get_global(env, &recv);
+    napi_create_int32(env, n, &argv[0]);
+    s->in_batch = 1;
+    napi_status st = napi_make_callback(env, s->actx, recv, cb, 1, argv, &result);
+    s->in_batch = 0;
+    if (st != napi_ok) {
+      bool pending = false;
+      napi_is_exception_pending(env, &pending);
+      if (pending) {
+        napi_value ex;
+        napi_get_and_clear_last_exception(env, &ex);
+        napi_fatal_exception(env, ex);
+      }
+    }
+  }
+  napi_close_handle_scope(env, scope);
+  if (s->close_pending) {
+    s->close_pending = 0;
+    do_close(s);
+  }
+}
+
+/* The answers of an upstream: only meta[0] (length) and meta[1] (flags) are filled, the
+ * kernel already dropped datagrams from any other peer. An ICMP error (port unreachable)
+ * reaches JS as a negative errno. */
+static void on_conn_readable(uv_poll_t *h, int status, int events) {
+  (void)events;
+  sock_t *s = (sock_t *)h->data;
+  s->st[ST_WAKEUPS]++;
+  if (status < 0) {
+    /* libuv stopped the handle on POLLERR: report the socket's error, JS closes it. */
+    int err = 0;
+    socklen_t el = sizeof err;
+    if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0 || err == 0) err = EIO;
+    s->st[ST_RECV_ERRORS]++;
+    s->polling = 0;
+    conn_callback(s, -err);
+    return;
+  }
+  for (int round = 0; round < MAX_BATCHES_PER_WAKEUP && s->polling && !s->closed; round++) {
+    for (unsigned i = 0; i < s->slots; i++) {
+      struct msghdr *mh = &s->rm[i].msg_hdr;
+      mh->msg_name = NULL;
+      mh->msg_namelen = 0;
+      mh->msg_flags = 0;
+      s->riov[i].iov_len = s->slot_size;
+    }
+    int n = recvmmsg(s->fd, s->rm, s->slots, MSG_DONTWAIT, NULL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      s->st[ST_RECV_ERRORS]++;
+      conn_callback(s, -errno);
+      return;
+    }
+    if (n == 0) break;
+    for (int i = 0; i < n; i++) {
+      int32_t *m = s->meta + (size_t)i * META_INTS;
+      uint32_t len = s->rm[i].msg_len;
+      int trunc = (s->rm[i].msg_hdr.msg_flags & MSG_TRUNC) != 0;
+      if (len > s->slot_size) len = s->slot_size;
+      if (trunc) s->st[ST_TRUNCATED]++;
+      m[0] = (int32_t)len;
+      m[1] = trunc ? FLAG_TRUNC : 0;
+    }
+    s->st[ST_RECEIVED] += n;
+    s->st[ST_BATCHES]++;
+    conn_callback(s, n);
+    if ((unsigned)n < s->slots) break;
   }
 }
 
@@ -735,8 +818,10 @@ static napi_value js_start(napi_env env, napi_callback_info info) {
     s->poll.data = s;
     s->handle_open = 1;
   }
-  int r = uv_poll_start(&s->poll, UV_READABLE, on_readable);
+  int r = uv_poll_start(&s->poll, UV_READABLE, s->connected ? on_conn_readable : on_readable);
   if (r < 0) return throw_errno(env, -r, "uv_poll_start", NULL, 0);
+  /* An upstream socket does not keep the process alive, as node:dgram's unref'd one did not. */
+  if (s->connected) uv_unref((uv_handle_t *)&s->poll);
   s->polling = 1;
   return NULL;
 }
@@ -846,6 +931,205 @@ static napi_value js_stats(napi_env env, napi_callback_info info) {
   return arr;
 }
 
+/* connect(sock, host, port): connects an opened socket to its upstream. The local address
+ * as "ADDRESS PORT" on success, -errno on failure. */
+static napi_value js_connect(napi_env env, napi_callback_info info) {
+  napi_value argv[3];
+  sock_t *s = sock_args(env, info, 3, argv);
+  if (!s) return NULL;
+  char host[INET6_ADDRSTRLEN + IF_NAMESIZE + 2] = {0};
+  size_t hl = 0;
+  int32_t port = 0;
+  if (napi_get_value_string_utf8(env, argv[1], host, sizeof host, &hl) != napi_ok || napi_get_value_int32(env, argv[2], &port) != napi_ok || port < 0 || port > 65535) {
+    napi_throw_type_error(env, NULL, "connect(sock, host, port)");
+    return NULL;
+  }
+  int res = 0;
+  struct sockaddr_storage ss;
+  socklen_t sslen;
+  memset(&ss, 0, sizeof ss);
+  if (s->closed || s->fd < 0) {
+    res = -EBADF;
+  } else if (s->family == AF_INET6) {
+    struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+    sin6->sin6_family = AF_INET6;
+    sin6->sin6_port = htons((uint16_t)port);
+    char *pct = strchr(host, '%');
+    if (pct) {
+      *pct = 0;
+      sin6->sin6_scope_id = if_nametoindex(pct + 1);
+      if (sin6->sin6_scope_id == 0) sin6->sin6_scope_id = (uint32_t)atoi(pct + 1);
+    }
+    if (inet_pton(AF_INET6, host, &sin6->sin6_addr) != 1) res = -EINVAL;
+    sslen = sizeof *sin6;
+  } else {
+    struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+    sin->sin_family = AF_INET;
+    sin->sin_port = htons((uint16_t)port);
+    if (inet_pton(AF_INET, host, &sin->sin_addr) != 1) res = -EINVAL;
+    sslen = sizeof *sin;
+  }
+  if (res == 0 && connect(s->fd, (struct sockaddr *)&ss, sslen) < 0) res = -errno;
+  napi_value ret;
+  if (res != 0) {
+    CHECK(napi_create_int32(env, res, &ret));
+    return ret;
+  }
+  s->connected = 1;
+  char local[INET6_ADDRSTRLEN + 8] = {0};
+  struct sockaddr_storage lb;
+  socklen_t ll = sizeof lb;
+  memset(&lb, 0, sizeof lb);
+  if (getsockname(s->fd, (struct sockaddr *)&lb, &ll) == 0) {
+    char a[INET6_ADDRSTRLEN] = {0};
+    int p = 0;
+    if (lb.ss_family == AF_INET) {
+      inet_ntop(AF_INET, &((struct sockaddr_in *)&lb)->sin_addr, a, sizeof a);
+      p = ntohs(((struct sockaddr_in *)&lb)->sin_port);
+    } else {
+      inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&lb)->sin6_addr, a, sizeof a);
+      p = ntohs(((struct sockaddr_in6 *)&lb)->sin6_port);
+    }
+    snprintf(local, sizeof local, "%s %d", a, p);
+  }
+  CHECK(napi_create_string_utf8(env, local, NAPI_AUTO_LENGTH, &ret));
+  return ret;
+}
+
+/* sendPacked(sock, data, meta, count): count messages packed in data (meta: offset, length
+ * per message) to the connected peer, sendmmsg by sendmmsg. The number sent, or -errno when
+ * the first failed (an ICMP error reported on the socket). */
+static napi_value js_send_packed(napi_env env, napi_callback_info info) {
+  napi_value argv[4];
+  sock_t *s = sock_args(env, info, 4, argv);
+  if (!s) return NULL;
+  napi_typedarray_type tt, mt;
+  size_t dlen = 0, mlen = 0, off0;
+  void *dv = NULL, *mv = NULL;
+  napi_value ab;
+  int32_t count = 0;
+  if (napi_get_typedarray_info(env, argv[1], &tt, &dlen, &dv, &ab, &off0) != napi_ok || tt != napi_uint8_array ||
+      napi_get_typedarray_info(env, argv[2], &mt, &mlen, &mv, &ab, &off0) != napi_ok || mt != napi_int32_array ||
+      napi_get_value_int32(env, argv[3], &count) != napi_ok) {
+    napi_throw_type_error(env, NULL, "sendPacked(sock, Uint8Array, Int32Array, count)");
+    return NULL;
+  }
+  const uint8_t *data = (const uint8_t *)dv;
+  const int32_t *meta = (const int32_t *)mv;
+  if (count < 0) count = 0;
+  if ((size_t)count > mlen / 2) count = (int32_t)(mlen / 2);
+  int res = 0, sent = 0;
+  if (s->closed || s->fd < 0 || !s->connected) res = -EBADF;
+  for (int j = 0; res == 0 && j < count;) {
+    int m = 0;
+    for (; j < count && (unsigned)m < s->slots; j++) {
+      uint32_t off = (uint32_t)meta[2 * j], len = (uint32_t)meta[2 * j + 1];
+      if (off > dlen || len > dlen - off) {
+        s->st[ST_SEND_ERRORS]++;
+        continue;
+      }
+      s->siov[m].iov_base = (void *)(data + off);
+      s->siov[m].iov_len = len;
+      struct msghdr *h = &s->sm[m].msg_hdr;
+      memset(h, 0, sizeof *h);
+      h->msg_iov = &s->siov[m];
+      h->msg_iovlen = 1;
+      m++;
+    }
+    int i = 0;
+    while (i < m) {
+      int r = sendmmsg(s->fd, s->sm + i, (unsigned)(m - i), 0);
+      if (r > 0) {
+        i += r;
+        sent += r;
+        s->st[ST_SENT] += r;
+      } else if (r < 0 && errno == EINTR) {
+        continue;
+      } else if (r < 0 && sent == 0 && errno != EAGAIN && errno != ENOBUFS) {
+        res = -errno;
+        s->st[ST_SEND_ERRORS]++;
+        break;
+      } else {
+        /* A full buffer: this query is lost as a datagram can be; its try times out. */
+        s->st[ST_SEND_ERRORS]++;
+        i++;
+      }
+    }
+  }
+  napi_value ret;
+  CHECK(napi_create_int32(env, res != 0 ? res : sent, &ret));
+  return ret;
+}
+
+/* sendMany(sock, data, meta, count): count datagrams packed in data, each to its own peer
+ * (meta: offset, length, family, port, scope, a0, a1, a2, a3 per datagram), sendmmsg by
+ * sendmmsg: the answers that complete outside a batch (forward). The number sent. */
+#define MANY_INTS 9
+#define MANY_CHUNK 64
+static napi_value js_send_many(napi_env env, napi_callback_info info) {
+  napi_value argv[4];
+  sock_t *s = sock_args(env, info, 4, argv);
+  if (!s) return NULL;
+  napi_typedarray_type tt, mt;
+  size_t dlen = 0, mlen = 0, off0;
+  void *dv = NULL, *mv = NULL;
+  napi_value ab;
+  int32_t count = 0;
+  if (napi_get_typedarray_info(env, argv[1], &tt, &dlen, &dv, &ab, &off0) != napi_ok || tt != napi_uint8_array ||
+      napi_get_typedarray_info(env, argv[2], &mt, &mlen, &mv, &ab, &off0) != napi_ok || mt != napi_int32_array ||
+      napi_get_value_int32(env, argv[3], &count) != napi_ok) {
+    napi_throw_type_error(env, NULL, "sendMany(sock, Uint8Array, Int32Array, count)");
+    return NULL;
+  }
+  const uint8_t *data = (const uint8_t *)dv;
+  const int32_t *meta = (const int32_t *)mv;
+  if (count < 0) count = 0;
+  if ((size_t)count > mlen / MANY_INTS) count = (int32_t)(mlen / MANY_INTS);
+  int sent = 0;
+  /* Addresses of their own: the last batch's (raddr) may still be waiting for its answers. */
+  struct sockaddr_storage addr[MANY_CHUNK];
+  struct mmsghdr mm[MANY_CHUNK];
+  struct iovec iov[MANY_CHUNK];
+  for (int j = 0; !s->closed && s->fd >= 0 && j < count;) {
+    int m = 0;
+    for (; j < count && m < MANY_CHUNK; j++) {
+      const int32_t *e = meta + (size_t)j * MANY_INTS;
+      uint32_t off = (uint32_t)e[0], len = (uint32_t)e[1];
+      socklen_t alen;
+      if (off > dlen || len > dlen - off || sockaddr_from_ints(&addr[m], &alen, e[2], e[3], e[4], &e[5]) < 0) {
+        s->st[ST_SEND_ERRORS]++;
+        continue;
+      }
+      iov[m].iov_base = (void *)(data + off);
+      iov[m].iov_len = len;
+      memset(&mm[m], 0, sizeof mm[m]);
+      mm[m].msg_hdr.msg_name = &addr[m];
+      mm[m].msg_hdr.msg_namelen = alen;
+      mm[m].msg_hdr.msg_iov = &iov[m];
+      mm[m].msg_hdr.msg_iovlen = 1;
+      m++;
+    }
+    int i = 0;
+    while (i < m) {
+      int r = sendmmsg(s->fd, mm + i, (unsigned)(m - i), 0);
+      if (r > 0) {
+        i += r;
+        sent += r;
+        s->st[ST_SENT] += r;
+      } else if (r < 0 && errno == EINTR) {
+        continue;
+      } else {
+        /* As send_batch: this answer is lost, as a datagram can be; go on with the next. */
+        s->st[ST_SEND_ERRORS]++;
+        i++;
+      }
+    }
+  }
+  napi_value ret;
+  CHECK(napi_create_int32(env, sent, &ret));
+  return ret;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor d[] = {
       {"open", NULL, js_open, NULL, NULL, NULL, napi_default, NULL},
@@ -859,6 +1143,9 @@ static napi_value init(napi_env env, napi_value exports) {
       {"steer", NULL, js_steer, NULL, NULL, NULL, napi_default, NULL},
       {"openFd", NULL, js_open, NULL, NULL, NULL, napi_default, (void *)1},
       {"closeFd", NULL, js_close_fd, NULL, NULL, NULL, napi_default, NULL},
+      {"connect", NULL, js_connect, NULL, NULL, NULL, napi_default, NULL},
+      {"sendPacked", NULL, js_send_packed, NULL, NULL, NULL, napi_default, NULL},
+      {"sendMany", NULL, js_send_many, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_define_properties(env, exports, sizeof d / sizeof d[0], d);
   napi_value v;

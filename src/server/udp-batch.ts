@@ -8,6 +8,10 @@ import type { ClientInfo } from './request.js';
 import { BatchClient } from './udp-batch-client.js';
 import { FLAG_TRUNCATED, META_INTS, OUT_INTS, type UdpBatchAddon, type UdpBatchSocket } from './udp-native.js';
 
+/** Answers made outside a batch that one sendmmsg carries at most. */
+const LATE_MAX = 64;
+const LATE_BYTES = 64 * 1024;
+
 /**
  * The UDP side of a DnsListener on the native socket: one call per batch of datagrams
  * (recvmmsg); answers made while the batch is handled are packed into the shared `out` slab
@@ -26,6 +30,11 @@ export class NativeUdp {
   private inBatch = false;
   private outCount = 0;
   private outOff = 0;
+  private lateCount = 0;
+  private lateOff = 0;
+  private lateQueued = false;
+  private lateBuf: Uint8Array | null = null;
+  private lateMeta: Int32Array | null = null;
 
   constructor(
     private readonly addon: UdpBatchAddon,
@@ -112,6 +121,45 @@ export class NativeUdp {
     return this.outCount;
   };
 
+  /**
+   * An answer made outside a batch (forward's, when the upstream's reply came): gathered with the
+   * others of this turn of the event loop and sent in one sendmmsg instead of a sendto each.
+   */
+  private late(c: BatchClient, out: Buffer): void {
+    if (this.lateCount === LATE_MAX || this.lateOff + out.length > LATE_BYTES) this.sendLate();
+    const at = this.lateOff;
+    const buf = (this.lateBuf ??= new Uint8Array(LATE_BYTES));
+    const m = (this.lateMeta ??= new Int32Array(LATE_MAX * 9));
+    copyBytes(out, 0, out.length, buf, at);
+    const k = this.lateCount++ * 9;
+    m[k] = at;
+    m[k + 1] = out.length;
+    m[k + 2] = c.af;
+    m[k + 3] = c.remotePort;
+    m[k + 4] = c.scope;
+    m[k + 5] = c.a0;
+    m[k + 6] = c.a1;
+    m[k + 7] = c.a2;
+    m[k + 8] = c.a3;
+    this.lateOff = at + out.length;
+    if (!this.lateQueued) {
+      this.lateQueued = true;
+      queueMicrotask(this.lateTask);
+    }
+  }
+
+  private readonly lateTask = (): void => {
+    this.lateQueued = false;
+    this.sendLate();
+  };
+
+  private sendLate(): void {
+    const n = this.lateCount;
+    this.lateCount = 0;
+    this.lateOff = 0;
+    if (n > 0) this.addon.sendMany!(this.sock, this.lateBuf!, this.lateMeta!, n);
+  }
+
   reply(c: BatchClient, out: Buffer | null): void {
     const l = this.listener;
     if (out !== null && l.udpIsOpen) {
@@ -124,6 +172,8 @@ export class NativeUdp {
         this.outMeta[k + 1] = len;
         this.outMeta[k + 2] = c.slot;
         this.outOff = at + len;
+      } else if (len <= LATE_BYTES && this.addon.sendMany !== undefined) {
+        this.late(c, out);
       } else {
         this.addon.sendTo(this.sock, out, c.af, c.remotePort, c.scope, c.a0, c.a1, c.a2, c.a3);
       }

@@ -71,6 +71,19 @@ export interface UdpBatchAddon {
     a3: number,
   ): number;
   ntop(family: number, scope: number, a0: number, a1: number, a2: number, a3: number): string;
+  /**
+   * Connects an opened socket to one peer (an upstream): its datagrams then reach onBatch with
+   * only length and flags in meta, and a socket error as onBatch(-errno). "ADDRESS PORT" of the
+   * local end, or -errno.
+   */
+  connect(s: UdpBatchSocket, host: string, port: number): string | number;
+  /** Messages packed in data (meta: offset, length each) to the connected peer; the count sent or -errno. */
+  sendPacked(s: UdpBatchSocket, data: Uint8Array, meta: Int32Array, count: number): number;
+  /**
+   * Datagrams packed in data, each to its own peer (meta: offset, length, family, port, scope,
+   * a0..a3 each), in one sendmmsg; the count sent. Absent from an older build of the addon.
+   */
+  sendMany?(s: UdpBatchSocket, data: Uint8Array, meta: Int32Array, count: number): number;
   /** [received, batches, sent, sendErrors, truncated, recvErrors, wakeups] */
   stats(s: UdpBatchSocket): number[];
 }

@@ -4,8 +4,16 @@
 // from any other address or port, and report "connection refused" at once.
 
 import dgram from 'node:dgram';
+import { getSystemErrorName } from 'node:util';
+import {
+  META_INTS,
+  FLAG_TRUNCATED,
+  udpBatchAddon,
+  type UdpBatchAddon,
+  type UdpBatchSocket,
+} from '../server/udp-native.js';
 import { answersQuestion, randomBelow, randomId } from './wire.js';
-import { goErrorText, joinHostPort, takeBack, type ConnStats, type Outstanding, type PendingTry } from './exchange.js';
+import { goErrorText, joinHostPort, type ConnStats, type Outstanding, type PendingTry } from './exchange.js';
 
 /** Sockets per upstream; each query takes one at random. */
 const SLOTS = 4;
@@ -17,33 +25,180 @@ const MAX_AGE_MS = 1000;
 /** Timers may fire this much before a deadline read from performance.now(). */
 const TIMER_SLACK_MS = 1;
 
-/** One connected UDP socket. It closes once retired and no query is waiting on it. */
-export class UdpChannel implements PendingTry {
-  private readonly sock: dgram.Socket;
-  private readonly pending = new Map<number, Outstanding>();
-  // Deadlines of the queries sent, in send order (a channel carries at most MAX_USES): one
-  // timer per channel sweeps them instead of a timer per query. An answered query's slot is
-  // emptied at once so the channel does not keep it alive until the sweep.
+/**
+ * The queries of one connected UDP socket, in send order (a socket carries at most MAX_USES):
+ * an answer is matched by scanning the few still waiting, not through a Map, and one timer per
+ * socket sweeps their deadlines instead of a timer per query. The socket itself (node:dgram or
+ * the native addon) is the subclass's. It closes once retired and no query is waiting on it.
+ */
+abstract class UdpQueries implements PendingTry {
+  // Slot i: the query sent i-th, its ID and deadline; emptied (null) once answered, failed or
+  // taken back, so the channel does not keep it alive until the sweep.
   private dueQuery: Array<Outstanding | null> = [];
   private dueHead = 0;
   private dueId: number[] = [];
   private dueAt: number[] = [];
+  private waiting = 0;
   private sweepTimer: NodeJS.Timeout | null = null;
   private sweepAt = Infinity;
-  private queued: Outstanding[] = [];
-  private connected = false;
   private retired = false;
   closed = false;
   uses = 0;
   readonly born = Date.now();
   /** "127.0.0.1:40693->127.0.0.1:53", as Go prints a connection in errors. */
-  private label: string;
+  protected label: string;
 
   constructor(
-    private readonly host: string,
-    private readonly port: number,
+    protected readonly host: string,
+    protected readonly port: number,
   ) {
     this.label = `->${joinHostPort(host, port)}`;
+  }
+
+  /** Puts `o` (its ID already written) on the wire, or fails the socket. */
+  protected abstract transmit(o: Outstanding): void;
+  protected abstract closeSocket(): void;
+
+  /** The slot of the waiting query with this ID, or -1. */
+  private slotOf(id: number): number {
+    const q = this.dueQuery;
+    const ids = this.dueId;
+    for (let i = this.dueHead; i < q.length; i++) if (ids[i] === id && q[i] !== null) return i;
+    return -1;
+  }
+
+  /** Sends `o` with a fresh ID unique on this socket; its answer or failure comes back through `o`. */
+  send(o: Outstanding, timeoutMs: number): void {
+    let id = randomId();
+    while (this.slotOf(id) >= 0) id = randomId();
+    o.id = id;
+    o.query.writeUInt16BE(id, 0);
+    o.reused = this.uses > 0;
+    this.uses++;
+    this.waiting++;
+    const due = performance.now() + timeoutMs;
+    this.dueQuery.push(o);
+    this.dueId.push(id);
+    this.dueAt.push(due);
+    if (due < this.sweepAt) this.armSweep(due, timeoutMs);
+    this.transmit(o);
+  }
+
+  cancel(o: Outstanding): void {
+    const q = this.dueQuery;
+    for (let i = this.dueHead; i < q.length; i++)
+      if (q[i] === o) {
+        this.empty(i);
+        this.settled();
+        return;
+      }
+  }
+
+  /** True while `o` waits here for an answer (a connect that completes sends only those). */
+  protected isWaiting(o: Outstanding): boolean {
+    const i = this.slotOf(o.id);
+    return i >= 0 && this.dueQuery[i] === o;
+  }
+
+  private empty(i: number): void {
+    const q = this.dueQuery;
+    q[i] = null;
+    this.waiting--;
+    while (this.dueHead < q.length && q[this.dueHead] === null) this.dueHead++;
+  }
+
+  /** An upstream datagram: the answer of the waiting query with its ID and question. */
+  protected deliver(msg: Buffer): void {
+    if (msg.length < 12) return;
+    const i = this.slotOf((msg[0]! << 8) | msg[1]!);
+    if (i < 0) return;
+    const o = this.dueQuery[i]!;
+    // A stray or spoofed datagram (wrong ID, not a response, another question) is dropped
+    // and the real answer still awaited.
+    if (!answersQuestion(msg, o.query, o.questionEnd)) return;
+    this.empty(i);
+    this.settled();
+    o.onAnswer(msg);
+  }
+
+  private armSweep(at: number, inMs: number): void {
+    if (this.sweepTimer !== null) clearTimeout(this.sweepTimer);
+    this.sweepAt = at;
+    this.sweepTimer = setTimeout(this.sweep, Math.max(1, Math.ceil(inMs)));
+  }
+
+  /** Fails the queries whose deadline has passed and re-arms for the earliest one left. */
+  private readonly sweep = (): void => {
+    this.sweepTimer = null;
+    this.sweepAt = Infinity;
+    const now = performance.now();
+    const q = this.dueQuery;
+    const expired: Outstanding[] = [];
+    let next = Infinity;
+    for (let i = this.dueHead; i < q.length; i++) {
+      const o = q[i];
+      if (o === null || o === undefined) continue;
+      const at = this.dueAt[i]!;
+      if (at <= now + TIMER_SLACK_MS) {
+        q[i] = null;
+        this.waiting--;
+        expired.push(o);
+      } else if (at < next) next = at;
+    }
+    while (this.dueHead < q.length && q[this.dueHead] === null) this.dueHead++;
+    if (next !== Infinity) this.armSweep(next, next - now);
+    if (expired.length > 0) this.settled();
+    for (const o of expired) o.onFailure(`read udp ${this.label}: i/o timeout`, false);
+  };
+
+  protected readonly onError = (e: NodeJS.ErrnoException): void => {
+    // On a connected socket an ICMP error (port unreachable) is reported for the socket,
+    // not for one datagram: every query on it has gone to a closed port.
+    this.failAll(`read udp ${this.label}: ${goErrorText(e)}`);
+    this.close();
+  };
+
+  private failAll(error: string): void {
+    if (this.sweepTimer !== null) clearTimeout(this.sweepTimer);
+    this.sweepTimer = null;
+    this.sweepAt = Infinity;
+    const waiting: Outstanding[] = [];
+    for (const o of this.dueQuery) if (o !== null) waiting.push(o);
+    this.dueQuery = [];
+    this.dueId = [];
+    this.dueAt = [];
+    this.dueHead = 0;
+    this.waiting = 0;
+    for (const o of waiting) o.onFailure(error, false);
+  }
+
+  /** No new queries; the socket closes when the last one is answered or times out. */
+  retire(): void {
+    this.retired = true;
+    if (this.waiting === 0) this.close();
+  }
+
+  private settled(): void {
+    if (this.retired && this.waiting === 0) this.close();
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.retired = true;
+    this.closeSocket();
+    this.failAll(`read udp ${this.label}: use of closed network connection`);
+  }
+}
+
+/** One connected node:dgram socket (health checks, searchfan, and forward without the addon). */
+export class UdpChannel extends UdpQueries {
+  private readonly sock: dgram.Socket;
+  private queued: Outstanding[] = [];
+  private connected = false;
+
+  constructor(host: string, port: number) {
+    super(host, port);
     this.sock = dgram.createSocket(host.includes(':') ? 'udp6' : 'udp4');
     this.sock.on('message', this.onMessage);
     this.sock.on('error', this.onError);
@@ -67,11 +222,16 @@ export class UdpChannel implements PendingTry {
     }
     const q = this.queued;
     this.queued = [];
-    for (const o of q) if (this.pending.get(o.id) === o) this.transmit(o);
+    for (const o of q) if (this.isWaiting(o)) this.send1(o);
   };
 
+  protected transmit(o: Outstanding): void {
+    if (this.connected) this.send1(o);
+    else this.queued.push(o);
+  }
+
   /** A send that fails at once (the socket went away) fails the query instead of throwing. */
-  private transmit(o: Outstanding): void {
+  private send1(o: Outstanding): void {
     try {
       this.sock.send(o.query);
     } catch (e) {
@@ -79,135 +239,180 @@ export class UdpChannel implements PendingTry {
     }
   }
 
-  /** Sends `o` with a fresh ID unique on this socket; its answer or failure comes back through `o`. */
-  send(o: Outstanding, timeoutMs: number): void {
-    let id = randomId();
-    while (this.pending.has(id)) id = randomId();
-    o.id = id;
-    o.query.writeUInt16BE(id, 0);
-    o.reused = this.uses > 0;
-    this.uses++;
-    this.pending.set(id, o);
-    const due = performance.now() + timeoutMs;
-    this.dueQuery.push(o);
-    this.dueId.push(id);
-    this.dueAt.push(due);
-    if (due < this.sweepAt) this.armSweep(due, timeoutMs);
-    if (this.connected) this.transmit(o);
-    else this.queued.push(o);
-  }
+  private readonly onMessage = (msg: Buffer): void => this.deliver(msg);
 
-  cancel(o: Outstanding): void {
-    if (!takeBack(this.pending, o)) return;
-    // A cancelled query still in `queued` is skipped on connect: it is no longer pending.
-    this.settled();
-  }
-
-  private readonly onMessage = (msg: Buffer): void => {
-    if (msg.length < 12) return;
-    const o = this.pending.get((msg[0]! << 8) | msg[1]!);
-    // A stray or spoofed datagram (wrong ID, not a response, another question) is dropped
-    // and the real answer still awaited.
-    if (o === undefined || !answersQuestion(msg, o.query, o.questionEnd)) return;
-    this.pending.delete(o.id);
-    this.forget(o);
-    this.settled();
-    o.onAnswer(msg);
-  };
-
-  /** Empties the slot of an answered query; answers mostly come in send order, so this is short. */
-  private forget(o: Outstanding): void {
-    const q = this.dueQuery;
-    for (let i = this.dueHead; i < q.length; i++)
-      if (q[i] === o) {
-        q[i] = null;
-        break;
-      }
-    while (this.dueHead < q.length && q[this.dueHead] === null) this.dueHead++;
-  }
-
-  private armSweep(at: number, inMs: number): void {
-    if (this.sweepTimer !== null) clearTimeout(this.sweepTimer);
-    this.sweepAt = at;
-    this.sweepTimer = setTimeout(this.sweep, Math.max(1, Math.ceil(inMs)));
-  }
-
-  /** Fails the queries whose deadline has passed and re-arms for the earliest one left. */
-  private readonly sweep = (): void => {
-    this.sweepTimer = null;
-    this.sweepAt = Infinity;
-    const now = performance.now();
-    const q = this.dueQuery;
-    const expired: Outstanding[] = [];
-    let next = Infinity;
-    for (let i = this.dueHead; i < q.length; i++) {
-      const o = q[i];
-      if (o === null || o === undefined) continue;
-      const id = this.dueId[i]!;
-      const at = this.dueAt[i]!;
-      if (this.pending.get(id) !== o) {
-        // Failed by other means, or its ID since reused by another query.
-        q[i] = null;
-      } else if (at <= now + TIMER_SLACK_MS) {
-        q[i] = null;
-        this.pending.delete(id);
-        expired.push(o);
-      } else if (at < next) next = at;
-    }
-    while (this.dueHead < q.length && q[this.dueHead] === null) this.dueHead++;
-    if (next !== Infinity) this.armSweep(next, next - now);
-    if (expired.length > 0) this.settled();
-    for (const o of expired) o.onFailure(`read udp ${this.label}: i/o timeout`, false);
-  };
-
-  private readonly onError = (e: NodeJS.ErrnoException): void => {
-    // On a connected socket an ICMP error (port unreachable) is reported for the socket,
-    // not for one datagram: every query on it has gone to a closed port.
-    this.failAll(`read udp ${this.label}: ${goErrorText(e)}`);
-    this.close();
-  };
-
-  private failAll(error: string): void {
-    if (this.sweepTimer !== null) clearTimeout(this.sweepTimer);
-    this.sweepTimer = null;
-    this.sweepAt = Infinity;
-    this.dueQuery = [];
-    this.dueId = [];
-    this.dueAt = [];
-    this.dueHead = 0;
-    if (this.pending.size === 0) return;
-    const waiting = [...this.pending.values()];
-    this.pending.clear();
-    for (const o of waiting) o.onFailure(error, false);
-  }
-
-  /** No new queries; the socket closes when the last one is answered or times out. */
-  retire(): void {
-    this.retired = true;
-    if (this.pending.size === 0) this.close();
-  }
-
-  private settled(): void {
-    if (this.retired && this.pending.size === 0) this.close();
-  }
-
-  close(): void {
-    if (this.closed) return;
-    this.closed = true;
-    this.retired = true;
+  protected closeSocket(): void {
     try {
       this.sock.close();
     } catch {
       // Already closed.
     }
-    this.failAll(`read udp ${this.label}: use of closed network connection`);
   }
+}
+
+/** Receive slots of a native upstream socket: answers read per wakeup. */
+const NATIVE_SLOTS = 16;
+/** Room for the queries all native upstream sockets send in one turn of the event loop. */
+const PACK_BYTES = 64 * 1024;
+const packBuf = Buffer.allocUnsafe(PACK_BYTES);
+const packMeta = new Int32Array(256);
+/** Queries sent on native sockets, and the sendmmsg calls that carried them. */
+export const nativeSendStats = { datagrams: 0, calls: 0 };
+/** Native sockets with queries to send at the end of this turn. */
+const dirty: NativeUdpChannel[] = [];
+let flushQueued = false;
+
+/** Sends what every native socket gathered this turn, one sendmmsg per socket. */
+function flushAll(): void {
+  flushQueued = false;
+  // A failed socket fails its queries, whose retries may add sockets to the list meanwhile.
+  for (let i = 0; i < dirty.length; i++) dirty[i]!.flush();
+  dirty.length = 0;
+}
+
+function errnoError(n: number): NodeJS.ErrnoException {
+  const code = getSystemErrorName(n);
+  const e: NodeJS.ErrnoException = new Error(code);
+  e.code = code;
+  e.errno = n;
+  return e;
+}
+
+/**
+ * One connected socket of the native addon: the queries a turn of the event loop sends to it
+ * leave in one sendmmsg, and its answers arrive in batches (recvmmsg), one JS call per batch
+ * instead of node:dgram's send request and callback per datagram.
+ */
+export class NativeUdpChannel extends UdpQueries {
+  private readonly sock: UdpBatchSocket | null = null;
+  private readonly inBuf: Buffer | null = null;
+  private readonly meta: Int32Array | null = null;
+  private readonly slotSize: number = 0;
+  private readonly toSend: Outstanding[] = [];
+  private isDirty = false;
+  private failure: NodeJS.ErrnoException | null = null;
+
+  constructor(
+    private readonly addon: UdpBatchAddon,
+    host: string,
+    port: number,
+  ) {
+    super(host, port);
+    const v6 = host.includes(':');
+    let sock: UdpBatchSocket;
+    try {
+      sock = addon.open({ address: v6 ? '::' : '0.0.0.0', port: 0, ipv6: v6, slots: NATIVE_SLOTS, outSize: 512 });
+    } catch (e) {
+      this.failure = e as NodeJS.ErrnoException;
+      return;
+    }
+    const r = addon.connect(sock, host, port);
+    if (typeof r === 'number') {
+      addon.close(sock);
+      this.failure = errnoError(r);
+      return;
+    }
+    const sp = r.lastIndexOf(' ');
+    this.label = `${joinHostPort(r.slice(0, sp), Number(r.slice(sp + 1)))}->${joinHostPort(host, port)}`;
+    this.sock = sock;
+    this.inBuf = Buffer.from(sock.in);
+    this.meta = new Int32Array(sock.meta);
+    this.slotSize = sock.slotSize;
+    addon.start(sock, this.onBatch);
+  }
+
+  protected transmit(o: Outstanding): void {
+    this.toSend.push(o);
+    if (!this.isDirty) {
+      this.isDirty = true;
+      dirty.push(this);
+      if (!flushQueued) {
+        flushQueued = true;
+        queueMicrotask(flushAll);
+      }
+    }
+  }
+
+  /** Sends the queries gathered this turn that still wait for an answer. */
+  flush(): void {
+    this.isDirty = false;
+    const list = this.toSend;
+    if (this.closed || this.sock === null) {
+      list.length = 0;
+      // A socket that could not be opened or connected fails its queries as node:dgram's connect would.
+      if (!this.closed && this.failure !== null) this.onError(this.failure);
+      return;
+    }
+    let count = 0;
+    let off = 0;
+    for (let i = 0; i < list.length; i++) {
+      const o = list[i]!;
+      if (!this.isWaiting(o)) continue;
+      const q = o.query;
+      if (count === packMeta.length / 2 || off + q.length > PACK_BYTES) {
+        if (!this.sendPacked(count)) return;
+        count = 0;
+        off = 0;
+      }
+      if (q.length > PACK_BYTES) continue; // Cannot be a UDP datagram: its try times out.
+      q.copy(packBuf, off);
+      packMeta[2 * count] = off;
+      packMeta[2 * count + 1] = q.length;
+      count++;
+      off += q.length;
+    }
+    list.length = 0;
+    if (count > 0) this.sendPacked(count);
+  }
+
+  private sendPacked(count: number): boolean {
+    const r = this.addon.sendPacked(this.sock!, packBuf, packMeta, count);
+    nativeSendStats.calls++;
+    if (r >= 0) {
+      nativeSendStats.datagrams += r;
+      return true;
+    }
+    this.toSend.length = 0;
+    this.onError(errnoError(r));
+    return false;
+  }
+
+  private readonly onBatch = (n: number): number => {
+    if (n < 0) {
+      this.onError(errnoError(n));
+      return 0;
+    }
+    const meta = this.meta!;
+    const inBuf = this.inBuf!;
+    for (let i = 0; i < n && !this.closed; i++) {
+      const m = i * META_INTS;
+      if ((meta[m + 1]! & FLAG_TRUNCATED) !== 0) continue;
+      const len = meta[m]!;
+      const at = i * this.slotSize;
+      // A copy: the slot is read into again while the answer may still be on its way out.
+      const msg = Buffer.allocUnsafe(len);
+      inBuf.copy(msg, 0, at, at + len);
+      this.deliver(msg);
+    }
+    return 0;
+  };
+
+  protected closeSocket(): void {
+    if (this.sock !== null) this.addon.close(this.sock);
+  }
+}
+
+/** The addon when it can carry upstream sockets (built, enabled, and new enough). */
+function upstreamAddon(): UdpBatchAddon | null {
+  const a = udpBatchAddon().addon;
+  return a !== null && typeof a.connect === 'function' && typeof a.sendPacked === 'function' ? a : null;
 }
 
 /** The UDP sockets of one upstream. */
 export class UdpPool {
-  private readonly slots: Array<UdpChannel | null> = new Array<UdpChannel | null>(SLOTS).fill(null);
+  private readonly slots: Array<UdpQueries | null> = new Array<UdpQueries | null>(SLOTS).fill(null);
   private stopped = false;
+  private readonly addon = upstreamAddon();
 
   constructor(
     private readonly host: string,
@@ -215,20 +420,26 @@ export class UdpPool {
     private readonly stats: ConnStats,
   ) {}
 
+  private channel(): UdpQueries {
+    return this.addon !== null
+      ? new NativeUdpChannel(this.addon, this.host, this.port)
+      : new UdpChannel(this.host, this.port);
+  }
+
   /** Sends `o` on one of the sockets, which it returns. */
   send(o: Outstanding, timeoutMs: number): PendingTry {
     const i = randomBelow(SLOTS);
     let ch = this.slots[i]!;
     if (this.stopped) {
       // After shutdown a straggler still gets its own socket, closed once it settles.
-      const once = new UdpChannel(this.host, this.port);
+      const once = this.channel();
       once.send(o, timeoutMs);
       once.retire();
       return once;
     }
     if (ch === null || ch.closed || ch.uses >= MAX_USES || Date.now() - ch.born >= MAX_AGE_MS) {
       if (ch !== null) ch.retire();
-      ch = new UdpChannel(this.host, this.port);
+      ch = this.channel();
       this.slots[i] = ch;
       this.stats.connMisses[0]!++;
     } else {

@@ -63,6 +63,11 @@ describe('forward to a second clusterdns', () => {
       answers.map((a) => a.id),
       ids,
     );
+    // Answers completed by one batch of upstream replies leave together, each to its own client socket.
+    assert.deepEqual(
+      answers.map((a) => a.questions[0]!.name),
+      ids.map((id) => `n${id}.example.org.`),
+    );
   });
 });
 
