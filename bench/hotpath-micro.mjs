@@ -106,9 +106,16 @@ async function setup(root, scenario, batchSize) {
   writeFileSync(cf, corefile);
   const config = parseConfig({ file: cf, text: corefile, builtin: false }, 53);
   const http = new HttpServices();
-  const rt = await Runtime.create(config, { http, requestReload() {}, shuttingDown: () => false });
+  // Builds since the services split want the server's services (and its dispatcher takes their counters).
+  let services;
+  try {
+    services = new (await import(dist('server/services.js'))).ServerServices();
+  } catch {
+    services = undefined;
+  }
+  const rt = await Runtime.create(config, { http, services, requestReload() {}, shuttingDown: () => false });
   await rt.startup();
-  const dispatcher = new Dispatcher();
+  const dispatcher = services ? new Dispatcher(services.stats, services.queryNames) : new Dispatcher();
   const routers = rt.routers();
   for (const [k, r] of routers) dispatcher.routers.set(k, r);
   const key = listeners.listenerKey('', 53);

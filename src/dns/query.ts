@@ -86,8 +86,9 @@ function parseQname(buf: Buffer): string | null {
 /**
  * Parses a query. Returns the parsed header and question, or a QueryProblem
  * (Drop, or the rcode to answer with) for anything that is not a well-formed query.
+ * With `into`, the fields are written there and `into` is returned (no object per query).
  */
-export function parseQuery(buf: Buffer): ParsedQuery | QueryProblem {
+export function parseQuery(buf: Buffer, into?: ParsedQuery): ParsedQuery | QueryProblem {
   if (buf.length < 12) return QueryProblem.Drop;
   // Plain byte reads: readUInt16BE's argument checks show up at this rate.
   const flags = (buf[2]! << 8) | buf[3]!;
@@ -149,15 +150,21 @@ export function parseQuery(buf: Buffer): ParsedQuery | QueryProblem {
       throw e;
     }
   }
-  return {
-    id: (buf[0]! << 8) | buf[1]!,
-    flags,
-    opcode,
-    qname,
-    qnameLower: lower,
-    qtype,
-    qclass,
-    questionEnd,
-    edns,
-  };
+  const id = (buf[0]! << 8) | buf[1]!;
+  if (into === undefined) return { id, flags, opcode, qname, qnameLower: lower, qtype, qclass, questionEnd, edns };
+  into.id = id;
+  into.flags = flags;
+  into.opcode = opcode;
+  into.qname = qname;
+  into.qnameLower = lower;
+  into.qtype = qtype;
+  into.qclass = qclass;
+  into.questionEnd = questionEnd;
+  into.edns = edns;
+  return into;
+}
+
+/** A ParsedQuery to parse into and copy out of at once (the dispatcher's: one per process). */
+export function scratchQuery(): ParsedQuery {
+  return { id: 0, flags: 0, opcode: 0, qname: '', qnameLower: '', qtype: 0, qclass: 0, questionEnd: 0, edns: null };
 }

@@ -2,7 +2,7 @@
 // server block, FORMERR/NOTIMP/REFUSED/BADVERS, panics, metrics, and the count of answers in flight.
 
 import { QClass, Rcode } from '../dns/constants.js';
-import { parseQuery, QueryProblem } from '../dns/query.js';
+import { parseQuery, QueryProblem, scratchQuery } from '../dns/query.js';
 import { logger } from '../log.js';
 import { bareReply, finalizeReply } from './reply.js';
 import { Request, type ClientInfo, type HandlerResult } from './request.js';
@@ -11,6 +11,9 @@ import { ServerStats, type ZoneStats } from './stats.js';
 import { QueryNames } from '../status/names.js';
 
 const log = logger('');
+
+/** The question being parsed: Request copies it out at once, so one serves every query. */
+const parsed = scratchQuery();
 
 /**
  * Where a message's answer goes (null: nothing is sent). It is given the client back, so that
@@ -31,7 +34,7 @@ export class Dispatcher {
 
   /** Handles one message; `send` is called exactly once, with null when the message is dropped. */
   handle(buf: Buffer, client: ClientInfo, router: Router | undefined, send: Send): void {
-    const q = parseQuery(buf);
+    const q = parseQuery(buf, parsed);
     if (typeof q === 'number') {
       if (q === QueryProblem.Drop) {
         send(null, client);
@@ -45,10 +48,10 @@ export class Dispatcher {
     const start = counting ? performance.now() : 0;
     let early = -1;
     let block: RoutedBlock | undefined;
-    if (q.edns !== null && q.edns.version > 0) early = Rcode.BADVERS;
+    if (req.edns !== null && req.edns.version > 0) early = Rcode.BADVERS;
     else {
       block = router?.route(req);
-      if (block === undefined || (q.qclass !== QClass.IN && block.anyClass !== true)) {
+      if (block === undefined || (req.qclass !== QClass.IN && block.anyClass !== true)) {
         block = undefined;
         early = Rcode.REFUSED;
       }

@@ -23,7 +23,7 @@ export class NativeUdp {
   readonly localPort: number;
   private readonly inBuf: Buffer;
   private readonly meta: Int32Array;
-  private readonly out: Uint8Array;
+  private readonly out: Buffer;
   private readonly outMeta: Int32Array;
   private readonly slotSize: number;
   private gen = 0;
@@ -46,7 +46,8 @@ export class NativeUdp {
     this.localPort = sock.port;
     this.inBuf = Buffer.from(sock.in);
     this.meta = new Int32Array(sock.meta);
-    this.out = new Uint8Array(sock.out);
+    // A Buffer like every answer copied into it: copyBytes then sees one kind of array, not two.
+    this.out = Buffer.from(sock.out);
     this.outMeta = new Int32Array(sock.outMeta);
     this.slotSize = sock.slotSize;
   }
