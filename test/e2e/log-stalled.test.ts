@@ -11,14 +11,7 @@ import { BIN } from '../helpers/server.js';
 import { buildQuery, sendUdp } from '../helpers/dns.js';
 import { freePort } from '../helpers/ports.js';
 import { childrenOf } from '../helpers/procs.js';
-import {
-  goodClientAtRest,
-  goodP99Bound,
-  IDLE_NAME,
-  loadAtLowestPriority,
-  startGoodClient,
-  startIdleServer,
-} from '../helpers/good-client.js';
+import { goodClientAtRest, goodP99Bound, IDLE_NAME, startGoodClient, startIdleServer } from '../helpers/good-client.js';
 import { QType } from '../../src/dns/constants.js';
 
 /** RSS of the process and its children, in MB. */
@@ -114,7 +107,7 @@ test(
       const rest = await goodClientAtRest(port, 'good.test.');
       const good = startGoodClient(port, 'good.test.');
       const control = startGoodClient(idle.port, IDLE_NAME);
-      loadAtLowestPriority();
+      await Promise.all([good.ready, control.ready]);
       await flood(port, 5000, 2);
       const g = await good.stop();
       const c = await control.stop();

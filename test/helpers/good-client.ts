@@ -2,7 +2,6 @@
 // clock): one UDP query every 20 ms until stopped, then the latency percentiles it saw.
 
 import { spawn } from 'node:child_process';
-import { setPriority } from 'node:os';
 import { buildQuery } from './dns.js';
 import { startServer, type RunningServer } from './server.js';
 
@@ -32,11 +31,18 @@ function send() {
   timer = setTimeout(() => { lost++; send(); }, 2000);
   s.send(q, Number(port), '127.0.0.1');
 }
-s.on('message', () => { clearTimeout(timer); lat.push(performance.now() - t0); setTimeout(send, 20); });
+s.on('message', () => {
+  clearTimeout(timer);
+  lat.push(performance.now() - t0);
+  if (lat.length === 1) process.stdout.write('\\n');
+  setTimeout(send, 20);
+});
 send();
 `;
 
 export interface GoodClient {
+  /** Resolves at the client's first answer (a loaded machine can take seconds to start a process), or after 10 s. */
+  ready: Promise<void>;
   /** Stops querying and returns what it saw. */
   stop(): Promise<GoodClientResult>;
 }
@@ -47,15 +53,24 @@ export function startGoodClient(port: number, name: string): GoodClient {
     stdio: ['pipe', 'pipe', 'inherit'],
   });
   let out = '';
-  p.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  let answered: () => void = () => {};
+  const ready = new Promise<void>((r) => {
+    answered = r;
+    setTimeout(r, 10_000).unref();
+  });
+  p.stdout.on('data', (d: Buffer) => {
+    out += d.toString();
+    answered();
+  });
   const closed = new Promise<void>((r) => p.on('close', () => r()));
   return {
+    ready,
     async stop() {
       p.stdin.end();
       const t = setTimeout(() => p.kill('SIGKILL'), 5000);
       await closed;
       clearTimeout(t);
-      const r = JSON.parse(out || 'null') as GoodClientResult | null;
+      const r = JSON.parse(out.trim() || 'null') as GoodClientResult | null;
       if (r === null || r.count === 0) throw new Error(`the good client got no answer (${out})`);
       return r;
     },
@@ -89,18 +104,10 @@ export function startIdleServer(): Promise<RunningServer> {
   return startServer({ corefile: `.:PORT {\n    bind 127.0.0.1\n    whoami\n}\n`, probe: IDLE_NAME });
 }
 
-/**
- * Moves the test process (the load it generates: clients, upstreams) to the lowest CPU priority,
- * as clients and upstreams on other machines would not take the server's cores. Call it after
- * starting the server and the good clients: processes started later would inherit it.
- */
-export function loadAtLowestPriority(): void {
-  setPriority(19);
-}
-
-/** The good client's numbers for `ms` with nothing else going on. */
+/** The good client's numbers for `ms` from its first answer, with nothing else going on. */
 export async function goodClientAtRest(port: number, name: string, ms = 2000): Promise<GoodClientResult> {
   const c = startGoodClient(port, name);
+  await c.ready;
   await new Promise((r) => setTimeout(r, ms));
   return c.stop();
 }
