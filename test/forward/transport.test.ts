@@ -242,6 +242,54 @@ describe('forward over TCP', () => {
     }
   });
 
+  it('takes answers however the upstream splits them: a length prefix over two reads, 40 KB over many, several in one', async () => {
+    up.reset();
+    up.accepted = 0;
+    const held: Array<{ q: Received; send(b: Buffer): void; raw(b: Buffer, close: boolean): void }> = [];
+    const frame = (b: Buffer) => Buffer.concat([Buffer.from([b.length >> 8, b.length & 255]), b]);
+    const big = Array.from({ length: 160 }, (_, i) => `${String(i).padStart(3, '0')}${'x'.repeat(247)}`);
+    up.behaviour = (q, r) => {
+      held.push({ q, ...r });
+      if (held.length < 3) return;
+      const byName = (n: string) => held.find((h) => h.q.msg.questions[0]!.name === n)!.q;
+      const wire = Buffer.concat([
+        frame(answer(byName('s1.example.org.'), { a: ['10.0.0.1'] })),
+        frame(answer(byName('big.example.org.'), { txt: big })),
+        frame(answer(byName('s2.example.org.'), { a: ['10.0.0.2'] })),
+      ]);
+      const writer = held[0]!;
+      // One octet, then the rest of the first answer and three of the next, then 1,000 at a time.
+      const cuts = [1, wire.readUInt16BE(0) + 2 + 3];
+      while (cuts[cuts.length - 1]! < wire.length) cuts.push(Math.min(wire.length, cuts[cuts.length - 1]! + 1000));
+      void (async () => {
+        let from = 0;
+        for (const to of cuts) {
+          writer.raw(wire.subarray(from, to), false);
+          from = to;
+          await sleep(2);
+        }
+      })();
+    };
+    const h = forwardChain(`forward . 127.0.0.1:${up.port} {\n force_tcp\n}`);
+    try {
+      const [s1, b, s2] = await Promise.all([
+        h.ask('s1.example.org.', A),
+        h.ask('big.example.org.', QType.TXT, { tcp: true }),
+        h.ask('s2.example.org.', A),
+      ]);
+      assert.deepEqual(ips(s1.msg), ['10.0.0.1']);
+      assert.deepEqual(ips(s2.msg), ['10.0.0.2']);
+      assert.deepEqual(
+        b.msg.answers.map((r) => (r.data as { texts: string[] }).texts[0]),
+        big,
+        'the 40 KB answer arrives whole and in order',
+      );
+      assert.equal(up.accepted, 1);
+    } finally {
+      h.stop();
+    }
+  });
+
   it('reuses an idle connection and closes it once it has been idle for `expire`', async () => {
     up.behaviour = answerAll;
     up.reset();
