@@ -18,6 +18,7 @@ import { AutoAnswerRule, FieldRule, NameRule, ResponseOnlyRule, RewriteState, ty
 import { rebuildQuery, swapQuestion } from './wire.js';
 import { KeptAnswers } from './kept.js';
 import type { Invalidation } from '../../server/invalidation.js';
+import type { PluginInstance } from '../plugin.js';
 
 /** How deep a `cname` rule's own lookups may nest before it stops following targets. */
 const MAX_CNAME_DEPTH = 8;
@@ -79,6 +80,28 @@ function copyRecords(list: ResourceRecord[]): ResourceRecord[] {
   return list.map((rr) => ({ ...rr, data: { ...rr.data } }));
 }
 
+/**
+ * Plugins that may run after rewrite in a block whose answers are kept: each answers (or passes
+ * on) by the question alone, never by who asks. acl and autopath do not: a block with them, or
+ * with a plugin not named here, keeps nothing, so every query goes through them.
+ */
+const SAME_FOR_EVERY_ASKER: ReadonlySet<string> = new Set([
+  'cache',
+  'header',
+  'minimal',
+  'template',
+  'transfer',
+  'hosts',
+  'k8s_external',
+  'kubernetes',
+  'file',
+  'etcd',
+  'loop',
+  'forward',
+  'whoami',
+  'view',
+]);
+
 /** True when what the rules do to a query follows from its name, type and class alone (no edns0 rule). */
 function questionOnly(rules: readonly Rule[]): boolean {
   return rules.every(
@@ -99,9 +122,13 @@ export class RewriteHandler implements Handler {
     this.kept = questionOnly(rules) ? new KeptAnswers() : null;
   }
 
-  /** Starts keeping answers, dropped by `invalidation` with the inner plugin's. */
-  open(invalidation: Invalidation): void {
-    this.kept?.open(invalidation);
+  /**
+   * Starts keeping answers, dropped by `invalidation` with the inner plugin's, when every plugin
+   * after this one in `block` (the block's instances in execution order) answers alike for every asker.
+   */
+  open(invalidation: Invalidation, block: readonly PluginInstance[]): void {
+    const at = block.findIndex((i) => i.handler === this);
+    if (block.slice(at + 1).every((i) => SAME_FOR_EVERY_ASKER.has(i.name))) this.kept?.open(invalidation);
   }
 
   close(): void {

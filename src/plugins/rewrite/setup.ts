@@ -276,5 +276,10 @@ export const setup: PluginSetup = (ds, ctx) => {
     }
   }
   const h = new RewriteHandler(rules, (req) => ctx.resolve(req));
-  return { name: 'rewrite', handler: h, startup: () => h.open(ctx.invalidation), shutdown: () => h.close() };
+  return {
+    name: 'rewrite',
+    handler: h,
+    startup: () => h.open(ctx.invalidation, ctx.blockInstances()),
+    shutdown: () => h.close(),
+  };
 };
