@@ -42,7 +42,7 @@ class Kept {
     readonly ns: number,
     readonly ar: number,
     readonly plugin: string,
-    /** The inner plugin's description: the same records, so its offsets hold (a cache in front uses them). */
+    /** The inner plugin's description: the same records, so its offsets hold for any store of answers before rewrite. */
     readonly prepared: PreparedAnswer,
   ) {}
 }
