@@ -6,8 +6,9 @@
 // work between recvmmsg and sendmmsg, the part of issue 23's CPU per query that the server's
 // code decides. Several builds (--root) are loaded into one process per round and measured in
 // alternating slices of --slice batches, so that other work on a shared machine falls on all alike.
+// Scenarios joined by `+` (`kubernetes+rewrite+template`) are likewise measured in one process.
 //
-//   node bench/hotpath-micro.mjs [--root DIR ...] [--scenario hosts,kubernetes,rewrite,cache]
+//   node bench/hotpath-micro.mjs [--root DIR ...] [--scenario hosts,kubernetes,rewrite,template,cache]
 //        [--rounds 5] [--batches 20000] [--batch 64] [--slice 250]
 //
 // Prints ns per query (median of the rounds, and the spread). A build is a directory with
@@ -94,6 +95,12 @@ async function setup(root, scenario, batchSize) {
       `example.org:53 {\n    rewrite name regex (.*)\\.example\\.org {1}.svc.cluster.local answer auto\n` +
       `    kubernetes cluster.local {\n        manifests ${m}\n        ttl 30\n    }\n}\n`;
     names = names.map((n) => n.replace('.svc.cluster.local', '.example.org'));
+  } else if (scenario === 'template') {
+    // As bench/scenarios.mjs's `template` row.
+    corefile =
+      `cluster.local:53 {\n    template IN A cluster.local {\n` +
+      `        match "^svc-(?P<n>[0-9]+)[.]ns-(?P<m>[0-9]+)[.]svc[.]cluster[.]local[.]$"\n` +
+      `        answer "{{ .Name }} 30 IN A 10.200.{{ .Group.m }}.{{ .Group.n }}"\n    }\n}\n`;
   } else if (scenario === 'cache') {
     // The upstream: a hosts server of the same build, in this process, on a real socket.
     upstream = dgram.createSocket('udp4');
@@ -234,9 +241,10 @@ async function setup(root, scenario, batchSize) {
  * Every build in this one process, measured in alternating slices of `slice` batches, so that
  * other work on the machine falls on all of them alike.
  */
-async function child(roots, scenario, batches, batchSize, slice) {
+async function child(roots, group, batches, batchSize, slice) {
   const builds = [];
-  for (const root of roots) builds.push(await setup(root, scenario, batchSize));
+  for (const scenario of group.split('+'))
+    for (const root of roots) builds.push(await setup(root, scenario, batchSize));
   const ns = builds.map(() => 0);
   const answered = builds.map(() => 0);
   for (let done = 0; done < batches; done += slice) {
@@ -284,12 +292,15 @@ if (opt.child) {
         process.exit(1);
       }
       const vs = JSON.parse(line);
-      order.forEach((root, k) => {
-        const key = `${scenario}|${root}`;
-        if (!results.has(key)) results.set(key, []);
-        results.get(key).push(vs[k]);
-        process.stderr.write(`round ${r + 1} ${scenario} ${root}: ${vs[k].toFixed(0)} ns/query\n`);
-      });
+      scenario.split('+').forEach((s, g) =>
+        order.forEach((root, k) => {
+          const key = `${s}|${root}`;
+          const v = vs[g * order.length + k];
+          if (!results.has(key)) results.set(key, []);
+          results.get(key).push(v);
+          process.stderr.write(`round ${r + 1} ${s} ${root}: ${v.toFixed(0)} ns/query\n`);
+        }),
+      );
     }
   }
   const median = (a) => [...a].sort((x, y) => x - y)[a.length >> 1];

@@ -14,8 +14,11 @@ import {
   type Request,
 } from '../../server/request.js';
 import { isValidName, type NameMatch } from './names.js';
-import { AutoAnswerRule, RewriteState, type Rule } from './rules.js';
+import { AutoAnswerRule, FieldRule, NameRule, ResponseOnlyRule, RewriteState, type Rule } from './rules.js';
 import { rebuildQuery, swapQuestion } from './wire.js';
+import { KeptAnswers } from './kept.js';
+import type { Invalidation } from '../../server/invalidation.js';
+import type { PluginInstance } from '../plugin.js';
 
 /** How deep a `cname` rule's own lookups may nest before it stops following targets. */
 const MAX_CNAME_DEPTH = 8;
@@ -36,6 +39,17 @@ export class CnameRule implements Rule {
 }
 
 type CnameState = RewriteState & { cnames?: CnameRule[] };
+
+/** The kept answer to `req`, or null (the one read of kept answers: a shared store can take its place). */
+function keptReply(kept: KeptAnswers | null, req: Request): Response | null {
+  return kept === null ? null : kept.reply(req);
+}
+
+/** Keeps the wire path's answer to `req` (the one write of kept answers). */
+function keepReply(kept: KeptAnswers | null, req: Request, inner: Request, out: Response): void {
+  const wire = out.peekWire();
+  if (kept !== null && wire !== null) kept.keep(req, inner, wire, out.plugin, out.prepared);
+}
 
 /** The query with the rules' changes, as a Request the next plugins can serve; null if it cannot be. */
 function rebuild(req: Request, st: RewriteState): Request | null {
@@ -66,16 +80,69 @@ function copyRecords(list: ResourceRecord[]): ResourceRecord[] {
   return list.map((rr) => ({ ...rr, data: { ...rr.data } }));
 }
 
+/**
+ * Plugins that may run after rewrite in a block whose answers are kept: each answers (or passes
+ * on) by the question alone, never by who asks. acl and autopath do not: a block with them, or
+ * with a plugin not named here, keeps nothing, so every query goes through them.
+ */
+const SAME_FOR_EVERY_ASKER: ReadonlySet<string> = new Set([
+  'cache',
+  'header',
+  'minimal',
+  'template',
+  'transfer',
+  'hosts',
+  'k8s_external',
+  'kubernetes',
+  'file',
+  'etcd',
+  'loop',
+  'forward',
+  'whoami',
+  'view',
+]);
+
+/** True when what the rules do to a query follows from its name, type and class alone (no edns0 rule). */
+function questionOnly(rules: readonly Rule[]): boolean {
+  return rules.every(
+    (r) => r instanceof NameRule || r instanceof FieldRule || r instanceof ResponseOnlyRule || r instanceof CnameRule,
+  );
+}
+
 export class RewriteHandler implements Handler {
   readonly name = 'rewrite';
+  /** Answers of the wire path by asked name; null when a rule reads more than the question. */
+  private readonly kept: KeptAnswers | null;
 
   constructor(
     private readonly rules: readonly Rule[],
     /** Resolves a name through this server block (the `cname` rule's lookups). */
     private readonly resolve: (req: Request) => HandlerResult,
-  ) {}
+  ) {
+    this.kept = questionOnly(rules) ? new KeptAnswers() : null;
+  }
+
+  /**
+   * Starts keeping answers, dropped by `invalidation` with the inner plugin's, when every plugin
+   * after this one in `block` (the block's instances in execution order) answers alike for every asker.
+   */
+  open(invalidation: Invalidation, block: readonly PluginInstance[]): void {
+    const at = block.findIndex((i) => i.handler === this);
+    if (block.slice(at + 1).every((i) => SAME_FOR_EVERY_ASKER.has(i.name))) this.kept?.open(invalidation);
+  }
+
+  close(): void {
+    this.kept?.close();
+  }
+
+  /** How many answers are kept (tests, diagnostics). */
+  get keptAnswers(): number {
+    return this.kept === null ? 0 : this.kept.size;
+  }
 
   serveDNS(req: Request, next: Next): HandlerResult {
+    const hit = keptReply(this.kept, req);
+    if (hit !== null) return hit;
     const st = new RewriteState(req);
     let done = false;
     for (const rule of this.rules) {
@@ -91,8 +158,8 @@ export class RewriteHandler implements Handler {
     if (inner === null) return Response.rcode(Rcode.SERVFAIL, this.name, `invalid name after rewrite: ${st.qname}`);
     if (inner === req && st.responseRules.length === 0 && cnames === undefined) return next(req);
     const r = next(inner);
-    if (r instanceof Promise) return r.then((res) => this.answer(req, inner, res, st, cnames));
-    return this.answer(req, inner, r, st, cnames);
+    if (r instanceof Promise) return r.then((res) => this.answer(req, inner, res, st, cnames, false));
+    return this.answer(req, inner, r, st, cnames, true);
   }
 
   /** The answer to `inner` made an answer to `req`: its question, the response rules, the reverts. */
@@ -102,6 +169,8 @@ export class RewriteHandler implements Handler {
     res: Response,
     st: RewriteState,
     cnames: CnameRule[] | undefined,
+    /** The answer came back in the same turn: nothing can have changed since it was made. */
+    sync: boolean,
   ): HandlerResult {
     const wire = res.peekWire();
     const only = st.responseRules.length === 1 ? st.responseRules[0] : undefined;
@@ -116,6 +185,9 @@ export class RewriteHandler implements Handler {
       if (swapped !== null) {
         const out = Response.wire(swapped, res.plugin);
         out.error = res.error;
+        // The same records after the question: the inner plugin's description (its keys) still holds.
+        out.prepared = res.prepared;
+        if (sync && res.error === undefined) keepReply(this.kept, req, inner, out);
         return out;
       }
     }

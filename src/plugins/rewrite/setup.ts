@@ -275,5 +275,11 @@ export const setup: PluginSetup = (ds, ctx) => {
       throw directiveError(e.at ?? d, `rewrite: ${e.message}`);
     }
   }
-  return { name: 'rewrite', handler: new RewriteHandler(rules, (req) => ctx.resolve(req)) };
+  const h = new RewriteHandler(rules, (req) => ctx.resolve(req));
+  return {
+    name: 'rewrite',
+    handler: h,
+    startup: () => h.open(ctx.invalidation, ctx.blockInstances()),
+    shutdown: () => h.close(),
+  };
 };

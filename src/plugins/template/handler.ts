@@ -40,6 +40,9 @@ const PER_NAME_FIELDS = new Set(['Name', 'Zone', 'Class', 'Type', 'Match', 'Grou
 
 /** A rendered answer: records as wire bytes after a question at offset 12. */
 interface CachedAnswer {
+  qtype: number;
+  /** The same name's answer for another type. */
+  next: CachedAnswer | null;
   rcode: number;
   records: Buffer;
   an: number;
@@ -88,8 +91,8 @@ function messageView(req: Request): ValueObject {
 
 export class TemplateHandler implements Handler {
   readonly name = 'template';
-  /** Rendered answers of templates that depend on the name, type and class alone. */
-  private readonly cache = new Map<number, Map<string, CachedAnswer>>();
+  /** Rendered answers of templates that depend on the name, type and class alone, by name (one Map read a hit). */
+  private readonly cache = new Map<string, CachedAnswer>();
   private cached = 0;
   private readonly cacheable: ReadonlySet<Template>;
 
@@ -108,8 +111,9 @@ export class TemplateHandler implements Handler {
     // Kept by type, then name; only class IN (the others are rare and go the long way).
     const cacheOn = this.cacheable.size !== 0 && req.qclass === 1;
     if (cacheOn) {
-      const hit = this.cache.get(req.qtype)?.get(req.name);
-      if (hit !== undefined) {
+      let hit = this.cache.get(req.name) ?? null;
+      while (hit !== null && hit.qtype !== req.qtype) hit = hit.next;
+      if (hit !== null) {
         this.counters.matches.inc(hit.metricKey);
         return Response.wire(recordsReply(req, hit.rcode, AA, hit.records, hit.an, hit.ns, hit.ar), this.name);
       }
@@ -216,9 +220,14 @@ export class TemplateHandler implements Handler {
       return null;
     }
     const qEnd = skipName(wire, 12) + 4;
+    // Memory of its own, not a slice of Node's pool: a kept answer must not pin what short-lived buffers filled.
+    const records = Buffer.allocUnsafeSlow(wire.length - qEnd);
+    wire.copy(records, 0, qEnd);
     const c: CachedAnswer = {
+      qtype: req.qtype,
+      next: null,
       rcode: msg.rcode,
-      records: Buffer.from(wire.subarray(qEnd)),
+      records,
       an: msg.answers.length,
       ns: msg.authorities.length,
       ar: msg.additionals.length,
@@ -228,9 +237,9 @@ export class TemplateHandler implements Handler {
       this.cache.clear();
       this.cached = 0;
     }
-    let byName = this.cache.get(req.qtype);
-    if (byName === undefined) this.cache.set(req.qtype, (byName = new Map<string, CachedAnswer>()));
-    byName.set(req.name, c);
+    // Only a miss gets here, so the name holds no answer of this type yet.
+    c.next = this.cache.get(req.name) ?? null;
+    this.cache.set(req.name, c);
     this.cached++;
     return c;
   }
