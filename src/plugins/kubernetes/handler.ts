@@ -21,7 +21,7 @@ import { AnswerWriter, soaAuthority, wireLength, zoneOffset, type Prepared } fro
 import type { ClusterChange, ClusterIndex } from '../../cluster/clusterindex.js';
 import { Lookup, parseRequest, type Found } from './lookup.js';
 import type { KubernetesOptions } from './options.js';
-import { GLOBAL_SCOPE, PreparedAnswers } from './prepared.js';
+import { GLOBAL_SCOPE, PreparedAnswers } from '../../server/answer-store.js';
 import { changeDependencies } from './invalidate.js';
 import { dependenciesOnly } from '../../server/invalidation.js';
 

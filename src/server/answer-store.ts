@@ -4,8 +4,8 @@
 // the scopes it touched. Only positive and NODATA answers are kept: NXDOMAIN depends on
 // fallthrough and on sync state, and the set of names that do not exist is unbounded.
 
-import { QType } from '../../dns/constants.js';
-import type { Prepared } from './answer.js';
+import { QType } from '../dns/constants.js';
+import type { Prepared } from '../plugins/kubernetes/answer.js';
 
 /** Slots per name: A, AAAA, SRV, TXT, PTR, CNAME, SOA, NS, and every other type (they all get NODATA). */
 const SLOTS = 9;

@@ -4,7 +4,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { QType } from '../../src/dns/constants.js';
 import type { Prepared } from '../../src/plugins/kubernetes/answer.js';
-import { PreparedAnswers } from '../../src/plugins/kubernetes/prepared.js';
+import { PreparedAnswers } from '../../src/server/answer-store.js';
 import { dependenciesOnly } from '../../src/server/invalidation.js';
 
 function answer(text: string): Prepared {
