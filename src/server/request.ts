@@ -5,7 +5,7 @@ import { QClass, QType, Rcode } from '../dns/constants.js';
 import type { EdnsInfo, ParsedQuery } from '../dns/query.js';
 import { decodeMessage, emptyMessage, encodeMessage, type EdnsOption, type Message } from '../dns/message.js';
 import type { Metadata } from './metadata.js';
-import type { PreparedAnswer } from './invalidation.js';
+import type { PreparedAnswer } from './prepared-reply.js';
 
 export type Transport = 'udp' | 'tcp';
 

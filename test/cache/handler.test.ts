@@ -9,7 +9,7 @@ import { decodeMessage, type Message } from '../../src/dns/message.js';
 import { advanceClock, freezeClock } from '../../src/server/clock.js';
 import { registry } from '../../src/metrics/registry.js';
 import { buildQuery, query, sendTcp, sendUdp } from '../helpers/dns.js';
-import { dependenciesOnly } from '../../src/server/invalidation.js';
+import { dependenciesOnly } from '../../src/server/prepared-reply.js';
 import type { Request, Response } from '../../src/server/request.js';
 import {
   answerTo,

@@ -1,78 +1,107 @@
-// PreparedAnswers: one answer per (name, qtype), dropped by scope; the bytes of kept answers
-// live in slabs that are compacted once they hold mostly dropped answers.
+// The answer store: a producer's table holds one answer per (name, qtype slot); every held
+// answer is found by the dependency keys it recorded and dropped from every holder at once; the
+// bytes of kept answers live in slabs that are compacted once they hold mostly dropped answers.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { QType } from '../../src/dns/constants.js';
-import type { Prepared } from '../../src/plugins/kubernetes/answer.js';
-import { PreparedAnswers } from '../../src/server/answer-store.js';
-import { dependenciesOnly } from '../../src/server/invalidation.js';
+import { AnswerStore } from '../../src/server/answer-store.js';
+import { PreparedAnswer, type AnswerHolder } from '../../src/server/prepared-reply.js';
 
-function answer(text: string): Prepared {
-  return {
-    ...dependenciesOnly([]),
-    rcode: 0,
-    bytes: Buffer.from(text),
-    an: 1,
-    ns: 0,
-    ar: 0,
-    zone: 'cluster.local.',
-    zoneAt: null,
-    serialAt: -1,
-    slot: -1,
-  };
+function answer(name: string, qtype: number, text: string, deps: string[]): PreparedAnswer {
+  const p = new PreparedAnswer(name, qtype, Buffer.from(text), 1, 0, 0, 0x0400, new Uint16Array([6]), 12);
+  p.dependencies = deps;
+  return p;
 }
 
 describe('prepared answers', () => {
   test('one name, several qtypes; other qtypes and names miss; AXFR is never kept', () => {
-    const p = new PreparedAnswers();
-    p.set('a.ns.svc.cluster.local.', QType.A, 's:ns/a', answer('A'));
-    assert.equal(p.get('a.ns.svc.cluster.local.', QType.A)?.bytes.toString(), 'A');
+    const p = new AnswerStore().table();
+    p.set(answer('a.ns.svc.cluster.local.', QType.A, 'A', ['s:ns/a']));
+    assert.equal(p.get('a.ns.svc.cluster.local.', QType.A)?.body.toString(), 'A');
     assert.equal(p.get('a.ns.svc.cluster.local.', QType.SRV), undefined);
-    p.set('a.ns.svc.cluster.local.', QType.SRV, 's:ns/a', answer('SRV'));
-    p.set('a.ns.svc.cluster.local.', QType.MX, 's:ns/a', answer('other'));
-    assert.equal(p.get('a.ns.svc.cluster.local.', QType.A)?.bytes.toString(), 'A');
-    assert.equal(p.get('a.ns.svc.cluster.local.', QType.SRV)?.bytes.toString(), 'SRV');
+    p.set(answer('a.ns.svc.cluster.local.', QType.SRV, 'SRV', ['s:ns/a']));
+    p.set(answer('a.ns.svc.cluster.local.', QType.MX, 'other', ['s:ns/a']));
+    assert.equal(p.get('a.ns.svc.cluster.local.', QType.A)?.body.toString(), 'A');
+    assert.equal(p.get('a.ns.svc.cluster.local.', QType.SRV)?.body.toString(), 'SRV');
     // Every type without a slot of its own shares the NODATA slot.
-    assert.equal(p.get('a.ns.svc.cluster.local.', QType.HINFO)?.bytes.toString(), 'other');
+    assert.equal(p.get('a.ns.svc.cluster.local.', QType.HINFO)?.body.toString(), 'other');
     assert.equal(p.get('b.ns.svc.cluster.local.', QType.A), undefined);
-    p.set('a.ns.svc.cluster.local.', QType.AXFR, 's:ns/a', answer('no'));
+    p.set(answer('a.ns.svc.cluster.local.', QType.AXFR, 'no', ['s:ns/a']));
     assert.equal(p.get('a.ns.svc.cluster.local.', QType.AXFR), undefined);
     // A new answer for a kept (name, qtype) replaces it.
-    p.set('a.ns.svc.cluster.local.', QType.A, 's:ns/a', answer('A2'));
-    assert.equal(p.get('a.ns.svc.cluster.local.', QType.A)?.bytes.toString(), 'A2');
+    p.set(answer('a.ns.svc.cluster.local.', QType.A, 'A2', ['s:ns/a']));
+    assert.equal(p.get('a.ns.svc.cluster.local.', QType.A)?.body.toString(), 'A2');
     assert.equal(p.size, 1);
   });
 
-  test('dropping a scope drops every name under it, and nothing else', () => {
-    const p = new PreparedAnswers();
-    p.set('a.ns.svc.cluster.local.', QType.A, 's:ns/a', answer('1'));
-    p.set('_http._tcp.a.ns.svc.cluster.local.', QType.SRV, 's:ns/a', answer('2'));
-    p.set('b.ns.svc.cluster.local.', QType.A, 's:ns/b', answer('3'));
-    p.dropScope('s:ns/a');
+  test('a change to what answers were built from drops every name that recorded it, and nothing else', () => {
+    const p = new AnswerStore().table();
+    p.set(answer('a.ns.svc.cluster.local.', QType.A, '1', ['s:ns/a']));
+    p.set(answer('_http._tcp.a.ns.svc.cluster.local.', QType.SRV, '2', ['s:ns/a']));
+    p.set(answer('b.ns.svc.cluster.local.', QType.A, '3', ['s:ns/b']));
+    assert.equal(p.store.dropDependencies(['s:ns/a']), 2);
     assert.equal(p.get('a.ns.svc.cluster.local.', QType.A), undefined);
     assert.equal(p.get('_http._tcp.a.ns.svc.cluster.local.', QType.SRV), undefined);
-    assert.equal(p.get('b.ns.svc.cluster.local.', QType.A)?.bytes.toString(), '3');
+    assert.equal(p.get('b.ns.svc.cluster.local.', QType.A)?.body.toString(), '3');
     p.clear();
     assert.equal(p.size, 0);
   });
 
   test('kept bytes survive churn and compaction unchanged; the bound clears at maxNames', () => {
-    const p = new PreparedAnswers(5_000);
+    const p = new AnswerStore().table(5_000);
     const text = (i: number) => `answer-${i}-`.padEnd(40 + (i % 50), 'x');
     // Keep 2,000 names, then churn: drop and re-add half of them many times over.
-    for (let i = 0; i < 2_000; i++) p.set(`n${i}.`, QType.A, `s:${i}`, answer(text(i)));
+    for (let i = 0; i < 2_000; i++) p.set(answer(`n${i}.`, QType.A, text(i), [`s:${i}`]));
     for (let round = 0; round < 20; round++) {
       for (let i = round % 2; i < 2_000; i += 2) {
-        p.dropScope(`s:${i}`);
-        p.set(`n${i}.`, QType.A, `s:${i}`, answer(text(i)));
+        p.store.dropDependencies([`s:${i}`]);
+        p.set(answer(`n${i}.`, QType.A, text(i), [`s:${i}`]));
       }
     }
-    for (let i = 0; i < 2_000; i++) assert.equal(p.get(`n${i}.`, QType.A)?.bytes.toString(), text(i), `n${i}`);
+    for (let i = 0; i < 2_000; i++) assert.equal(p.get(`n${i}.`, QType.A)?.body.toString(), text(i), `n${i}`);
     // Large answers keep memory of their own.
     const big = 'y'.repeat(5_000);
-    p.set('big.', QType.SRV, 's:big', answer(big));
-    assert.equal(p.get('big.', QType.SRV)?.bytes.toString(), big);
-    for (let i = 2_000; i < 5_000; i++) p.set(`n${i}.`, QType.A, `s:${i}`, answer(text(i)));
+    p.set(answer('big.', QType.SRV, big, ['s:big']));
+    assert.equal(p.get('big.', QType.SRV)?.body.toString(), big);
+    for (let i = 2_000; i < 5_000; i++) p.set(answer(`n${i}.`, QType.A, text(i), [`s:${i}`]));
     assert.equal(p.size, 1, 'at maxNames the answers are cleared, then the new one kept');
+  });
+
+  test('an answer a cache holds too is one object: dropped by its key from the table and the cache at once', () => {
+    const store = new AnswerStore();
+    const table = store.table();
+    const a = answer('web.ns.svc.cluster.local.', QType.A, 'A', ['s:ns/web']);
+    table.set(a);
+    const dropped: PreparedAnswer[] = [];
+    const cache: AnswerHolder = { answerDropped: (x) => dropped.push(x) };
+    // A cache keeps what the table gave it: the same object, its bytes in the table's slab.
+    const kept = table.get('web.ns.svc.cluster.local.', QType.A)!;
+    assert.equal(kept, a);
+    store.hold(kept, cache);
+    assert.equal(store.dependencyCount, 1, 'indexed once, whoever holds it');
+    // The table replaced or cleared lets go; the cache still holds the answer, still found by its key.
+    table.clear();
+    assert.equal(table.get('web.ns.svc.cluster.local.', QType.A), undefined);
+    assert.equal(store.dependencyCount, 1);
+    table.set(a);
+    assert.equal(store.dropDependencies(['s:ns/web']), 1, 'one answer, however many hold it');
+    assert.deepEqual(dropped, [a], 'the cache was told');
+    assert.equal(table.get('web.ns.svc.cluster.local.', QType.A), undefined, 'the table let it go');
+    assert.equal(store.dependencyCount, 0);
+    assert.equal(a.holders, null);
+  });
+
+  test('a change while an answer was being built is remembered for it (changedSince), within a bound', () => {
+    const store = new AnswerStore();
+    const before = store.epoch;
+    store.dropDependencies(['s:ns/web']);
+    assert.equal(store.changedSince(['s:ns/web'], before), true);
+    assert.equal(store.changedSince(['s:ns/db'], before), false);
+    assert.equal(store.changedSince(['s:ns/web'], store.epoch), false, 'a trip that began after it');
+    // Past the bound every older trip is refused rather than the keys remembered.
+    const mid = store.epoch;
+    for (let i = 0; i < 5_000; i++) store.dropDependencies([`s:ns/k${i}`]);
+    assert.equal(store.changedSince(['s:ns/unrelated'], mid), true);
+    assert.equal(store.changedSince(['s:ns/unrelated'], store.epoch), false);
   });
 });

@@ -8,7 +8,7 @@ import type { Invalidation } from '../../server/invalidation.js';
 import { ipToReverseName } from '../../dns/reverse.js';
 import type { ClusterChange } from '../../cluster/clusterindex.js';
 import { dashedIp } from './lookup.js';
-import { GLOBAL_SCOPE } from '../../server/answer-store.js';
+import { GLOBAL_SCOPE } from './answer.js';
 
 /**
  * The keys answers record (handler.ts): `s:ns/name` for a Service and its EndpointSlices, `p:IP`
