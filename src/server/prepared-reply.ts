@@ -10,7 +10,7 @@ import { copyBytes } from '../dns/bytes.js';
 import { QType } from '../dns/constants.js';
 import { decodeName, skipName } from '../dns/name.js';
 import type { Request } from './request.js';
-import { writeRecords } from './reply.js';
+import { writeOptEcho, writeRecords } from './reply.js';
 
 const OPT_LEN = 11;
 export const FLAG_AA = 0x0400;
@@ -360,10 +360,33 @@ export function writeReply(
   fit = false,
 ): Buffer {
   const body = p.body;
-  const buf = writeRecords(req, flags, body, body.length, p.an, p.ns, p.ar, fit);
   const qEnd = req.questionEnd;
-  // The records copied end here: the OPT, if any, follows; with `fit` some may have been cut.
-  const end = buf.length - (req.edns !== null ? OPT_LEN : 0);
+  const hasOpt = req.edns !== null;
+  // The records copied end here: the OPT, if any, follows.
+  let end = qEnd + body.length;
+  let buf: Buffer;
+  if (fit && end + (hasOpt ? OPT_LEN : 0) > req.maxSize) {
+    // Too big for the asker: writeRecords keeps the whole records that fit, and sets TC.
+    buf = writeRecords(req, flags, body, body.length, p.an, p.ns, p.ar, true);
+    end = buf.length - (hasOpt ? OPT_LEN : 0);
+  } else {
+    // The whole answer, framed here as writeRecords frames it: a cache hit's whole cost is this.
+    buf = Buffer.allocUnsafe(hasOpt ? end + OPT_LEN : end);
+    copyBytes(req.raw, 0, qEnd, buf, 0);
+    copyBytes(body, 0, body.length, buf, qEnd);
+    buf[2] = flags >>> 8;
+    buf[3] = flags & 0xff;
+    buf[4] = 0;
+    buf[5] = 1;
+    buf[6] = p.an >>> 8;
+    buf[7] = p.an & 0xff;
+    buf[8] = p.ns >>> 8;
+    buf[9] = p.ns & 0xff;
+    const ar = hasOpt ? p.ar + 1 : p.ar;
+    buf[10] = ar >>> 8;
+    buf[11] = ar & 0xff;
+    if (hasOpt) writeOptEcho(buf, end, req, 0);
+  }
   const offs = p.ttlOffsets;
   if (ttl >= 0 && offs !== null) {
     const b0 = ttl >>> 24;
