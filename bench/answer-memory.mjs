@@ -7,9 +7,8 @@
 //
 //   node bench/answer-memory.mjs [--root DIR ...] [--rounds 3]
 //
-// Prints bytes per name (median of the rounds) for `kubernetes` and `cache` + `kubernetes`: heap
-// and ArrayBuffers together, and the ArrayBuffers alone (where a copy of an answer's bytes shows).
-// With --json, one line of JSON per build instead of the table.
+// Prints bytes per name (median of the rounds), heap and ArrayBuffers together, for `kubernetes`
+// and `cache` + `kubernetes`. With --json, one line of JSON per build instead of the table.
 
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -156,15 +155,11 @@ if (opt.json) {
     process.stdout.write(JSON.stringify({ root, ...Object.fromEntries(keys.map((k) => [k, median(r[k])])) }) + '\n');
 } else {
   process.stdout.write(
-    '| build | kubernetes: bytes per name | cache + kubernetes | added by cache | of which ArrayBuffers |\n|---|---:|---:|---:|---:|\n',
+    '| build | kubernetes: bytes per name | cache + kubernetes | added by cache |\n|---|---:|---:|---:|\n',
   );
   for (const [root, r] of rows) {
     const k = median(r.kubernetes);
     const c = median(r.cached);
-    const kb = median(r.kubernetesBuffers);
-    const cb = median(r.cachedBuffers);
-    process.stdout.write(
-      `| ${root} | ${k.toFixed(0)} | ${c.toFixed(0)} | ${(c - k).toFixed(0)} | ${(cb - kb).toFixed(0)} |\n`,
-    );
+    process.stdout.write(`| ${root} | ${k.toFixed(0)} | ${c.toFixed(0)} | ${(c - k).toFixed(0)} |\n`);
   }
 }
