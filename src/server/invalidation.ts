@@ -1,72 +1,26 @@
 // Coherence between kept answers and changing data (core, so plugins stay removable). A plugin
-// that answers from data it watches (kubernetes, file, etcd) tells its server's Invalidation what
-// changed: names, a subtree, or the dependency keys its answers recorded. Every store of answers
-// attached to it (the cache plugin's, the kubernetes plugin's prepared answers) drops what may be
-// wrong. One per Runtime, handed to plugins in their SetupContext: two servers in one process, or
-// a configuration and the one replacing it, never drop each other's answers.
+// that answers from data it watches (kubernetes, file, etcd) tells its configuration's
+// Invalidation what changed: names, a subtree, or the dependency keys its answers recorded. The
+// one answer store (`answers`) drops every prepared answer built from a changed key, from every
+// holder at once; caches attached as targets drop the entries under changed names. One per
+// Runtime, handed to plugins in their SetupContext: two servers in one process, or a
+// configuration and the one replacing it, never drop each other's answers.
 
 import { canonicalZone } from '../dns/name.js';
+import { AnswerStore } from './answer-store.js';
 
-/** What a store of answers offers to invalidation (CacheHandler implements it). */
+/** What a cache offers to invalidation by name (CacheHandler implements it). */
 export interface InvalidationTarget {
   /** Drops every entry whose qname is one of `names` (lowercase FQDNs); returns how many. */
   dropNames(names: readonly string[]): number;
   /** Drops every entry at or below `suffix` (a lowercase FQDN); returns how many. */
   dropSuffix(suffix: string): number;
-  /** Drops every entry that recorded one of these dependency keys; returns how many. */
-  dropDependencies(keys: readonly string[]): number;
-}
-
-/**
- * What the plugin that built a reply knows about it, handed to the plugins before it on the
- * Response: the keys of the data it was built from (for a store that keeps it) and, for wire
- * records, the facts a cache needs so that it does not walk the bytes again.
- */
-export interface PreparedAnswer {
-  /**
-   * Keys of what the answer was built from (a Service, an IP, an alias's target), in the
-   * builder's own words: `invalidateDependencies` with any of them drops every kept copy.
-   */
-  readonly dependencies: readonly string[];
-  /** Where each record's TTL field sits, counted from the end of the question; null: not described, walk the reply. */
-  readonly ttlOffsets: Uint16Array | null;
-  /** Length of the records after the question (OPT excluded). */
-  readonly recordsLength: number;
-  readonly an: number;
-  readonly ns: number;
-  /** Additional records, OPT not counted. */
-  readonly ar: number;
-  /** Smallest TTL of any record; -1 when there is none. */
-  readonly minTtl: number;
-  /** An SOA in the authority section. */
-  readonly hasSoa: boolean;
-  /** NS records in the authority section (a referral). */
-  readonly nsInAuthority: number;
-  /** min(every record's TTL, SOA MINIMUM) when there is an SOA; -1 otherwise. */
-  readonly negativeTtl: number;
-  /** The answer section ends in a record of the asked type (a complete answer, not a partial CNAME chain). */
-  readonly answerHasQtype: boolean;
-}
-
-/** An answer whose dependencies are known but whose bytes are not described (a Message reply). */
-export function dependenciesOnly(dependencies: readonly string[]): PreparedAnswer {
-  return {
-    dependencies,
-    ttlOffsets: null,
-    recordsLength: 0,
-    an: 0,
-    ns: 0,
-    ar: 0,
-    minTtl: -1,
-    hasSoa: false,
-    nsInAuthority: 0,
-    negativeTtl: -1,
-    answerHasQtype: false,
-  };
 }
 
 export class Invalidation {
   private readonly targets = new Set<InvalidationTarget>();
+  /** The configuration's prepared answers, by what they were built from. */
+  readonly answers = new AnswerStore();
 
   /** Called by a store when it starts serving; the returned function detaches it. */
   attach(t: InvalidationTarget): () => void {
@@ -103,15 +57,14 @@ export class Invalidation {
   }
 
   /**
-   * Drops every entry built from any of these keys, whatever its name: an alias's answer goes
-   * with its target. Cost: O(entries that recorded them). Queries in flight are answered but
-   * not stored when their answer records one of them.
+   * Drops every answer built from any of these keys, whatever its name, from every holder: an
+   * alias's answer goes with its target. Cost: O(answers that recorded them). Queries in flight
+   * are answered but not stored when their answer records one of them (AnswerStore.changedSince).
+   * Returns the number of answers dropped.
    */
   invalidateDependencies(keys: readonly string[]): number {
     if (keys.length === 0) return 0;
-    let dropped = 0;
-    for (const t of this.targets) dropped += t.dropDependencies(keys);
-    return dropped;
+    return this.answers.dropDependencies(keys);
   }
 
   /** Number of stores currently attached (for tests and diagnostics). */

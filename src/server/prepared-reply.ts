@@ -1,14 +1,16 @@
-// What the cache keeps of a response, and the hit path that turns it back into a reply.
-// A response is walked once when it arrives: its OPT is cut off (EDNS is hop-by-hop and
-// every reply echoes the asker's own), and the offset of every TTL field is recorded so a
-// hit patches TTLs in place without decoding anything.
+// The one answer path's prepared form and its one reply builder. A prepared answer is the
+// records that follow the question in a reply, with where to patch them per reply (each TTL,
+// an SOA serial, the zone's letter case) and what it was built from. A plugin that builds
+// answers (kubernetes) makes them directly; a cache makes them from a response it is given,
+// walked once: its OPT is cut off (EDNS is hop-by-hop and every reply echoes the asker's own),
+// and the offset of every TTL field is recorded so a reply patches TTLs without decoding.
+// Every reply made from one, by the plugin that built it or by a cache, is written by writeReply.
 
 import { copyBytes } from '../dns/bytes.js';
 import { QType } from '../dns/constants.js';
 import { decodeName, skipName } from '../dns/name.js';
-import type { PreparedAnswer } from './invalidation.js';
 import type { Request } from './request.js';
-import { writeOptEcho } from './reply.js';
+import { writeOptEcho, writeRecords } from './reply.js';
 
 const OPT_LEN = 11;
 export const FLAG_AA = 0x0400;
@@ -17,9 +19,9 @@ export const FLAG_RA = 0x0080;
 export const FLAG_AD = 0x0020;
 export const FLAG_CD = 0x0010;
 
-/** A response reduced to the parts every reply built from it shares. */
+/** What writeReply needs: records to put behind any asker's header and question, and where to patch them. */
 export interface PreparedReply {
-  /** Answer, authority and additional RRs as they came, without the OPT. */
+  /** Answer, authority and additional RRs, without an OPT. */
   readonly body: Buffer;
   readonly an: number;
   readonly ns: number;
@@ -27,27 +29,129 @@ export interface PreparedReply {
   readonly ar: number;
   /** The responder's header flags word (AA, TC, RA, AD, rcode). */
   readonly flags: number;
-  /** Where each RR's TTL field sits in `body`. */
-  readonly ttlOffsets: Uint16Array;
+  /** Where each RR's TTL field sits in `body`; null when not recorded (past 64 KiB). */
+  readonly ttlOffsets: Uint16Array | null;
   /** Header plus question length it was made for: names in `body` may point into that question. */
   readonly questionEnd: number;
+  /** Offset in `body` of an SOA serial written per reply; -1 when there is none. */
+  readonly serialAt: number;
+  /** Offsets in `body` where `zone`'s labels are written in full: they take the asker's spelling. */
+  readonly zoneAt: readonly number[] | null;
+  /** The zone (lowercase FQDN) `zoneAt` spells. */
+  readonly zone: string;
 }
 
-/** What the walk learned about a response, for the caching decision. */
-export interface ResponseFacts extends PreparedReply {
+/** Wire length of a lowercase FQDN without escapes (the root is one octet). */
+export function wireLength(name: string): number {
+  return name === '.' ? 1 : name.length + 1;
+}
+
+/** Offset of the zone's first label inside the question of a query whose question ends at `questionEnd`. */
+export function zoneOffset(questionEnd: number, zone: string): number {
+  return questionEnd - 4 - wireLength(zone);
+}
+
+/** Holds prepared answers and lets go of one when the store drops it (answer-store.ts). */
+export interface AnswerHolder {
+  answerDropped(a: PreparedAnswer): void;
+}
+
+const NO_KEYS: readonly string[] = [];
+const EMPTY = Buffer.alloc(0);
+
+/**
+ * An answer to (name, qtype) ready for writeReply, with what a cache decides on (its facts) and
+ * what it was built from (its dependency keys). One object, whoever keeps it: the kubernetes
+ * plugin's table and every cache entry made from its reply hold this same object (answer-store.ts).
+ */
+export class PreparedAnswer implements PreparedReply {
+  body: Buffer;
+  an: number;
+  ns: number;
+  ar: number;
+  flags: number;
+  ttlOffsets: Uint16Array | null;
+  questionEnd: number;
+  serialAt = -1;
+  zoneAt: readonly number[] | null = null;
+  zone = '';
+  /**
+   * Keys of what the answer was built from (a Service, an IP, an alias's target), in the
+   * builder's own words: Invalidation.invalidateDependencies with any of them drops it everywhere.
+   */
+  dependencies: readonly string[] = NO_KEYS;
+  /** Who keeps it (AnswerStore.hold): one holder directly, several in an array; null when nobody. */
+  holders: AnswerHolder | AnswerHolder[] | null = null;
+  // Facts for a cache's decision (CoreDNS's rules, RFC 2308).
   /** Smallest TTL of any RR (OPT excluded); -1 when there is none. */
-  readonly minTtl: number;
-  readonly hasSoa: boolean;
-  /** min(every RR's TTL, SOA MINIMUM): the negative-caching TTL of RFC 2308 5. */
-  readonly negativeTtl: number;
-  readonly nsInAuthority: number;
+  minTtl = -1;
+  hasSoa = false;
+  /** min(every RR's TTL, SOA MINIMUM): the negative-caching TTL of RFC 2308 5; -1 without an SOA. */
+  negativeTtl = -1;
+  nsInAuthority = 0;
   /**
    * True when the CNAME chain from the question (if any) ends at a name that holds a record of
    * the asked type: no second target for one owner, no loop, no record off the chain counted.
    */
-  readonly answerHasQtype: boolean;
+  answerHasQtype = false;
   /** With DO: an RRSIG outside its validity period (CoreDNS does not cache such a reply). */
-  readonly expiredSignature: boolean;
+  expiredSignature = false;
+
+  constructor(
+    /** The lowercase question name and type it answers. */
+    readonly name: string,
+    readonly qtype: number,
+    body: Buffer,
+    an: number,
+    ns: number,
+    ar: number,
+    flags: number,
+    ttlOffsets: Uint16Array | null,
+    questionEnd: number,
+  ) {
+    this.body = body;
+    this.an = an;
+    this.ns = ns;
+    this.ar = ar;
+    this.flags = flags;
+    this.ttlOffsets = ttlOffsets;
+    this.questionEnd = questionEnd;
+  }
+
+  /** A copy whose bytes have memory of their own (an answer built for one reply sits in Node's shared pool). */
+  ownCopy(): PreparedAnswer {
+    const body = Buffer.allocUnsafeSlow(this.body.length);
+    this.body.copy(body);
+    const c = new PreparedAnswer(
+      this.name,
+      this.qtype,
+      body,
+      this.an,
+      this.ns,
+      this.ar,
+      this.flags,
+      this.ttlOffsets,
+      this.questionEnd,
+    );
+    c.serialAt = this.serialAt;
+    c.zoneAt = this.zoneAt;
+    c.zone = this.zone;
+    c.dependencies = this.dependencies;
+    c.minTtl = this.minTtl;
+    c.hasSoa = this.hasSoa;
+    c.negativeTtl = this.negativeTtl;
+    c.nsInAuthority = this.nsInAuthority;
+    c.answerHasQtype = this.answerHasQtype;
+    c.expiredSignature = this.expiredSignature;
+    return c;
+  }
+}
+
+/** What a plugin knows of a reply it sends as a Message (not described records): only what it was built from. */
+export function dependenciesOnly(dependencies: readonly string[]): PreparedAnswer {
+  const p = new PreparedAnswer('', 0, EMPTY, 0, 0, 0, 0, null, 0);
+  p.dependencies = dependencies;
+  return p;
 }
 
 /** Why a response cannot be prepared. */
@@ -73,7 +177,7 @@ function ttlValue(v: number): number {
  * compared without regard to case) and sit at the same offsets as in the request, so
  * compression pointers into it stay valid when the request's own question is put in front.
  */
-export function prepareResponse(req: Request, wire: Buffer): ResponseFacts | PrepareProblem {
+export function prepareResponse(req: Request, wire: Buffer): PreparedAnswer | PrepareProblem {
   const len = wire.length;
   if (len < 12) return PrepareProblem.Malformed;
   if (wire.readUInt16BE(4) !== 1) return PrepareProblem.QuestionMismatch;
@@ -153,59 +257,44 @@ export function prepareResponse(req: Request, wire: Buffer): ResponseFacts | Pre
   const body = Buffer.allocUnsafeSlow(bodyEnd - qEnd);
   wire.copy(body, 0, qEnd, bodyEnd);
   const hasSoa = soaMinimum >= 0;
-  return {
+  const p = new PreparedAnswer(
+    req.name,
+    qtype,
     body,
     an,
     ns,
-    ar: optStart >= 0 ? ar - 1 : ar,
-    flags: wire.readUInt16BE(2),
-    ttlOffsets: count === total ? offsets : offsets.slice(0, count),
-    questionEnd: qEnd,
-    minTtl,
-    hasSoa,
-    negativeTtl: hasSoa ? Math.min(minTtl, soaMinimum) : -1,
-    nsInAuthority,
-    answerHasQtype,
-    expiredSignature,
-  };
+    optStart >= 0 ? ar - 1 : ar,
+    wire.readUInt16BE(2),
+    count === total ? offsets : offsets.slice(0, count),
+    qEnd,
+  );
+  p.minTtl = minTtl;
+  p.hasSoa = hasSoa;
+  p.negativeTtl = hasSoa ? Math.min(minTtl, soaMinimum) : -1;
+  p.nsInAuthority = nsInAuthority;
+  p.answerHasQtype = answerHasQtype;
+  p.expiredSignature = expiredSignature;
+  return p;
 }
 
 /**
- * The facts of `wire`, a reply to `req` that the plugin which wrote it described (`info`), with no
- * walk of its records: only the header and the question are checked against the description (a
- * plugin on the way may have replaced the bytes). Null when they disagree: walk it instead.
+ * `info` itself when `wire`, a reply to `req`, is the one the plugin that built `info` wrote: only
+ * the header and the question are checked against it (a plugin on the way may have replaced the
+ * bytes), the records are not walked and not copied. Null when they disagree: walk it instead.
  */
-export function describedResponse(req: Request, wire: Buffer, info: PreparedAnswer): ResponseFacts | null {
-  const offsets = info.ttlOffsets;
-  if (offsets === null) return null;
+export function describedResponse(req: Request, wire: Buffer, info: PreparedAnswer): PreparedAnswer | null {
+  if (info.ttlOffsets === null || info.name !== req.name || info.questionEnd !== req.questionEnd) return null;
   const qEnd = req.questionEnd;
-  const len = qEnd + info.recordsLength;
+  const len = qEnd + info.body.length;
   if (wire.length !== len && wire.length !== len + OPT_LEN) return null;
   const flags = wire.readUInt16BE(2);
-  if ((flags & FLAG_TC) !== 0) return null;
+  if ((flags & FLAG_TC) !== 0 || (flags & 0xf) !== (info.flags & 0xf)) return null;
   if (wire.readUInt16BE(4) !== 1 || wire.readUInt16BE(6) !== info.an || wire.readUInt16BE(8) !== info.ns) return null;
   if (wire.readUInt16BE(10) !== info.ar + (wire.length === len ? 0 : 1)) return null;
   // A loop, not Buffer#compare with offsets: a question is a few dozen octets, the binding call costs more.
   const raw = req.raw;
   for (let i = 12; i < qEnd; i++) if (wire[i] !== raw[i]) return null;
-  // An exact, unpooled copy, as prepareResponse makes.
-  const body = Buffer.allocUnsafeSlow(info.recordsLength);
-  wire.copy(body, 0, qEnd, len);
-  return {
-    body,
-    an: info.an,
-    ns: info.ns,
-    ar: info.ar,
-    flags,
-    ttlOffsets: offsets,
-    questionEnd: qEnd,
-    minTtl: info.minTtl,
-    hasSoa: info.hasSoa,
-    negativeTtl: info.negativeTtl,
-    nsInAuthority: info.nsInAuthority,
-    answerHasQtype: info.answerHasQtype,
-    expiredSignature: false,
-  };
+  return info;
 }
 
 /**
@@ -255,44 +344,72 @@ function signatureValid(wire: Buffer, rdata: number, now: number): boolean {
 }
 
 /**
- * The hit path: header and question copied from the request (its ID, opcode, RD, CD and
- * the name's letter case), the kept records with every TTL set to `ttl` (-1 leaves them
- * as they are), then an OPT echoing the request's, if it had one.
+ * The one reply builder, for every reply made from prepared records: header and question copied
+ * from the request (its ID, opcode, RD, CD and the name's letter case), the records with every
+ * TTL set to `ttl` (-1 leaves them as they are), the SOA serial set to `serial` (-1: as it is),
+ * the zone spelled as the asker spelled it, then an OPT echoing the request's, if it had one.
+ * With `fit`, only the whole records that fit the asker's buffer are written and TC is set when
+ * some do not; without, the reply is whole and the server cuts it (so a plugin may shuffle it first).
  */
-export function writeReply(req: Request, p: PreparedReply, ttl: number, flags: number): Buffer {
-  const qEnd = req.questionEnd;
+export function writeReply(
+  req: Request,
+  p: PreparedReply,
+  ttl: number,
+  flags: number,
+  serial = -1,
+  fit = false,
+): Buffer {
   const body = p.body;
-  const optAt = qEnd + body.length;
+  const qEnd = req.questionEnd;
   const hasOpt = req.edns !== null;
-  const buf = Buffer.allocUnsafe(hasOpt ? optAt + OPT_LEN : optAt);
-  copyBytes(req.raw, 0, qEnd, buf, 0);
-  copyBytes(body, 0, body.length, buf, qEnd);
-  buf[2] = flags >>> 8;
-  buf[3] = flags & 0xff;
-  buf[4] = 0;
-  buf[5] = 1;
-  buf[6] = p.an >>> 8;
-  buf[7] = p.an & 0xff;
-  buf[8] = p.ns >>> 8;
-  buf[9] = p.ns & 0xff;
-  const ar = hasOpt ? p.ar + 1 : p.ar;
-  buf[10] = ar >>> 8;
-  buf[11] = ar & 0xff;
-  if (ttl >= 0) {
-    const offs = p.ttlOffsets;
+  // The records copied end here: the OPT, if any, follows.
+  let end = qEnd + body.length;
+  let buf: Buffer;
+  if (fit && end + (hasOpt ? OPT_LEN : 0) > req.maxSize) {
+    // Too big for the asker: writeRecords keeps the whole records that fit, and sets TC.
+    buf = writeRecords(req, flags, body, body.length, p.an, p.ns, p.ar, true);
+    end = buf.length - (hasOpt ? OPT_LEN : 0);
+  } else {
+    // The whole answer, framed here as writeRecords frames it: a cache hit's whole cost is this.
+    buf = Buffer.allocUnsafe(hasOpt ? end + OPT_LEN : end);
+    copyBytes(req.raw, 0, qEnd, buf, 0);
+    copyBytes(body, 0, body.length, buf, qEnd);
+    buf[2] = flags >>> 8;
+    buf[3] = flags & 0xff;
+    buf[4] = 0;
+    buf[5] = 1;
+    buf[6] = p.an >>> 8;
+    buf[7] = p.an & 0xff;
+    buf[8] = p.ns >>> 8;
+    buf[9] = p.ns & 0xff;
+    const ar = hasOpt ? p.ar + 1 : p.ar;
+    buf[10] = ar >>> 8;
+    buf[11] = ar & 0xff;
+    if (hasOpt) writeOptEcho(buf, end, req, 0);
+  }
+  const offs = p.ttlOffsets;
+  if (ttl >= 0 && offs !== null) {
     const b0 = ttl >>> 24;
     const b1 = (ttl >>> 16) & 0xff;
     const b2 = (ttl >>> 8) & 0xff;
     const b3 = ttl & 0xff;
     for (let i = 0; i < offs.length; i++) {
       const o = qEnd + offs[i]!;
+      if (o + 4 > end) break; // offsets ascend: the rest were cut
       buf[o] = b0;
       buf[o + 1] = b1;
       buf[o + 2] = b2;
       buf[o + 3] = b3;
     }
   }
-  if (hasOpt) writeOptEcho(buf, optAt, req, 0);
+  if (serial >= 0 && p.serialAt >= 0 && qEnd + p.serialAt + 4 <= end)
+    buf.writeUInt32BE(serial >>> 0, qEnd + p.serialAt);
+  const zoneAt = p.zoneAt;
+  if (zoneAt !== null && req.qname !== req.name && !req.qname.endsWith(p.zone)) {
+    const from = zoneOffset(qEnd, p.zone);
+    const to = from + wireLength(p.zone) - 1;
+    for (const off of zoneAt) if (qEnd + off + (to - from) <= end) copyBytes(req.raw, from, to, buf, qEnd + off);
+  }
   return buf;
 }
 

@@ -56,16 +56,35 @@ export function recordsReply(
   ns: number,
   ar: number,
 ): Buffer {
+  return writeRecords(req, replyFlags(req, rcode, extraFlags), records, records.length, an, ns, ar, true, rcode);
+}
+
+/**
+ * Every reply made of prepared records is framed here (recordsReply; writeReply in
+ * prepared-reply.ts, which then patches TTLs, serial and spelling): the request's header and
+ * question with `flags`, the first `length` octets of `records`, the OPT echo. With `fit`, only
+ * the whole records that fit the client's buffer are copied and TC is set when some do not.
+ */
+export function writeRecords(
+  req: Request,
+  flags: number,
+  records: Buffer,
+  length: number,
+  an: number,
+  ns: number,
+  ar: number,
+  fit: boolean,
+  rcode = 0,
+): Buffer {
   const qEnd = req.questionEnd;
   const opt = req.edns ? OPT_LEN : 0;
-  let len = qEnd + records.length + opt;
-  let tc = 0;
-  if (len > req.maxSize) {
+  let end = length;
+  if (fit && qEnd + end + opt > req.maxSize) {
     // As many whole records as fit, found by their lengths; the rest are not copied.
     const room = req.maxSize - qEnd - opt;
     const total = an + ns + ar;
-    let end = 0;
     let kept = 0;
+    end = 0;
     while (kept < total) {
       const at = skipName(records, end);
       const next = at + 10 + records.readUInt16BE(at + 8);
@@ -73,32 +92,29 @@ export function recordsReply(
       end = next;
       kept++;
     }
-    records = records.subarray(0, end);
     const keptAn = kept < an ? kept : an;
     const keptNs = kept - keptAn < ns ? kept - keptAn : ns;
     ar = kept - keptAn - keptNs;
     an = keptAn;
     ns = keptNs;
-    len = qEnd + end + opt;
-    tc = 0x0200;
+    flags |= 0x0200;
   }
-  const buf = Buffer.allocUnsafe(len);
+  const buf = Buffer.allocUnsafe(qEnd + end + opt);
   copyBytes(req.raw, 0, qEnd, buf, 0);
   // Plain byte writes: writeUInt16BE's argument checks show up at this rate.
-  const flags = replyFlags(req, rcode, extraFlags | tc);
-  buf[2] = flags >> 8;
+  buf[2] = flags >>> 8;
   buf[3] = flags & 0xff;
   buf[4] = 0;
   buf[5] = 1;
-  buf[6] = an >> 8;
+  buf[6] = an >>> 8;
   buf[7] = an & 0xff;
-  buf[8] = ns >> 8;
+  buf[8] = ns >>> 8;
   buf[9] = ns & 0xff;
   const arCount = ar + (opt ? 1 : 0);
-  buf[10] = arCount >> 8;
+  buf[10] = arCount >>> 8;
   buf[11] = arCount & 0xff;
-  copyBytes(records, 0, records.length, buf, qEnd);
-  if (opt) writeOptEcho(buf, qEnd + records.length, req, rcode);
+  copyBytes(records, 0, end, buf, qEnd);
+  if (opt) writeOptEcho(buf, qEnd + end, req, rcode);
   return buf;
 }
 

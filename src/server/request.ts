@@ -5,7 +5,7 @@ import { QClass, QType, Rcode } from '../dns/constants.js';
 import type { EdnsInfo, ParsedQuery } from '../dns/query.js';
 import { decodeMessage, emptyMessage, encodeMessage, type EdnsOption, type Message } from '../dns/message.js';
 import type { Metadata } from './metadata.js';
-import type { PreparedAnswer } from './invalidation.js';
+import type { PreparedAnswer } from './prepared-reply.js';
 
 export type Transport = 'udp' | 'tcp';
 
@@ -306,8 +306,9 @@ export class Response {
   /** Further complete messages after this one, for TCP only (a zone transfer's envelopes). */
   more: readonly Buffer[] | null = null;
   /**
-   * What the plugin that built the reply knows about it (what it depends on; its wire records'
-   * layout), for a cache before it. A plugin that rewrites the wire bytes in place clears it.
+   * The prepared answer the reply was written from (its records, what it was built from), or
+   * only what it was built from, for a cache before it, which then keeps that answer instead of
+   * walking and copying the bytes. A plugin that rewrites the wire bytes in place clears it.
    */
   prepared: PreparedAnswer | null = null;
   private msg: Message | null;

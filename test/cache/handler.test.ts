@@ -8,7 +8,7 @@ import { QType, Rcode } from '../../src/dns/constants.js';
 import { decodeMessage, type Message } from '../../src/dns/message.js';
 import { advanceClock, freezeClock } from '../../src/server/clock.js';
 import { buildQuery, query, sendTcp, sendUdp } from '../helpers/dns.js';
-import { dependenciesOnly } from '../../src/server/invalidation.js';
+import { dependenciesOnly } from '../../src/server/prepared-reply.js';
 import type { Request, Response } from '../../src/server/request.js';
 import {
   answerTo,

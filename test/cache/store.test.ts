@@ -3,17 +3,15 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { CacheEntry, CacheStore, EntryKind, parentName } from '../../src/plugins/cache/store.js';
-import type { PreparedReply } from '../../src/server/prepared-reply.js';
+import { PreparedAnswer } from '../../src/server/prepared-reply.js';
+import { AnswerStore } from '../../src/server/answer-store.js';
 
-const reply: PreparedReply = {
-  body: Buffer.alloc(0),
-  an: 0,
-  ns: 0,
-  ar: 0,
-  flags: 0x8180,
-  ttlOffsets: new Uint16Array(0),
-  questionEnd: 12,
-};
+/** An answer to (name, qtype) with `body` as its records and `deps` as what it was built from. */
+function answer(name: string, qtype = 1, body = Buffer.alloc(0), deps: string[] = []): PreparedAnswer {
+  const a = new PreparedAnswer(name, qtype, body, 0, 0, 0, 0x8180, new Uint16Array(0), 12);
+  a.dependencies = deps;
+  return a;
+}
 
 const noEviction = (): void => {};
 
@@ -23,7 +21,7 @@ function entry(
   kind = EntryKind.Success,
   lifetimeMs = 60_000,
   storedMs = 0,
-  body = reply.body,
+  body = Buffer.alloc(0),
 ): CacheEntry {
   return new CacheEntry(
     name,
@@ -31,7 +29,7 @@ function entry(
     1,
     0,
     kind,
-    { ...reply, body },
+    answer(name, qtype, body),
     Math.floor(lifetimeMs / 1000),
     storedMs,
     lifetimeMs,
@@ -47,7 +45,10 @@ describe('cache store', () => {
   });
 
   test('big answers are bounded in bytes: both queues together stay under maxBytes, every eviction reported', () => {
-    const s = new CacheStore({ successCapacity: 10_000, denialCapacity: 10_000, maxBytes: 1_000_000 });
+    const s = new CacheStore(
+      { successCapacity: 10_000, denialCapacity: 10_000, maxBytes: 1_000_000 },
+      new AnswerStore(),
+    );
     const evicted: EntryKind[] = [];
     const big = Buffer.alloc(60_000);
     for (let i = 0; i < 100; i++)
@@ -76,7 +77,7 @@ describe('cache store', () => {
   });
 
   test('a queue never holds more than its capacity, and each overflow evicts one entry', () => {
-    const s = new CacheStore({ successCapacity: 100, denialCapacity: 10, maxBytes: Infinity });
+    const s = new CacheStore({ successCapacity: 100, denialCapacity: 10, maxBytes: Infinity }, new AnswerStore());
     let evictions = 0;
     for (let i = 0; i < 1000; i++) s.insert(entry(`n${i}.example.`), -1, () => evictions++);
     for (let i = 0; i < 50; i++) s.insert(entry(`d${i}.example.`, 1, EntryKind.Denial), -1, noEviction);
@@ -86,7 +87,7 @@ describe('cache store', () => {
   });
 
   test('SIEVE keeps entries that were hit over entries that were not', () => {
-    const s = new CacheStore({ successCapacity: 10, denialCapacity: 10, maxBytes: Infinity });
+    const s = new CacheStore({ successCapacity: 10, denialCapacity: 10, maxBytes: Infinity }, new AnswerStore());
     const hot: CacheEntry[] = [];
     for (let i = 0; i < 10; i++) {
       const e = entry(`n${i}.`);
@@ -100,7 +101,7 @@ describe('cache store', () => {
   });
 
   test('the hand evicts an entry past its TTL on sight, even one that was hit', () => {
-    const s = new CacheStore({ successCapacity: 3, denialCapacity: 3, maxBytes: Infinity });
+    const s = new CacheStore({ successCapacity: 3, denialCapacity: 3, maxBytes: Infinity }, new AnswerStore());
     const all = [
       entry('a.', 1, EntryKind.Success, 60_000),
       entry('b.', 1, EntryKind.Success, 1_000),
@@ -117,7 +118,10 @@ describe('cache store', () => {
   });
 
   test('sweeping removes dead entries so they do not pile up', () => {
-    const s = new CacheStore({ successCapacity: 10_000, denialCapacity: 10_000, maxBytes: Infinity });
+    const s = new CacheStore(
+      { successCapacity: 10_000, denialCapacity: 10_000, maxBytes: Infinity },
+      new AnswerStore(),
+    );
     for (let i = 0; i < 5000; i++) s.insert(entry(`short${i}.`, 1, EntryKind.Success, 5_000), -1, noEviction);
     for (let i = 0; i < 5000; i++) s.insert(entry(`long${i}.`, 1, EntryKind.Denial, 500_000), -1, noEviction);
     let removed = 0;
@@ -128,7 +132,7 @@ describe('cache store', () => {
   });
 
   test('one entry per key: storing again replaces, a denial replaces a success', () => {
-    const s = new CacheStore({ successCapacity: 10, denialCapacity: 10, maxBytes: Infinity });
+    const s = new CacheStore({ successCapacity: 10, denialCapacity: 10, maxBytes: Infinity }, new AnswerStore());
     s.insert(entry('x.'), -1, noEviction);
     s.insert(entry('x.'), -1, noEviction);
     assert.equal(s.size(EntryKind.Success), 1);
@@ -138,7 +142,7 @@ describe('cache store', () => {
   });
 
   test('dropNames drops every entry of a name and nothing else; empty names leave the tree', () => {
-    const s = new CacheStore({ successCapacity: 100, denialCapacity: 100, maxBytes: Infinity });
+    const s = new CacheStore({ successCapacity: 100, denialCapacity: 100, maxBytes: Infinity }, new AnswerStore());
     s.insert(entry('web.default.svc.cluster.local.', 1), -1, noEviction);
     s.insert(entry('web.default.svc.cluster.local.', 28), -1, noEviction);
     s.insert(entry('web.default.svc.cluster.local.', 33, EntryKind.Denial), -1, noEviction);
@@ -151,7 +155,7 @@ describe('cache store', () => {
   });
 
   test('dropSuffix drops everything under a name, and only that', () => {
-    const s = new CacheStore({ successCapacity: 100, denialCapacity: 100, maxBytes: Infinity });
+    const s = new CacheStore({ successCapacity: 100, denialCapacity: 100, maxBytes: Infinity }, new AnswerStore());
     s.insert(entry('web.default.svc.cluster.local.'), -1, noEviction);
     s.insert(entry('_http._tcp.web.default.svc.cluster.local.', 33, EntryKind.Denial), -1, noEviction);
     s.insert(entry('pod-1.web.default.svc.cluster.local.'), -1, noEviction);
@@ -166,7 +170,7 @@ describe('cache store', () => {
   });
 
   test('invalidating a name costs O(its entries), not O(cache)', () => {
-    const s = new CacheStore({ successCapacity: 200_000, denialCapacity: 10, maxBytes: Infinity });
+    const s = new CacheStore({ successCapacity: 200_000, denialCapacity: 10, maxBytes: Infinity }, new AnswerStore());
     for (let i = 0; i < 200_000; i++) s.insert(entry(`svc${i}.ns${i % 100}.svc.cluster.local.`), -1, noEviction);
     const t0 = process.hrtime.bigint();
     let dropped = 0;
@@ -182,26 +186,28 @@ describe('cache store', () => {
     assert.ok(suffixMs < 50, `dropSuffix took ${suffixMs.toFixed(1)} ms`);
   });
 
-  test('an entry that recorded what it was built from goes when any of it changes, and leaves no trace', () => {
-    const s = new CacheStore({ successCapacity: 100, denialCapacity: 100, maxBytes: Infinity });
+  test('an entry whose answer recorded what it was built from goes when any of it changes, and leaves no trace', () => {
+    const answers = new AnswerStore();
+    const s = new CacheStore({ successCapacity: 100, denialCapacity: 100, maxBytes: Infinity }, answers);
     const withDeps = (name: string, deps: string[], qtype = 1) =>
-      new CacheEntry(name, qtype, 1, 0, EntryKind.Success, reply, 60, 0, 60_000, deps);
+      new CacheEntry(name, qtype, 1, 0, EntryKind.Success, answer(name, qtype, Buffer.alloc(0), deps), 60, 0, 60_000);
     s.insert(withDeps('alias.ns.svc.cluster.local.', ['s:ns/alias', 's:ns/web']), -1, noEviction);
     s.insert(withDeps('web.ns.svc.cluster.local.', ['s:ns/web']), -1, noEviction);
     s.insert(withDeps('web.ns.svc.cluster.local.', ['s:ns/web'], 28), -1, noEviction);
     s.insert(withDeps('db.ns.svc.cluster.local.', ['s:ns/db']), -1, noEviction);
     s.insert(entry('example.org.'), -1, noEviction);
-    assert.equal(s.dependencyCount, 3);
-    assert.equal(s.dropDependencies(['s:ns/web', 's:ns/alias']), 3, 'each entry counted once');
+    assert.equal(answers.dependencyCount, 3);
+    assert.equal(answers.dropDependencies(['s:ns/web', 's:ns/alias']), 3, 'each answer counted once');
     assert.equal(s.find('alias.ns.svc.cluster.local.', 1, 1, 0), null);
     assert.equal(s.find('web.ns.svc.cluster.local.', 28, 1, 0), null);
     assert.ok(s.find('db.ns.svc.cluster.local.', 1, 1, 0));
     assert.ok(s.find('example.org.', 1, 1, 0));
-    assert.equal(s.dependencyCount, 1, 'keys of dropped entries are forgotten');
-    // Removed any other way (by name, replaced, evicted), an entry leaves the key index too.
+    assert.equal(s.size(EntryKind.Success), 2);
+    assert.equal(answers.dependencyCount, 1, 'keys of dropped answers are forgotten');
+    // Removed any other way (by name, replaced, evicted), an entry lets go of its answer.
     s.insert(withDeps('db.ns.svc.cluster.local.', ['s:ns/db2']), -1, noEviction);
-    assert.equal(s.dropDependencies(['s:ns/db']), 0, 'the replaced entry is not found by its old key');
+    assert.equal(answers.dropDependencies(['s:ns/db']), 0, 'the replaced entry is not found by its old key');
     s.dropNames(['db.ns.svc.cluster.local.']);
-    assert.equal(s.dependencyCount, 0);
+    assert.equal(answers.dependencyCount, 0);
   });
 });

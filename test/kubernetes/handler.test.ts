@@ -5,11 +5,34 @@ import assert from 'node:assert/strict';
 import { QType, Rcode } from '../../src/dns/constants.js';
 import { externalService, namespace, sectionText, service, slice, soaText } from './fixtures.js';
 import { eventsFor, makeRequest, rig } from './harness.js';
-import { prepareResponse, describedResponse } from '../../src/server/prepared-reply.js';
+import {
+  FLAG_AA,
+  describedResponse,
+  prepareResponse,
+  replyFlags,
+  writeReply,
+  type PreparedAnswer,
+} from '../../src/server/prepared-reply.js';
 import { Response } from '../../src/server/request.js';
 import { finalizeReply } from '../../src/server/reply.js';
 
 const Z = 'cluster.local.';
+
+/** What a cache decides on and writes from, whichever way an answer was prepared. */
+const facts = (p: PreparedAnswer) => ({
+  an: p.an,
+  ns: p.ns,
+  ar: p.ar,
+  rcode: p.flags & 0xf,
+  length: p.body.length,
+  ttlOffsets: [...(p.ttlOffsets ?? [])],
+  questionEnd: p.questionEnd,
+  minTtl: p.minTtl,
+  hasSoa: p.hasSoa,
+  negativeTtl: p.negativeTtl,
+  nsInAuthority: p.nsInAuthority,
+  answerHasQtype: p.answerHasQtype,
+});
 
 describe('kubernetes handler', () => {
   test('a repeated query is served from the prepared answer; a change to the Service replaces it', async () => {
@@ -230,7 +253,14 @@ describe('kubernetes handler', () => {
         const described = describedResponse(req, wire, res.prepared);
         const walked = prepareResponse(req, wire);
         assert.ok(described !== null && typeof walked !== 'number', `${name} ${qtype}: both ways work`);
-        assert.deepEqual({ ...described }, { ...walked }, `${name} ${qtype} (edns ${edns}): described as walked`);
+        assert.equal(described, res.prepared, `${name} ${qtype}: the plugin's own answer, not a copy`);
+        assert.deepEqual(facts(described), facts(walked), `${name} ${qtype} (edns ${edns}): described as walked`);
+        const serial = described.serialAt >= 0 ? wire.readUInt32BE(req.questionEnd + described.serialAt) : -1;
+        assert.deepEqual(
+          writeReply(req, described, -1, replyFlags(req, described, FLAG_AA), serial),
+          wire,
+          `${name} ${qtype}: a reply a cache writes from it is the one sent`,
+        );
       }
     }
   });

@@ -116,7 +116,12 @@ export interface Rig {
   serve(req: Request): HandlerResult;
 }
 
-export function rig(directive: string, objects: Obj[] = [], localIPs: string[] = ['127.0.0.1']): Rig {
+export function rig(
+  directive: string,
+  objects: Obj[] = [],
+  localIPs: string[] = ['127.0.0.1'],
+  invalidation = new Invalidation(),
+): Rig {
   const o = optionsFrom(directive);
   const index = new ClusterIndex();
   const handler = new KubernetesHandler(
@@ -124,6 +129,7 @@ export function rig(directive: string, objects: Obj[] = [], localIPs: string[] =
     index,
     () => Response.rcode(Rcode.SERVFAIL, ''),
     () => localIPs,
+    invalidation,
   );
   handler.open();
   const next = () => Response.rcode(Rcode.SERVFAIL, 'next');

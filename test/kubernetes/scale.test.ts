@@ -53,7 +53,7 @@ function time(r: Rig, reqs: Array<[Request, string]>, rounds = 5): number {
     const t0 = process.hrtime.bigint();
     for (const [q, scope] of reqs) {
       void r.serve(q);
-      prepared.dropScope(scope);
+      prepared.store.dropDependencies([scope]);
     }
     const ns = Number(process.hrtime.bigint() - t0) / reqs.length;
     if (ns < best) best = ns;

@@ -25,8 +25,7 @@ import {
   prepareResponse,
   replyFlags,
   writeReply,
-  type PreparedReply,
-  type ResponseFacts,
+  type PreparedAnswer,
 } from '../../server/prepared-reply.js';
 import { CacheEntry, CacheStore, EntryKind } from './store.js';
 
@@ -73,9 +72,13 @@ export interface CacheOptions {
 interface Outcome {
   readonly res: Response;
   /** The response prepared for replies; null when it could not be (bare, malformed, odd OPT). */
-  readonly prepared: PreparedReply | null;
+  readonly prepared: PreparedAnswer | null;
   /** The TTL every record gets in replies built from `prepared`; -1 keeps them as they are. */
   readonly ttl: number;
+  /** The SOA serial replies built from `prepared` carry; -1 when it has none to write. */
+  readonly serial: number;
+  /** The entry stored, if any (prefetch hands its popularity on). */
+  readonly entry: CacheEntry | null;
   readonly stored: boolean;
   /** True for queries that waited on another's trip: they must not return its Response object. */
   readonly shared: boolean;
@@ -90,14 +93,12 @@ class Flight {
     readonly name: string,
     /** The query whose trip it is: once others wait on it, its client leaving must not abort it. */
     readonly leader: Request,
-    /** The handler's dependency epoch when the trip began (invalidatedSince). */
+    /** The answer store's epoch when the trip began (AnswerStore.changedSince). */
     readonly epoch: number,
   ) {}
 }
 
 const SWEEP_INTERVAL_MS = 1000;
-/** Dependency keys remembered while answers are in flight (invalidatedSince) before they are all refused instead. */
-const MAX_INVALIDATED_KEYS = 4096;
 
 function bitsOf(req: Request): number {
   return (req.edns !== null && req.edns.do ? 1 : 0) | ((req.flags & FLAG_CD) !== 0 ? 2 : 0);
@@ -143,14 +144,10 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
   readonly store: CacheStore;
   private readonly allZones: boolean;
   private readonly flights = new Map<string, Flight>();
-  /** Counts dependency invalidations that happened while answers were in flight. */
-  private dependencyEpoch = 0;
-  /** Dependency key → the epoch it was last invalidated at, kept only while answers are in flight. */
-  private readonly invalidatedAt = new Map<string, number>();
   private readonly bypassBoth: boolean;
   private sweepTimer: NodeJS.Timeout | null = null;
   private detach: (() => void) | null = null;
-  /** Drops entries when what they were built from changes: the server's (start), else the handler's own. */
+  /** Drops entries when what they were built from changes: the configuration's (start), else the handler's own. */
   invalidation = new Invalidation();
   private readonly countEviction = (kind: EntryKind): void => {
     if (kind === EntryKind.Success) this.counters.evictionsSuccess++;
@@ -164,11 +161,14 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
     /** The server's cache metrics (CACHE_METRICS): they read this cache while it runs. */
     private readonly metrics: CacheMetrics = new CacheMetrics(),
   ) {
-    this.store = new CacheStore({
-      successCapacity: opts.success.capacity,
-      denialCapacity: opts.denial.capacity,
-      maxBytes: opts.maxBytes,
-    });
+    this.store = new CacheStore(
+      {
+        successCapacity: opts.success.capacity,
+        denialCapacity: opts.denial.capacity,
+        maxBytes: opts.maxBytes,
+      },
+      this.invalidation.answers,
+    );
     this.allZones = opts.zones.includes('.');
     this.bypassBoth = opts.disableSuccess.length > 0 && opts.disableDenial.length > 0;
     this.metricLabels = metricLabels(opts.server, opts.zones);
@@ -177,6 +177,7 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
   start(invalidation: Invalidation = this.invalidation): void {
     if (this.detach !== null) return;
     this.invalidation = invalidation;
+    this.store.answers = invalidation.answers;
     retainClock();
     this.metrics.track(this);
     this.detach = this.invalidation.attach(this);
@@ -211,9 +212,10 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
     }
     const e = this.store.find(name, req.qtype, req.qclass, bitsOf(req));
     if (e !== null) {
+      const a = e.answer;
       // A question spelled with a compression pointer: stored names may point into the
       // question, so this asker is served by the next plugin.
-      if (e.questionEnd !== req.questionEnd) return next(req);
+      if (a.questionEnd !== req.questionEnd) return next(req);
       const now = clock.ms;
       if (now < e.expiresMs) {
         e.visited = true;
@@ -221,7 +223,7 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
         else c.hitsDenial++;
         const ttl = this.opts.keepTtl ? e.ttl : e.ttl - (((now - e.storedMs) / 1000) | 0);
         if (this.opts.prefetch !== null && this.shouldPrefetch(e, now, ttl)) this.refreshInBackground(req, next, e);
-        return Response.wire(writeReply(req, e, ttl, replyFlags(req, e, FLAG_AA)), NAME);
+        return Response.wire(writeReply(req, a, ttl, replyFlags(req, a, FLAG_AA), e.serial), NAME);
       }
       if (now < e.expiresMs + this.opts.staleMs) {
         e.visited = true;
@@ -253,36 +255,6 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
     return this.store.dropSuffix(suffix);
   }
 
-  dropDependencies(keys: readonly string[]): number {
-    // What an answer in flight was built from is known only when it arrives: it is checked then.
-    if (this.flights.size > 0) {
-      if (this.invalidatedAt.size + keys.length > MAX_INVALIDATED_KEYS) {
-        // Never without a trip in flight, under churn: bounded by storing none of those in flight.
-        for (const f of this.flights.values()) f.noStore = true;
-        this.invalidatedAt.clear();
-      } else {
-        this.dependencyEpoch++;
-        for (const k of keys) this.invalidatedAt.set(k, this.dependencyEpoch);
-      }
-    }
-    return this.store.dropDependencies(keys);
-  }
-
-  /** True when one of `keys` was invalidated after `epoch` (an answer in flight meanwhile may predate it). */
-  private invalidatedSince(keys: readonly string[], epoch: number): boolean {
-    if (this.invalidatedAt.size === 0) return false;
-    for (const k of keys) {
-      const at = this.invalidatedAt.get(k);
-      if (at !== undefined && at > epoch) return true;
-    }
-    return false;
-  }
-
-  /** After a trip ends: with nothing in flight no answer can predate an invalidation, so the record of them goes. */
-  private landed(): void {
-    if (this.flights.size === 0 && this.invalidatedAt.size > 0) this.invalidatedAt.clear();
-  }
-
   // ------------------------------------------------------------------ misses
 
   /** One trip to the next plugin per key at a time; later identical queries wait for it. */
@@ -300,22 +272,18 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
         () => this.bareOutcome(Response.rcode(Rcode.SERVFAIL, NAME, 'the shared query failed')),
       );
     }
+    const epoch = this.store.answers.epoch;
     const r = next(req);
     if (!(r instanceof Promise)) return this.settle(req, r, null);
-    const flight = new Flight(req.name, req, this.dependencyEpoch);
+    const flight = new Flight(req.name, req, epoch);
     this.flights.set(key, flight);
     const p = r.then(
       (res) => {
         this.flights.delete(key);
-        try {
-          return this.settle(req, res, flight);
-        } finally {
-          this.landed();
-        }
+        return this.settle(req, res, flight);
       },
       (err: unknown) => {
         this.flights.delete(key);
-        this.landed();
         throw err;
       },
     );
@@ -326,7 +294,15 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
   /** What a query that waited on another's trip gets. */
   private share(req: Request, next: Next, o: Outcome): Outcome | Promise<Outcome> {
     if (o.prepared !== null && (o.prepared.flags & FLAG_TC) === 0 && o.prepared.questionEnd === req.questionEnd) {
-      return { res: o.res, prepared: o.prepared, ttl: o.ttl, stored: o.stored, shared: true };
+      return {
+        res: o.res,
+        prepared: o.prepared,
+        ttl: o.ttl,
+        serial: o.serial,
+        entry: null,
+        stored: o.stored,
+        shared: true,
+      };
     }
     if (o.res.isBare) return this.bareOutcome(Response.rcode(o.res.rcode, o.res.plugin, o.res.error));
     // Truncated or unpreparable: that answer depended on the first asker (its transport,
@@ -337,13 +313,13 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
   }
 
   private bareOutcome(res: Response): Outcome {
-    return { res, prepared: null, ttl: -1, stored: false, shared: false };
+    return { res, prepared: null, ttl: -1, serial: -1, entry: null, stored: false, shared: false };
   }
 
   private answer(req: Request, o: Outcome): Response {
     if (o.prepared !== null && (o.stored || o.shared)) {
       return Response.wire(
-        writeReply(req, o.prepared, o.ttl, replyFlags(req, o.prepared, o.prepared.flags & FLAG_AA)),
+        writeReply(req, o.prepared, o.ttl, replyFlags(req, o.prepared, o.prepared.flags & FLAG_AA), o.serial),
         o.res.plugin,
       );
     }
@@ -365,10 +341,18 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
         return this.bareOutcome(res);
       }
     }
-    // A reply the plugin that wrote it described (kubernetes) is taken as described, not walked.
+    // A reply the plugin that wrote it described (kubernetes) is its prepared answer: taken as it
+    // is, not walked, and not copied when that plugin keeps it (the entry then shares it).
     const info = res.prepared;
-    const described = info !== null && res.hasWire ? describedResponse(req, wire, info) : null;
-    const p = described ?? prepareResponse(req, wire);
+    let p: PreparedAnswer | PrepareProblem | null =
+      info !== null && res.hasWire ? describedResponse(req, wire, info) : null;
+    let serial = -1;
+    if (p !== null) {
+      if (p.serialAt >= 0) serial = wire.readUInt32BE(req.questionEnd + p.serialAt);
+    } else {
+      p = prepareResponse(req, wire);
+      if (typeof p !== 'number' && info !== null) p.dependencies = info.dependencies;
+    }
     if (typeof p === 'number') {
       if (p === PrepareProblem.QuestionMismatch) {
         const rc = res.rcode;
@@ -378,22 +362,23 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
     }
     if (
       (flight === null ||
-        (!flight.noStore && (info === null || !this.invalidatedSince(info.dependencies, flight.epoch)))) &&
+        (!flight.noStore &&
+          (p.dependencies.length === 0 || !this.store.answers.changedSince(p.dependencies, flight.epoch)))) &&
       !this.keepsBetter(req, p)
     ) {
-      const e = this.entryFor(req, p, info === null ? null : info.dependencies);
+      // Built for that reply alone (nobody keeps it), its bytes sit in Node's shared pool: an entry gets a copy.
+      const e = this.entryFor(req, p.holders === null && p === info ? p.ownCopy() : p, serial);
       if (e !== null) {
         const dead = clock.ms - this.opts.staleMs;
         if (this.store.insert(e, dead, this.countEviction))
-          return { res, prepared: e, ttl: e.ttl, stored: true, shared: false };
-        return { res, prepared: p, ttl: -1, stored: false, shared: false };
+          return { res, prepared: e.answer, ttl: e.ttl, serial, entry: e, stored: true, shared: false };
       }
     }
-    return { res, prepared: p, ttl: -1, stored: false, shared: false };
+    return { res, prepared: p, ttl: -1, serial, entry: null, stored: false, shared: false };
   }
 
   /** CoreDNS's caching rules: which store, for how long; null = not cached. */
-  private entryFor(req: Request, p: ResponseFacts, dependencies: readonly string[] | null): CacheEntry | null {
+  private entryFor(req: Request, p: PreparedAnswer, serial: number): CacheEntry | null {
     if ((p.flags & FLAG_TC) !== 0 || p.expiredSignature) return null;
     const o = this.opts;
     let kind: EntryKind;
@@ -445,7 +430,7 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
       Math.floor(lifetimeMs / 1000),
       clock.ms,
       lifetimeMs,
-      dependencies,
+      serial,
     );
   }
 
@@ -453,10 +438,10 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
    * A SERVFAIL never replaces a real answer (a refresh by prefetch or serve_stale that
    * fails): the entry stays, and with serve_stale it keeps being served.
    */
-  private keepsBetter(req: Request, p: ResponseFacts): boolean {
+  private keepsBetter(req: Request, p: PreparedAnswer): boolean {
     if ((p.flags & 0xf) !== Rcode.SERVFAIL) return false;
     const old = this.store.find(req.name, req.qtype, req.qclass, bitsOf(req));
-    return old !== null && (old.flags & 0xf) !== Rcode.SERVFAIL;
+    return old !== null && (old.answer.flags & 0xf) !== Rcode.SERVFAIL;
   }
 
   private disabledBoth(name: string): boolean {
@@ -487,9 +472,9 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
       const done = (o: Outcome): void => {
         e.refreshing = false;
         // The refreshed entry inherits the popularity gathered so far.
-        if (o.stored && o.prepared instanceof CacheEntry) {
-          o.prepared.hits = e.hits;
-          o.prepared.lastHitMs = clock.ms;
+        if (o.entry !== null) {
+          o.entry.hits = e.hits;
+          o.entry.lastHitMs = clock.ms;
         }
       };
       let o: Outcome | Promise<Outcome>;
@@ -509,7 +494,7 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
 
   private staleReply(req: Request, e: CacheEntry): Response {
     this.counters.servedStale++;
-    return Response.wire(writeReply(req, e, 0, replyFlags(req, e, FLAG_AA)), NAME);
+    return Response.wire(writeReply(req, e.answer, 0, replyFlags(req, e.answer, FLAG_AA), e.serial), NAME);
   }
 
   private serveStale(req: Request, next: Next, e: CacheEntry): HandlerResult {

@@ -7,20 +7,23 @@
 // walks from the oldest entry toward the newest, clearing bits, and evicts the first entry
 // whose bit is clear. Entries expired past any stale window are evicted on sight.
 //
-// An entry may also record what its answer was built from (dependency keys, e.g. a Service):
-// an index by key drops it when any of them changes, whatever its name.
+// An entry refers to its prepared answer, not a copy of it: an answer another plugin keeps (the
+// kubernetes plugin's) is the same object in both. An answer that recorded what it was built
+// from (dependency keys, e.g. a Service) is held in the configuration's answer store, which
+// drops it from here when any of them changes, whatever its name (answerDropped).
 
-import type { PreparedReply } from '../../server/prepared-reply.js';
+import type { AnswerStore } from '../../server/answer-store.js';
+import type { AnswerHolder, PreparedAnswer } from '../../server/prepared-reply.js';
 
 export const enum EntryKind {
   Success = 0,
   Denial = 1,
 }
 
-/** The entry object, its fields and its place in the name tree, besides the reply's bytes. */
+/** The entry object, its fields and its place in the name tree, besides the answer's bytes. */
 const ENTRY_OVERHEAD = 256;
 
-export class CacheEntry implements PreparedReply {
+export class CacheEntry {
   // Identity.
   readonly name: string;
   readonly qtype: number;
@@ -28,18 +31,12 @@ export class CacheEntry implements PreparedReply {
   /** 1 = DO, 2 = CD. */
   readonly bits: number;
   readonly kind: EntryKind;
-  // The reply.
-  readonly body: Buffer;
-  readonly an: number;
-  readonly ns: number;
-  readonly ar: number;
-  readonly flags: number;
-  readonly ttlOffsets: Uint16Array;
-  readonly questionEnd: number;
+  /** The reply's records; shared with the plugin that built it when that plugin keeps it. */
+  readonly answer: PreparedAnswer;
+  /** The SOA serial the answer carried when stored (-1: none to write). */
+  readonly serial: number;
   /** What the entry holds in memory, roughly: what max_bytes counts. */
   readonly bytes: number;
-  /** Keys of what the answer was built from (invalidateDependencies); null: only its name and TTL. */
-  readonly dependencies: readonly string[] | null;
   // Lifetime: `ttl` whole seconds from `storedMs` (monotonic clock), over at `expiresMs`.
   readonly ttl: number;
   readonly storedMs: number;
@@ -60,26 +57,21 @@ export class CacheEntry implements PreparedReply {
     qclass: number,
     bits: number,
     kind: EntryKind,
-    reply: PreparedReply,
+    answer: PreparedAnswer,
     ttl: number,
     storedMs: number,
     lifetimeMs: number,
-    dependencies: readonly string[] | null = null,
+    serial = -1,
   ) {
     this.name = name;
     this.qtype = qtype;
     this.qclass = qclass;
     this.bits = bits;
     this.kind = kind;
-    this.body = reply.body;
-    this.an = reply.an;
-    this.ns = reply.ns;
-    this.ar = reply.ar;
-    this.flags = reply.flags;
-    this.ttlOffsets = reply.ttlOffsets;
-    this.questionEnd = reply.questionEnd;
-    this.bytes = reply.body.length + reply.ttlOffsets.byteLength + name.length + ENTRY_OVERHEAD;
-    this.dependencies = dependencies !== null && dependencies.length > 0 ? dependencies : null;
+    this.answer = answer;
+    this.serial = serial;
+    // Counted whole even when shared: max_bytes bounds what this cache would hold alone.
+    this.bytes = answer.body.length + (answer.ttlOffsets?.byteLength ?? 0) + name.length + ENTRY_OVERHEAD;
     this.ttl = ttl;
     this.storedMs = storedMs;
     this.expiresMs = storedMs + lifetimeMs;
@@ -176,15 +168,17 @@ export interface StoreLimits {
   maxBytes: number;
 }
 
-export class CacheStore {
+export class CacheStore implements AnswerHolder {
   private readonly names = new Map<string, NameNode>();
   private readonly root = new NameNode('.', null);
-  /** Dependency key → the entries that recorded it: one directly (most keys), several in an array. */
-  private readonly byDependency = new Map<string, CacheEntry | CacheEntry[]>();
   readonly queues: readonly [SieveQueue, SieveQueue];
   readonly maxBytes: number;
 
-  constructor(limits: StoreLimits) {
+  constructor(
+    limits: StoreLimits,
+    /** Where entries whose answer recorded dependency keys are held (the configuration's answer store). */
+    public answers: AnswerStore,
+  ) {
     this.names.set('.', this.root);
     this.queues = [new SieveQueue(limits.successCapacity), new SieveQueue(limits.denialCapacity)];
     this.maxBytes = limits.maxBytes;
@@ -240,14 +234,7 @@ export class CacheStore {
     node.entries.push(e);
     e.node = node;
     q.push(e);
-    if (e.dependencies !== null) {
-      for (const key of e.dependencies) {
-        const cur = this.byDependency.get(key);
-        if (cur === undefined) this.byDependency.set(key, e);
-        else if (Array.isArray(cur)) cur.push(e);
-        else this.byDependency.set(key, [cur, e]);
-      }
-    }
+    if (e.answer.dependencies.length > 0) this.answers.hold(e.answer, this);
     return true;
   }
 
@@ -263,19 +250,17 @@ export class CacheStore {
     }
     e.node = null;
     this.prune(node);
-    if (e.dependencies !== null) {
-      for (const key of e.dependencies) {
-        const cur = this.byDependency.get(key);
-        if (cur === e) this.byDependency.delete(key);
-        else if (Array.isArray(cur)) {
-          const i = cur.indexOf(e);
-          if (i >= 0) {
-            cur[i] = cur[cur.length - 1]!;
-            cur.pop();
-          }
-          if (cur.length === 1) this.byDependency.set(key, cur[0]!);
-        }
-      }
+    if (e.answer.dependencies.length > 0) this.answers.release(e.answer, this);
+  }
+
+  /** The answer store dropped `a` (what it was built from changed): every entry of its name that refers to it goes. */
+  answerDropped(a: PreparedAnswer): void {
+    const node = this.names.get(a.name);
+    if (node === undefined) return;
+    const list = node.entries;
+    for (let i = list.length - 1; i >= 0; i--) {
+      const e = list[i];
+      if (e !== undefined && e.answer === a) this.remove(e);
     }
   }
 
@@ -307,29 +292,6 @@ export class CacheStore {
     }
     for (const e of doomed) this.remove(e);
     return doomed.length;
-  }
-
-  /** Drops every entry that recorded one of these keys: O(those entries). */
-  dropDependencies(keys: readonly string[]): number {
-    const doomed: CacheEntry[] = [];
-    for (const key of keys) {
-      const cur = this.byDependency.get(key);
-      if (cur === undefined) continue;
-      if (Array.isArray(cur)) for (const e of cur) doomed.push(e);
-      else doomed.push(cur);
-    }
-    let n = 0;
-    for (const e of doomed) {
-      if (e.node === null) continue; // recorded under two of the keys
-      this.remove(e);
-      n++;
-    }
-    return n;
-  }
-
-  /** Dependency keys recorded by the entries (for tests). */
-  get dependencyCount(): number {
-    return this.byDependency.size;
   }
 
   /** Removes up to `budget` entries per queue that are dead before `deadBefore`; returns how many. */

@@ -1,47 +1,18 @@
 // Answers as prepared wire records: the bytes that follow the question in a reply, built
-// once per (name, qtype) and copied into every reply after it (server/reply.ts's
-// recordsReply). Owner names point at the question (so they keep the letter case of the
-// query); names in the zone point at the zone inside the question (so `ns.dns.<zone>`,
-// `hostmaster.<zone>` and NS targets follow the query's spelling too). SRV targets are
-// written out in full (RFC 2782: no compression), so their zone is patched with the
-// query's spelling at reply time, at the offsets recorded in `zoneAt`.
+// once per (name, qtype) and kept in the server's answer store (server/answer-store.ts), from
+// which every reply is written by server/prepared-reply.ts's writeReply. Owner names point at the
+// question (so they keep the letter case of the query); names in the zone point at the zone
+// inside the question (so `ns.dns.<zone>`, `hostmaster.<zone>` and NS targets follow the query's
+// spelling too). SRV targets are written out in full (RFC 2782: no compression), so their zone
+// is patched with the query's spelling at reply time, at the offsets recorded in `zoneAt`.
 
 import { QClass, QType } from '../../dns/constants.js';
 import { parseIPv4, parseIPv6 } from '../../dns/ip.js';
 import { WireWriter } from '../../dns/message.js';
-import type { PreparedAnswer } from '../../server/invalidation.js';
+import { FLAG_AA, PreparedAnswer, wireLength, zoneOffset } from '../../server/prepared-reply.js';
 
-/** An answer as wire records, with what a cache needs to keep it (PreparedAnswer) without walking them. */
-export interface Prepared extends PreparedAnswer {
-  rcode: number;
-  /** Records to copy after the question; compression pointers assume the question at offset 12. */
-  bytes: Buffer;
-  an: number;
-  ns: number;
-  ar: number;
-  /** The zone the name matched (lowercase FQDN). */
-  zone: string;
-  /** Offsets in `bytes` where the zone's labels are written in full; they take the query's spelling. */
-  zoneAt: number[] | null;
-  /** Offset in `bytes` of the SOA serial, written at reply time; -1 when there is none. */
-  serialAt: number;
-  /** The qtype's slot once kept by PreparedAnswers (prepared.ts); -1 before. */
-  slot: number;
-  /** The Service (`s:ns/name`), IP (`p:IP`) or zone data (`g`) it was built from, set by the handler. */
-  dependencies: readonly string[];
-  /** Shared between answers of one layout once kept (prepared.ts): never written to. */
-  ttlOffsets: Uint16Array | null;
-}
-
-/** Wire length of a lowercase FQDN without escapes (the root is one octet). */
-export function wireLength(name: string): number {
-  return name === '.' ? 1 : name.length + 1;
-}
-
-/** Offset of the zone's first label inside the question of a query whose question ends at `questionEnd`. */
-export function zoneOffset(questionEnd: number, zone: string): number {
-  return questionEnd - 4 - wireLength(zone);
-}
+/** The dependency key of the zone-wide answers (apex SOA and NS, ns.dns, dns-version), which every change moves. */
+export const GLOBAL_SCOPE = 'g';
 
 export const SOA_RECORD_LENGTH = 54;
 const SOA_SERIAL_AT = 34;
@@ -239,31 +210,32 @@ export class AnswerWriter {
     w.pos += SOA_RECORD_LENGTH;
   }
 
-  /** The answer; every record in its answer section is of the asked type (the handler writes no other) or a CNAME. */
-  finish(rcode: number, dependencies: readonly string[]): Prepared {
+  /** The answer to (`name`, `qtype`); every record in its answer section is of the asked type (the handler writes no other) or a CNAME. */
+  finish(name: string, qtype: number, rcode: number, dependencies: readonly string[]): PreparedAnswer {
     // A slice of Node's shared pool, for one reply; an answer that is kept is copied out
-    // of it (prepared.ts), so that it does not pin a pool slab of short-lived buffers.
+    // of it (answer-store.ts), so that it does not pin a pool slab of short-lived buffers.
     const bytes = Buffer.from(this.w.buf.subarray(this.base, this.w.pos));
-    return {
-      rcode,
+    const p = new PreparedAnswer(
+      name,
+      qtype,
       bytes,
-      an: this.an,
-      ns: this.ns,
-      ar: this.ar,
-      zone: this.zone,
-      zoneAt: this.zoneAt,
-      serialAt: this.serialAt,
-      slot: -1,
-      dependencies,
-      // Past 64 KiB an offset does not fit: described as not described, and a cache walks it (and refuses it).
-      ttlOffsets: bytes.length <= 0xffff ? Uint16Array.from(this.ttlAt) : null,
-      recordsLength: bytes.length,
-      minTtl: this.minTtl,
-      hasSoa: this.hasSoa,
-      // The SOA's MINIMUM is the plugin's TTL (writeSoa).
-      negativeTtl: this.hasSoa ? Math.min(this.minTtl, this.ttl) : -1,
-      nsInAuthority: 0,
-      answerHasQtype: this.an > 0 && !this.hasCname,
-    };
+      this.an,
+      this.ns,
+      this.ar,
+      FLAG_AA | rcode,
+      // Past 64 KiB an offset does not fit: not described, and a cache walks it (and refuses it).
+      bytes.length <= 0xffff ? Uint16Array.from(this.ttlAt) : null,
+      this.base,
+    );
+    p.serialAt = this.serialAt;
+    p.zoneAt = this.zoneAt;
+    p.zone = this.zone;
+    p.dependencies = dependencies;
+    p.minTtl = this.minTtl;
+    p.hasSoa = this.hasSoa;
+    // The SOA's MINIMUM is the plugin's TTL (writeSoa).
+    p.negativeTtl = this.hasSoa ? Math.min(this.minTtl, this.ttl) : -1;
+    p.answerHasQtype = this.an > 0 && !this.hasCname;
+    return p;
   }
 }

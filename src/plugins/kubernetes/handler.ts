@@ -1,13 +1,14 @@
 // Serves the cluster zones. A query whose answer was built before is one Map read and one
-// copy (prepared.ts); anything else is worked out from the index (lookup.ts), written as
-// wire records (answer.ts), kept for next time when it can be, and sent. Negative answers
+// copy (its table in the configuration's answer store, server/answer-store.ts); anything else
+// is worked out from the index (lookup.ts), written as wire records (answer.ts), kept for next
+// time when it can be, and sent by the core's one reply builder (writeReply). Negative answers
 // follow CoreDNS's NXDOMAIN/NODATA matrix (see README.md), always with the zone's SOA.
 
 import { QClass, QType, Rcode } from '../../dns/constants.js';
 import { decodeMessage, type Message, type ResourceRecord } from '../../dns/message.js';
 import { isSubdomain } from '../../dns/name.js';
 import { isReverseZone, reverseNameToIp } from '../../dns/reverse.js';
-import { recordsReply, replyFlags } from '../../server/reply.js';
+import { FLAG_AA, PreparedAnswer, replyFlags, writeReply } from '../../server/prepared-reply.js';
 import {
   isZoneTransfer,
   Response,
@@ -17,15 +18,15 @@ import {
   type Request,
 } from '../../server/request.js';
 import { Fallthrough, matchZone } from '../fallthrough.js';
-import { AnswerWriter, soaAuthority, wireLength, zoneOffset, type Prepared } from './answer.js';
+import { AnswerWriter, GLOBAL_SCOPE, soaAuthority } from './answer.js';
 import type { ClusterChange, ClusterIndex } from '../../cluster/clusterindex.js';
 import { Lookup, parseRequest, type Found } from './lookup.js';
 import type { KubernetesOptions } from './options.js';
-import { GLOBAL_SCOPE, PreparedAnswers } from './prepared.js';
-import { changeDependencies } from './invalidate.js';
-import { dependenciesOnly } from '../../server/invalidation.js';
+import type { AnswerTable } from '../../server/answer-store.js';
+import { changeDependencies, invalidateCaches, invalidateZones } from './invalidate.js';
+import { dependenciesOnly } from '../../server/prepared-reply.js';
+import { Invalidation } from '../../server/invalidation.js';
 
-const AA = 0x0400;
 /** The schema version of the Kubernetes DNS specification served at `dns-version.<zone>`. */
 export const DNS_SCHEMA_VERSION = '1.1.0';
 const DNS_VERSION_TTL = 28800;
@@ -40,7 +41,8 @@ const NO_DEPENDENCIES: readonly string[] = [];
 
 export class KubernetesHandler implements Handler {
   readonly name = 'kubernetes';
-  readonly prepared = new PreparedAnswers();
+  /** Its answers, kept in the configuration's answer store (which caches share). */
+  readonly prepared: AnswerTable;
   readonly lookup: Lookup;
   private readonly fall: Fallthrough;
   private readonly forwardZones: string[];
@@ -51,10 +53,13 @@ export class KubernetesHandler implements Handler {
     /** Re-enters this server block's chain (ExternalName targets). */
     private readonly resolveThrough: (req: Request) => HandlerResult,
     localIPs: () => readonly string[],
+    /** The configuration's coherence: what a change makes wrong is dropped here, in every store. */
+    private readonly invalidation = new Invalidation(),
   ) {
     this.lookup = new Lookup(index, o, localIPs);
     this.fall = new Fallthrough(o.fallthrough);
     this.forwardZones = o.zones.filter((z) => !isReverseZone(z));
+    this.prepared = invalidation.answers.table();
   }
 
   private unlisten: (() => void) | null = null;
@@ -65,7 +70,11 @@ export class KubernetesHandler implements Handler {
     this.prepared.clear();
     this.unlisten = this.index.listen({
       onChange: (c) => this.forget(c),
-      onSynced: () => this.prepared.clear(),
+      onSynced: () => {
+        this.prepared.clear();
+        // After the first sync every cached answer from before (SERVFAIL, NXDOMAIN) may be wrong.
+        invalidateZones(this.invalidation, this.o.zones);
+      },
     });
   }
 
@@ -81,13 +90,13 @@ export class KubernetesHandler implements Handler {
     return this.answer(req, next);
   }
 
-  /** Drops the prepared answers a change may have made wrong. */
+  /** Drops what a change may have made wrong: kept answers by what they were built from, cached ones also by name. */
   private forget(c: ClusterChange): void {
-    if (c.namespaces.length > 0) {
-      this.prepared.clear();
-      return;
-    }
-    for (const key of changeDependencies(c)) this.prepared.dropScope(key);
+    // A namespace decides whether names under it exist; no answer records it.
+    if (c.namespaces.length > 0) this.prepared.clear();
+    // Before the first sync caches hold nothing worth saving; the sync drops the zones at once.
+    if (this.index.synced) invalidateCaches(this.invalidation, c, this.forwardZones, this.o.zones);
+    else this.invalidation.invalidateDependencies(changeDependencies(c));
   }
 
   private answer(req: Request, next: Next): HandlerResult {
@@ -185,8 +194,8 @@ export class KubernetesHandler implements Handler {
       w.soa('zone');
       w.ns++;
     }
-    const p = w.finish(Rcode.NOERROR, scope === null ? NO_DEPENDENCIES : [scope]);
-    if (scope !== null) this.prepared.set(name, qtype, scope, p);
+    const p = w.finish(name, qtype, Rcode.NOERROR, scope === null ? NO_DEPENDENCIES : [scope]);
+    if (scope !== null) this.prepared.set(p);
     return this.reply(req, p);
   }
 
@@ -195,41 +204,22 @@ export class KubernetesHandler implements Handler {
     if (this.fall.through(req.name)) return next(req);
     const rcode = this.index.synced ? Rcode.NXDOMAIN : Rcode.SERVFAIL;
     const soa = soaAuthority(req.questionEnd, zone, this.o.ttl, this.index.serial);
+    const p = new PreparedAnswer(req.name, req.qtype, soa, 0, 1, 0, FLAG_AA | rcode, null, req.questionEnd);
     if (req.questionEnd + soa.length + (req.edns ? OPT_LENGTH : 0) > req.maxSize) {
-      return Response.message(decodeMessage(fullReply(req, rcode, soa, 0, 1, 0)), this.name);
+      return Response.message(decodeMessage(writeReply(req, p, -1, replyFlags(req, p, FLAG_AA))), this.name);
     }
-    return Response.wire(recordsReply(req, rcode, AA, soa, 0, 1, 0), this.name);
+    return Response.wire(writeReply(req, p, -1, replyFlags(req, p, FLAG_AA)), this.name);
   }
 
   /** Sends a prepared answer: the serial and the query's spelling of the zone are written in. */
-  private reply(req: Request, p: Prepared): Response {
-    const qEnd = req.questionEnd;
-    const opt = req.edns ? OPT_LENGTH : 0;
-    if (qEnd + p.bytes.length + opt > req.maxSize && mayShuffle(req.qtype)) {
-      // Too big for the client, and loadbalance may shuffle it: the whole answer, which the
-      // server cuts at a record boundary (TC), so the records kept are any of them.
-      const full = fullReply(req, p.rcode, p.bytes, p.an, p.ns, p.ar);
-      this.patch(req, full, qEnd, p, full.length);
-      const res = Response.wire(full, this.name);
-      res.prepared = p;
-      return res;
-    }
-    // Too big or not: only the records that fit are copied (TC when some do not).
-    const out = recordsReply(req, p.rcode, AA, p.bytes, p.an, p.ns, p.ar);
-    this.patch(req, out, qEnd, p, out.length - opt);
+  private reply(req: Request, p: PreparedAnswer): Response {
+    // Too big for the client, and loadbalance may shuffle it: the whole answer, which the
+    // server cuts at a record boundary (TC), so the records kept are any of them. Else only
+    // the records that fit are copied (TC when some do not).
+    const out = writeReply(req, p, -1, replyFlags(req, p, FLAG_AA), this.index.serial, !mayShuffle(req.qtype));
     const res = Response.wire(out, this.name);
     res.prepared = p;
     return res;
-  }
-
-  /** Writes the serial and the zone's spelling in, where they lie before `end` (the records kept). */
-  private patch(req: Request, out: Buffer, qEnd: number, p: Prepared, end: number): void {
-    if (p.serialAt >= 0 && qEnd + p.serialAt + 4 <= end) out.writeUInt32BE(this.index.serial >>> 0, qEnd + p.serialAt);
-    if (p.zoneAt !== null && req.qname !== req.name && !req.qname.endsWith(p.zone)) {
-      const from = zoneOffset(qEnd, p.zone);
-      const to = from + wireLength(p.zone) - 1;
-      for (const off of p.zoneAt) if (qEnd + off + (to - from) <= end) req.raw.copy(out, qEnd + off, from, to);
-    }
   }
 
   /**
@@ -314,20 +304,6 @@ function mayShuffle(qtype: number): boolean {
   return (
     qtype === QType.A || qtype === QType.AAAA || qtype === QType.MX || qtype === QType.ANY || qtype === QType.CNAME
   );
-}
-
-/** Header and question of `req`, then `records`, no OPT: for answers the server must truncate. */
-function fullReply(req: Request, rcode: number, records: Buffer, an: number, ns: number, ar: number): Buffer {
-  const qEnd = req.questionEnd;
-  const buf = Buffer.allocUnsafe(qEnd + records.length);
-  req.raw.copy(buf, 0, 0, qEnd);
-  buf.writeUInt16BE(replyFlags(req, rcode, AA), 2);
-  buf.writeUInt16BE(1, 4);
-  buf.writeUInt16BE(an, 6);
-  buf.writeUInt16BE(ns, 8);
-  buf.writeUInt16BE(ar, 10);
-  records.copy(buf, qEnd);
-  return buf;
 }
 
 /**

@@ -1,14 +1,14 @@
 // The one place the kubernetes plugin works out what a change in the cluster makes wrong, for
-// every store of answers of its server (the cache plugin's in every server block, its own
-// prepared answers): the dependency keys of the Services and IPs involved (every answer built
-// from them, an ExternalName's that embeds its target's addresses included), and the names
-// below them, for answers built from nothing (a cached NXDOMAIN for a Service that now exists).
+// its configuration's Invalidation: the dependency keys of the Services and IPs involved (every
+// prepared answer built from them, wherever it is held, an ExternalName's that embeds its
+// target's addresses included), and the names below them, for cached answers built from nothing
+// (a cached NXDOMAIN for a Service that now exists).
 
 import type { Invalidation } from '../../server/invalidation.js';
 import { ipToReverseName } from '../../dns/reverse.js';
 import type { ClusterChange } from '../../cluster/clusterindex.js';
 import { dashedIp } from './lookup.js';
-import { GLOBAL_SCOPE } from './prepared.js';
+import { GLOBAL_SCOPE } from './answer.js';
 
 /**
  * The keys answers record (handler.ts): `s:ns/name` for a Service and its EndpointSlices, `p:IP`

@@ -16,7 +16,6 @@ import type { ClusterIndex, IndexListener } from '../../cluster/clusterindex.js'
 import { KUBE_FEEDS, type FeedHold } from './feed.js';
 import { KubernetesHandler } from './handler.js';
 import type { KubernetesInstance } from './instance.js';
-import { invalidateCaches, invalidateZones } from './invalidate.js';
 import { RelayedSource, relayed, sourceFromSpec, WORKER_RELAY, type SourceSpec } from '../../cluster/relay.js';
 import { API_STATES, KUBE_CLIENT_METRICS } from '../../cluster/metrics.js';
 import type { ProjectionOptions } from '../../cluster/objects.js';
@@ -305,19 +304,17 @@ export function createInstance(
     index,
     (req) => ctx.resolve(req),
     () => (local ??= localAddresses(ctx)),
+    ctx.invalidation,
   );
-  const forwardZones = o.zones.filter((z) => !isReverseZone(z));
   const listener: IndexListener = {
     onChange: (c) => {
-      // Before the first sync caches hold nothing worth saving; the sync drops the zones at once.
+      // The handler drops what the change made wrong (handler.ts forget).
       if (!index.synced) return;
-      invalidateCaches(ctx.invalidation, c, forwardZones, o.zones);
       // With workers the primary observes each event once (relay.ts), not every worker again.
       if (c.slice !== null && !(source instanceof RelayedSource))
         clientMetrics.observeProgramming(c.slice.record, c.slice.service);
     },
     onSynced: () => {
-      invalidateZones(ctx.invalidation, o.zones);
       log.info(`${source.description}: synced (${index.services.size} services, ${index.namespaces.size} namespaces)`);
     },
     onConnection: (up, detail) => {

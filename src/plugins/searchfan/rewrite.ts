@@ -24,6 +24,7 @@ export interface PreparedAnswer extends PreparedReply {
   /** RA and the rcode: the flags word's bits that come from the answer. */
   readonly flags: number;
   readonly rcode: number;
+  readonly ttlOffsets: Uint16Array;
   /** Each record's TTL when stored, by the position of its offset in `ttlOffsets`. */
   readonly ttls: Uint32Array;
   /** Seconds it may be served from the cache; 0 = never stored. */
@@ -118,6 +119,9 @@ export function prepareAnswer(
     flags: (m.ra ? 0x0080 : 0) | m.rcode,
     rcode: m.rcode,
     ttlOffsets,
+    serialAt: -1,
+    zoneAt: null,
+    zone: '',
     ttls,
     cacheSeconds: cacheSecondsOf(m),
   };

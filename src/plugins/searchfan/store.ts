@@ -48,6 +48,9 @@ export class StoredAnswer {
       flags: a.flags,
       ttlOffsets: a.ttlOffsets,
       questionEnd: a.questionEnd,
+      serialAt: -1,
+      zoneAt: null,
+      zone: '',
     };
     this.age = age;
     return this.aged;
