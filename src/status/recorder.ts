@@ -5,7 +5,7 @@
 // numbers exactly as it does for /metrics. Nothing here runs per query.
 
 import { registerCollected, type MetricKind, type Sample } from '../metrics/collected.js';
-import { keepOffMetrics, registry, type Registry } from '../metrics/registry.js';
+import { keepOffMetrics, type Registry } from '../metrics/registry.js';
 import { rcodeToString } from '../dns/constants.js';
 import { DURATION_BUCKETS, NT, type ServerStats } from '../server/stats.js';
 import { ServiceKey, type ServerServices } from '../server/services.js';
@@ -51,9 +51,9 @@ export class Counts {
   }
 }
 
-/** The sum of `name`'s samples labelled with one of `servers` (the process registry holds every server's). */
-async function metricSum(name: string, servers: ReadonlySet<string>): Promise<number> {
-  const m = registry.getSingleMetric(name);
+/** The sum of `name`'s samples labelled with one of `servers`, from the server's own registry. */
+async function metricSum(name: string, servers: ReadonlySet<string>, reg: Registry): Promise<number> {
+  const m = reg.getSingleMetric(name);
   if (m === undefined) return 0;
   let sum = 0;
   for (const v of (await m.get()).values) if (servers.has(String(v.labels['server']))) sum += v.value;
@@ -61,7 +61,7 @@ async function metricSum(name: string, servers: ReadonlySet<string>): Promise<nu
 }
 
 /** The server's counters now: every server block and zone, every plugin and qtype. */
-async function readCounts(at: number, serverStats: ServerStats): Promise<Counts> {
+async function readCounts(at: number, serverStats: ServerStats, reg: Registry): Promise<Counts> {
   const c = new Counts(at);
   const servers = new Set<string>();
   for (const z of serverStats.all()) {
@@ -70,9 +70,9 @@ async function readCounts(at: number, serverStats: ServerStats): Promise<Counts>
     for (let t = 0; t < NT; t++)
       for (let b = 0; b < DURATION_SLOTS; b++) c.durations[b]! += z.durations[t * DURATION_SLOTS + b]!;
   }
-  // Through the registry, by CoreDNS's names: no core module imports the cache plugin.
-  c.cacheRequests = await metricSum('coredns_cache_requests_total', servers);
-  c.cacheHits = await metricSum('coredns_cache_hits_total', servers);
+  // Through the server's registry, by CoreDNS's names: no core module imports the cache plugin.
+  c.cacheRequests = await metricSum('coredns_cache_requests_total', servers, reg);
+  c.cacheHits = await metricSum('coredns_cache_hits_total', servers, reg);
   return c;
 }
 
@@ -144,7 +144,7 @@ export class StatusRecorder {
   }
 
   private async snapshot(): Promise<void> {
-    const c = await readCounts(performance.now(), this.services.stats);
+    const c = await readCounts(performance.now(), this.services.stats, this.services.metrics());
     if (!this.active) return;
     const prev = this.ring[this.ring.length - 1];
     if (prev !== undefined) {

@@ -8,7 +8,8 @@ import { decodeMessage, emptyMessage, encodeMessage } from '../../src/dns/messag
 import { QType } from '../../src/dns/constants.js';
 import { Request, Response, type HandlerResult } from '../../src/server/request.js';
 import { recordsReply } from '../../src/server/reply.js';
-import { dependenciesOnly, Invalidation, type PreparedAnswer } from '../../src/server/invalidation.js';
+import { Invalidation } from '../../src/server/invalidation.js';
+import { dependenciesOnly } from '../../src/server/prepared-reply.js';
 import { newRule } from '../../src/plugins/rewrite/setup.js';
 import { RewriteHandler } from '../../src/plugins/rewrite/handler.js';
 import type { Token } from '../../src/corefile/types.js';
@@ -46,14 +47,12 @@ function innerPlugin(count = 1, described = true) {
     const body = Buffer.from(records);
     for (let i = 0; i < count; i++) body[i * 16 + 15] = ip + i + 1;
     const res = Response.wire(recordsReply(r, 0, 0x0400, body, count, 0, 0), 'kubernetes');
-    const p: PreparedAnswer = {
-      ...dependenciesOnly([`s:${r.name.split('.')[1]}/${r.name.split('.')[0]}`]),
-      ttlOffsets: Uint16Array.from({ length: count }, (_, i) => i * 16 + 6),
-      recordsLength: body.length,
-      an: count,
-      minTtl: 30,
-      answerHasQtype: true,
-    };
+    const p = dependenciesOnly([`s:${r.name.split('.')[1]}/${r.name.split('.')[0]}`]);
+    p.ttlOffsets = Uint16Array.from({ length: count }, (_, i) => i * 16 + 6);
+    p.body = body;
+    p.an = count;
+    p.minTtl = 30;
+    p.answerHasQtype = true;
     if (described) res.prepared = p;
     return res;
   };
