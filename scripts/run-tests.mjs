@@ -28,6 +28,8 @@ if (files.length === 0) {
   console.error('no test files found under dist/test (did the build run?)');
   process.exit(1);
 }
-const args = ['--test', '--test-concurrency=2', '--test-timeout=120000', ...files];
+// A file's whole run is bounded too: the fuzz file needs ~75 s of a core alone, and on CI's two
+// shared cores it took over 120 s; tests that can hang carry their own tighter timeouts.
+const args = ['--test', '--test-concurrency=2', '--test-timeout=300000', ...files];
 const r = spawnSync(process.execPath, args, { stdio: 'inherit' });
 process.exit(r.status ?? 1);
