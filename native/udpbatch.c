@@ -996,6 +996,34 @@ static napi_value js_connect(napi_env env, napi_callback_info info) {
   return ret;
 }
 
+/* The (data, meta, count) arguments of sendPacked and sendMany: a Uint8Array of packed
+ * datagrams, an Int32Array of per-datagram fields, how many; false (a TypeError thrown) when not. */
+typedef struct {
+  const uint8_t *data;
+  size_t dlen;
+  const int32_t *meta;
+  size_t mlen;
+  int32_t count;
+} packed_t;
+
+static int packed_args(napi_env env, napi_value *argv, const char *usage, packed_t *p) {
+  napi_typedarray_type tt, mt;
+  size_t off0;
+  void *dv = NULL, *mv = NULL;
+  napi_value ab;
+  p->count = 0;
+  if (napi_get_typedarray_info(env, argv[1], &tt, &p->dlen, &dv, &ab, &off0) != napi_ok || tt != napi_uint8_array ||
+      napi_get_typedarray_info(env, argv[2], &mt, &p->mlen, &mv, &ab, &off0) != napi_ok || mt != napi_int32_array ||
+      napi_get_value_int32(env, argv[3], &p->count) != napi_ok) {
+    napi_throw_type_error(env, NULL, usage);
+    return 0;
+  }
+  p->data = (const uint8_t *)dv;
+  p->meta = (const int32_t *)mv;
+  if (p->count < 0) p->count = 0;
+  return 1;
+}
+
 /* sendPacked(sock, data, meta, count): count messages packed in data (meta: offset, length
  * per message) to the connected peer, sendmmsg by sendmmsg. The number sent, or -errno when
  * the first failed (an ICMP error reported on the socket). */
@@ -1003,20 +1031,12 @@ static napi_value js_send_packed(napi_env env, napi_callback_info info) {
   napi_value argv[4];
   sock_t *s = sock_args(env, info, 4, argv);
   if (!s) return NULL;
-  napi_typedarray_type tt, mt;
-  size_t dlen = 0, mlen = 0, off0;
-  void *dv = NULL, *mv = NULL;
-  napi_value ab;
-  int32_t count = 0;
-  if (napi_get_typedarray_info(env, argv[1], &tt, &dlen, &dv, &ab, &off0) != napi_ok || tt != napi_uint8_array ||
-      napi_get_typedarray_info(env, argv[2], &mt, &mlen, &mv, &ab, &off0) != napi_ok || mt != napi_int32_array ||
-      napi_get_value_int32(env, argv[3], &count) != napi_ok) {
-    napi_throw_type_error(env, NULL, "sendPacked(sock, Uint8Array, Int32Array, count)");
-    return NULL;
-  }
-  const uint8_t *data = (const uint8_t *)dv;
-  const int32_t *meta = (const int32_t *)mv;
-  if (count < 0) count = 0;
+  packed_t p;
+  if (!packed_args(env, argv, "sendPacked(sock, Uint8Array, Int32Array, count)", &p)) return NULL;
+  const uint8_t *data = p.data;
+  size_t dlen = p.dlen, mlen = p.mlen;
+  const int32_t *meta = p.meta;
+  int32_t count = p.count;
   if ((size_t)count > mlen / 2) count = (int32_t)(mlen / 2);
   int res = 0, sent = 0;
   if (s->closed || s->fd < 0 || !s->connected) res = -EBADF;
@@ -1070,20 +1090,12 @@ static napi_value js_send_many(napi_env env, napi_callback_info info) {
   napi_value argv[4];
   sock_t *s = sock_args(env, info, 4, argv);
   if (!s) return NULL;
-  napi_typedarray_type tt, mt;
-  size_t dlen = 0, mlen = 0, off0;
-  void *dv = NULL, *mv = NULL;
-  napi_value ab;
-  int32_t count = 0;
-  if (napi_get_typedarray_info(env, argv[1], &tt, &dlen, &dv, &ab, &off0) != napi_ok || tt != napi_uint8_array ||
-      napi_get_typedarray_info(env, argv[2], &mt, &mlen, &mv, &ab, &off0) != napi_ok || mt != napi_int32_array ||
-      napi_get_value_int32(env, argv[3], &count) != napi_ok) {
-    napi_throw_type_error(env, NULL, "sendMany(sock, Uint8Array, Int32Array, count)");
-    return NULL;
-  }
-  const uint8_t *data = (const uint8_t *)dv;
-  const int32_t *meta = (const int32_t *)mv;
-  if (count < 0) count = 0;
+  packed_t p;
+  if (!packed_args(env, argv, "sendMany(sock, Uint8Array, Int32Array, count)", &p)) return NULL;
+  const uint8_t *data = p.data;
+  size_t dlen = p.dlen, mlen = p.mlen;
+  const int32_t *meta = p.meta;
+  int32_t count = p.count;
   if ((size_t)count > mlen / MANY_INTS) count = (int32_t)(mlen / MANY_INTS);
   int sent = 0;
   /* Addresses of their own: the last batch's (raddr) may still be waiting for its answers. */
