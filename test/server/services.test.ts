@@ -99,9 +99,18 @@ test(
       assert.equal((r.answers[0]?.data as { address?: string }).address, '10.96.0.50');
 
       // Counters and enabled plugins: each /metrics shows its own server only.
-      const textA = await scrape('127.0.0.2', metricsA);
-      const textB = await scrape('127.0.0.3', metricsB);
       const serverA = `server="dns://:${portA}"`;
+      // The loop plugin's self-probe (dropped by A's acl) is sent after start-up: wait for it, up to 5 s.
+      let textA = await scrape('127.0.0.2', metricsA);
+      for (
+        let i = 0;
+        i < 50 && !samples(textA, 'coredns_acl_dropped_requests_total').some((l) => l.includes(serverA));
+        i++
+      ) {
+        await new Promise((r) => setTimeout(r, 100));
+        textA = await scrape('127.0.0.2', metricsA);
+      }
+      const textB = await scrape('127.0.0.3', metricsB);
       const serverB = `server="dns://:${portB}"`;
       assert.equal(total(textA, 'coredns_dns_requests_total'), 3, 'A counted its own three queries');
       assert.equal(total(textB, 'coredns_dns_requests_total'), 1, 'B counted its one query, none of A');
