@@ -12,12 +12,19 @@
 // queries, split by the buckets' sample shares. Rounds interleave the servers.
 //
 //   node bench/cpu-breakdown.mjs [--scenario hosts,kubernetes,cache] [--seconds 10] [--rounds 2]
-//        [--frequency 1999] [--no-knot] [--keep]
+//        [--frequency 1999] [--rate QPS] [--no-knot] [--knot-own-affinity] [--keep]
+//
+// The kernel's sendmmsg time is also split by what it does (on loopback it includes delivering
+// each answer into the client's socket and waking the client), and `perf stat` over the same
+// window counts the system calls and the wakeups the server made per query. --rate caps
+// dnsperf's rate (-Q) so that every server is measured at the same pace. Knot pins its UDP worker
+// to CPU 0 itself (dnsperf's core); it is put back on CPU 1 once it answers, and
+// --knot-own-affinity adds a second Knot left where it put itself, for comparison.
 //
 // Needs `perf` (Debian: linux-perf) and permission to profile (root or perf_event_paranoid ≤ 1).
 // Writes bench/results/cpu-breakdown-latest.md.
 
-import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 const perfMaps = []; // /tmp/perf-PID.map files --perf-basic-prof leaves behind
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -42,6 +49,8 @@ const { values: opt } = parseArgs({
     seconds: { type: 'string', default: '10' },
     rounds: { type: 'string', default: '2' },
     frequency: { type: 'string', default: '1999' },
+    rate: { type: 'string', default: '1000000' },
+    'knot-own-affinity': { type: 'boolean', default: false },
     'no-knot': { type: 'boolean', default: false },
     keep: { type: 'boolean', default: false },
     help: { type: 'boolean', short: 'h', default: false },
@@ -146,9 +155,30 @@ function bucketOf(frames, comm, isKnot) {
   return 'other';
 }
 
+// What a sample under sendmmsg is doing, by the first of these found on its stack. On loopback the
+// receive softirq runs inside the sender's call, so the client's delivery is charged to it.
+const SEND_PARTS = [
+  ['sendmmsg: freeing answers the client read (skb_defer_free_flush)', /^skb_defer_free_flush$/],
+  ['sendmmsg: waking the client (sock_def_readable)', /^sock_def_readable$/],
+  ["sendmmsg: queueing on the client's socket (rest of __udp_enqueue_schedule_skb)", /^__udp_enqueue_schedule_skb$/],
+  ['sendmmsg: loopback receive, IP and UDP (rest of the softirq)', /^(net_rx_action|handle_softirqs)$/],
+  ['sendmmsg: send buffer release, our write-space wakeup (sock_wfree)', /^sock_wfree$/],
+  ['sendmmsg: loopback transmit, backlog (rest of __dev_queue_xmit)', /^__dev_queue_xmit$/],
+  ['sendmmsg: building the skb (ip_make_skb: allocation, copy)', /^ip_make_skb$/],
+  ['sendmmsg: route lookup', /^ip_route_output_flow$/],
+  ['sendmmsg: rest of udp_sendmsg', /^udp_sendmsg$/],
+  ['sendmmsg: msghdr copy-in, syscall entry, other', /./],
+];
+
+function sendPartOf(frames) {
+  for (const [name, re] of SEND_PARTS) if (frames.some((f) => re.test(f.sym))) return name;
+  return SEND_PARTS[SEND_PARTS.length - 1][0];
+}
+
 /** `perf script` text → { buckets: {name: samples}, total, topJs: [[sym, n]], topOther }. */
 function classify(text, isKnot) {
   const buckets = Object.fromEntries(BUCKETS.map((b) => [b, 0]));
+  const sendParts = Object.fromEntries(SEND_PARTS.map(([b]) => [b, 0]));
   const jsSyms = new Map();
   const leafSyms = new Map();
   let total = 0;
@@ -165,13 +195,47 @@ function classify(text, isKnot) {
     if (!frames.length) continue;
     const b = bucketOf(frames, comm, isKnot);
     buckets[b]++;
+    if (b === 'kernel: sendmmsg') sendParts[sendPartOf(frames)]++;
     total++;
     const key = `${frames[0].sym} (${frames[0].dso.split('/').pop()})`;
     if (b === 'JS (JIT code)' || b === 'JS (V8 builtins)') jsSyms.set(key, (jsSyms.get(key) ?? 0) + 1);
     leafSyms.set(`${b} | ${key}`, (leafSyms.get(`${b} | ${key}`) ?? 0) + 1);
   }
   const top = (m, n) => [...m.entries()].sort((a, b) => b[1] - a[1]).slice(0, n);
-  return { buckets, total, topJs: top(jsSyms, 12), topLeaf: top(leafSyms, 25) };
+  return { buckets, sendParts, total, topJs: top(jsSyms, 12), topLeaf: top(leafSyms, 25) };
+}
+
+const STAT_EVENTS = [
+  'syscalls:sys_enter_sendmmsg',
+  'syscalls:sys_enter_recvmmsg',
+  'syscalls:sys_enter_epoll_wait',
+  'syscalls:sys_enter_epoll_pwait',
+  'sched:sched_waking',
+  'sched:sched_switch',
+];
+
+/** perf stat -x, output → { event: count } (missing or unsupported events left out). */
+function readStat(file) {
+  const out = {};
+  try {
+    for (const l of readFileSync(file, 'latin1').split('\n')) {
+      const f = l.split(',');
+      if (f.length > 2 && /^\d+$/.test(f[0])) out[f[2]] = Number(f[0]);
+    }
+  } catch {
+    // no file: perf stat could not attach
+  }
+  return out;
+}
+
+/** The distinct CPU lists its threads may run on, e.g. "1" or "0,1" (from /proc). */
+function threadCpus(pid) {
+  const lists = new Set();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    const m = /Cpus_allowed_list:\s*(\S+)/.exec(readFileSync(`/proc/${pid}/task/${tid}/status`, 'latin1'));
+    if (m) lists.add(m[1]);
+  }
+  return [...lists].join(' and ');
 }
 
 function statTimes(pid) {
@@ -205,8 +269,21 @@ async function measureOne(target, ctx, queryFile, round) {
     ],
     { timeoutMs: (seconds + 60) * 1000 },
   );
-  const dp = await runDnsperf({ port: ctx.port, queryFile, seconds, pin: 0 });
+  // Calls and wakeups in the server's context over the same window (tracepoints; none on failure).
+  const statFile = join(tmp, `${target.name}-r${round}.stat`);
+  const stat = runCommand(
+    'perf',
+    ['stat', '-x', ',', '-o', statFile, ...STAT_EVENTS.flatMap((e) => ['-e', e]), '-p', String(target.proc.pid)].concat(
+      ['--', 'sleep', String(seconds)],
+    ),
+    { timeoutMs: (seconds + 60) * 1000 },
+  );
+  const dp = await runDnsperf({ port: ctx.port, queryFile, seconds, pin: 0, maxQps: Number(opt.rate) });
   const pr = await perf;
+  const counts = await stat.then(
+    () => readStat(statFile),
+    () => ({}),
+  );
   const t1 = statTimes(target.proc.pid);
   const snap1 = cpuSnapshot(target.proc.pid);
   if (pr.code !== 0) throw new Error(`perf record failed: ${pr.stderr}`);
@@ -235,6 +312,7 @@ async function measureOne(target, ctx, queryFile, round) {
     majorGcs: gc ? gc.filter((g) => g.kind === 'major').length : null,
     otherCpu: otherCpuPercent(snap0, snap1),
     load: Number(readFileSync('/proc/loadavg', 'latin1').split(' ')[0]),
+    counts,
     ...cls,
   };
 }
@@ -249,8 +327,13 @@ function render(machine, results, elapsedS) {
   );
   L('');
   L(
-    'Server `taskset -c 1` (clusterdns `-workers 1`, `--perf-basic-prof` and lib/gc-observer.mjs; Knot 1 UDP worker), dnsperf `taskset -c 0` closed loop as in `npm run bench`; ' +
-      `\`perf record -e cpu-clock -F ${opt.frequency} -g -p PID\` over the same ${seconds} s. CPU µs/query from /proc (utime + stime of every thread) ÷ answered queries; ` +
+    'Server `taskset -c 1` (clusterdns `-workers 1`, `--perf-basic-prof` and lib/gc-observer.mjs; Knot 1 UDP worker, all its threads put back on CPU 1 once it answers' +
+      `${opt['knot-own-affinity'] ? '; *knot-own-affinity*: its UDP worker left on CPU 0, where Knot pins it' : ''}), ` +
+      'dnsperf `taskset -c 0` closed loop as in `npm run bench`; ' +
+      `\`perf record -e cpu-clock -F ${opt.frequency} -g -p PID\` and \`perf stat\` (system calls, sched_waking, sched_switch) over the same ${seconds} s` +
+      `${Number(opt.rate) < 1000000 ? `, dnsperf capped at ${opt.rate} QPS (-Q)` : ''}. ` +
+      '*↳ sendmmsg:* rows split the sendmmsg row by the first of skb_defer_free_flush, sock_def_readable, __udp_enqueue_schedule_skb, the softirq, sock_wfree, __dev_queue_xmit, ip_make_skb, ip_route_output_flow, udp_sendmsg on the stack. ' +
+      `CPU µs/query from /proc (utime + stime of every thread) ÷ answered queries; ` +
       'each bucket = that × its share of the samples (medians over rounds); *GC* holds every sample with a V8 heap/GC frame on its stack, on any thread. ' +
       "*scavenge pauses*: the PerformanceObserver's minor-GC durations in the window ÷ queries (part of the GC bucket). *V8 compiler*: TurboFan/Maglev work (should be ~0 after the 5 s warm-up).",
   );
@@ -274,6 +357,20 @@ function render(machine, results, elapsedS) {
     if (!results.some((r) => r.buckets[b] > 0)) continue;
     row(b, (r) => (r.usPerQuery * r.buckets[b]) / r.total);
   }
+  for (const [b] of SEND_PARTS) {
+    if (!results.some((r) => r.sendParts[b] > 0)) continue;
+    row(`↳ ${b}`, (r) => (r.usPerQuery * r.sendParts[b]) / r.total);
+  }
+  const per = (ev) => (r) => (Number.isFinite(r.counts[ev]) ? r.counts[ev] / r.completed : NaN);
+  row('sendmmsg calls per 100 queries', (r) => 100 * per('syscalls:sys_enter_sendmmsg')(r));
+  row('answers per sendmmsg', (r) => 1 / per('syscalls:sys_enter_sendmmsg')(r));
+  row('recvmmsg calls per 100 queries', (r) => 100 * per('syscalls:sys_enter_recvmmsg')(r));
+  row(
+    'epoll waits per 100 queries',
+    (r) => 100 * (per('syscalls:sys_enter_epoll_wait')(r) || 0) + 100 * (per('syscalls:sys_enter_epoll_pwait')(r) || 0),
+  );
+  row('wakeups made by the server per 100 queries (sched_waking)', (r) => 100 * per('sched:sched_waking')(r));
+  row("server's context switches per 100 queries", (r) => 100 * per('sched:sched_switch')(r));
   row('scavenge pauses of the main thread (observer)', (r) => r.gcPauseUs ?? NaN);
   row('scavenges per second', (r) => (r.gcCount ?? NaN) / seconds);
   row('mark-compacts in the window', (r) => r.majorGcs ?? NaN);
@@ -344,12 +441,25 @@ async function main() {
       startProcess,
     };
     targets.push({ name: 'knot', kind: 'knot', def: knot, ctx, proc: knot.start(ctx) });
+    if (opt['knot-own-affinity']) {
+      const own = { ...ctx, mode: 'breakdown-own', port: await freePort(taken) };
+      targets.push({
+        name: 'knot-own-affinity',
+        kind: 'knot',
+        def: knot,
+        ctx: own,
+        proc: knot.start(own),
+        ownAffinity: true,
+      });
+    }
   }
   for (const t of targets) {
     const samples =
       t.def.samples?.(t.ctx) ??
       sampleRecords(workload.records).map((r) => ({ name: r.name, type: 'A', data: r.ip, ttl: workload.ttl }));
     await waitAnswering(t.ctx.port, samples[0].name, 30000, () => t.proc.child.exitCode === null);
+    if (!t.ownAffinity) await t.def.ready?.(t.ctx, t.proc);
+    log(`${t.name}: pid ${t.proc.pid}, threads on CPUs ${threadCpus(t.proc.pid)}`);
     const problems = await checkAnswers(t.ctx.port, samples);
     if (problems.length) throw new Error(`${t.name} answers wrong: ${problems.join('; ')}`);
     await runDnsperf({ port: t.ctx.port, queryFile: t.def.queries(t.ctx), seconds: 5, pin: 0 }); // warm-up: JIT, caches

@@ -289,6 +289,7 @@ async function startServer(def, ctx) {
     30000,
     () => proc.child.exitCode === null && proc.child.signalCode === null,
   );
+  await def.ready?.(ctx, proc);
   const problems = await checkAnswers(ctx.port, samples);
   if (problems.length) throw new Error(`${def.name} answers wrong:\n  ${problems.join('\n  ')}`);
   log(`${def.name}: pid ${proc.pid} on 127.0.0.1:${ctx.port} (CPU 1), ${samples.length} sample answers right`);

@@ -259,6 +259,7 @@ async function measureMode(mode, workload, notes) {
       log(`  ${def.name}: skipped, ${why}`);
       continue;
     }
+    await def.ready?.(ctx, row.proc);
     const problems = await checkAnswers(ctx.port, samples);
     if (problems.length) {
       throw new Error(`${def.name} answers wrong, refusing to benchmark it:\n  ${problems.join('\n  ')}`);

@@ -39,6 +39,15 @@ export function startProcess(name, cmd, args, { pin = null, logFile, env, cwd } 
   return entry;
 }
 
+/**
+ * Sets the CPU affinity of every thread of a running process (`taskset -a -p`): for servers that
+ * pin their own threads after start, over the affinity they were started with.
+ */
+export async function pinThreads(pid, cpus) {
+  const r = await runCommand('taskset', ['-a', '-p', '-c', String(cpus), String(pid)]);
+  if (r.code !== 0) throw new Error(`taskset -a -p -c ${cpus} ${pid}: ${r.stderr.trim()}`);
+}
+
 /** Runs a short command to completion, capturing its output; tracked like the servers. */
 export function runCommand(cmd, args, { pin = null, timeoutMs = 0 } = {}) {
   const argv = pin != null ? ['-c', String(pin), cmd, ...args] : args;

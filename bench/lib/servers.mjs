@@ -2,14 +2,16 @@
 // workload (lib/workload.mjs) on its own 127.0.0.1 high port.
 //
 // A server definition: { name, kind, optional, unpinnedByDefault?, forScenario?, label(ctx),
-// start(ctx) → process entry, queries(ctx), samples(ctx)?, setup(ctx)? }. ctx = { root, dir,
+// start(ctx) → process entry, ready(ctx, proc)? (awaited once it answers), queries(ctx), samples(ctx)?,
+// setup(ctx)? }. ctx = { root, dir,
 // port, workload, mode, pin, workers, startProcess, nodeArgs?, env? }.
 
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { cpus } from 'node:os';
 import { join } from 'node:path';
 import dgram from 'node:dgram';
 import net from 'node:net';
-import { startProcess } from './procs.mjs';
+import { pinThreads, startProcess } from './procs.mjs';
 import { waitAnswering } from './check.mjs';
 import { mixQueries, mixSamples } from './mix.mjs';
 
@@ -260,6 +262,12 @@ export const knot = {
   start(ctx) {
     const conf = knotConfig(ctx, join(ctx.dir, `${this.name}-${ctx.mode}`), ctx.port);
     return startProcess(this.name, knotd(), ['-c', conf], { pin: ctx.pin, logFile: logFile(ctx, this.name) });
+  },
+  // Knot pins UDP worker i to CPU i % ncpus itself once it starts (its udp_master), over the
+  // affinity taskset gave it: its one worker would run on CPU 0 beside dnsperf. Once it
+  // answers, put every thread back where the bench pinned the server.
+  async ready(ctx, proc) {
+    await pinThreads(proc.pid, ctx.pin ?? `0-${cpus().length - 1}`);
   },
 };
 
