@@ -23,6 +23,8 @@ export interface Outstanding {
   timer: NodeJS.Timeout | null;
   /** True when the try went out on a connection that had already served queries. */
   reused: boolean;
+  /** The largest UDP answer the query asks for (its EDNS size, 512 without EDNS); 65535 when not known. */
+  readonly udpSize: number;
   /** A reply with this ID and the same question. Its ID is still the upstream one. */
   onAnswer(reply: Buffer): void;
   /**
@@ -43,6 +45,7 @@ export abstract class OutstandingQuery implements Outstanding {
   id = 0;
   timer: NodeJS.Timeout | null = null;
   reused = false;
+  udpSize = 65535;
   readonly frame: Buffer;
   readonly query: Buffer;
 

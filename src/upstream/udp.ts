@@ -12,7 +12,7 @@ import {
   type UdpBatchAddon,
   type UdpBatchSocket,
 } from '../server/udp-native.js';
-import { answersQuestion, randomBelow, randomId } from './wire.js';
+import { answersQuestion, emptyTruncated, randomBelow, randomId } from './wire.js';
 import { goErrorText, joinHostPort, type ConnStats, type Outstanding, type PendingTry } from './exchange.js';
 
 /** Sockets per upstream; each query takes one at random. */
@@ -107,8 +107,11 @@ abstract class UdpQueries implements PendingTry {
     while (this.dueHead < q.length && q[this.dueHead] === null) this.dueHead++;
   }
 
-  /** An upstream datagram: the answer of the waiting query with its ID and question. */
-  protected deliver(msg: Buffer): void {
+  /**
+   * An upstream datagram: the answer of the waiting query with its ID and question. `cut`: it
+   * was longer than the receive slot, so the query gets an empty TC answer as in CoreDNS.
+   */
+  protected deliver(msg: Buffer, cut = false): void {
     if (msg.length < 12) return;
     const i = this.slotOf((msg[0]! << 8) | msg[1]!);
     if (i < 0) return;
@@ -118,7 +121,7 @@ abstract class UdpQueries implements PendingTry {
     if (!answersQuestion(msg, o.query, o.questionEnd)) return;
     this.empty(i);
     this.settled();
-    o.onAnswer(msg);
+    o.onAnswer(cut ? emptyTruncated(msg, o.questionEnd) : msg);
   }
 
   private armSweep(at: number, inMs: number): void {
@@ -252,6 +255,16 @@ export class UdpChannel extends UdpQueries {
 
 /** Receive slots of a native upstream socket: answers read per wakeup. */
 const NATIVE_SLOTS = 16;
+/**
+ * Bytes per receive slot of the native sockets that carry queries asking for answers up to
+ * this size (nearly all: EDNS sizes are 512-4096). Sockets are replaced every few queries, and a
+ * 64 KiB slot each made every socket's receive slab 1 MiB of external memory that drove V8 into
+ * frequent full collections; queries asking for more get sockets with 64 KiB slots.
+ */
+export const SMALL_SLOT_BYTES = 4096;
+const BIG_SLOT_BYTES = 65536;
+/** Native upstream sockets opened, by receive slot size (tests read it). */
+export const nativeOpenStats = { small: 0, big: 0 };
 /** Room for the queries all native upstream sockets send in one turn of the event loop. */
 const PACK_BYTES = 64 * 1024;
 const packBuf = Buffer.allocUnsafe(PACK_BYTES);
@@ -296,12 +309,22 @@ export class NativeUdpChannel extends UdpQueries {
     private readonly addon: UdpBatchAddon,
     host: string,
     port: number,
+    slotSize: number,
   ) {
     super(host, port);
     const v6 = host.includes(':');
     let sock: UdpBatchSocket;
     try {
-      sock = addon.open({ address: v6 ? '::' : '0.0.0.0', port: 0, ipv6: v6, slots: NATIVE_SLOTS, outSize: 512 });
+      sock = addon.open({
+        address: v6 ? '::' : '0.0.0.0',
+        port: 0,
+        ipv6: v6,
+        slots: NATIVE_SLOTS,
+        slotSize,
+        outSize: 512,
+      });
+      if (slotSize === BIG_SLOT_BYTES) nativeOpenStats.big++;
+      else nativeOpenStats.small++;
     } catch (e) {
       this.failure = e as NodeJS.ErrnoException;
       return;
@@ -386,13 +409,12 @@ export class NativeUdpChannel extends UdpQueries {
     const inBuf = this.inBuf!;
     for (let i = 0; i < n && !this.closed; i++) {
       const m = i * META_INTS;
-      if ((meta[m + 1]! & FLAG_TRUNCATED) !== 0) continue;
       const len = meta[m]!;
       const at = i * this.slotSize;
       // A copy: the slot is read into again while the answer may still be on its way out.
       const msg = Buffer.allocUnsafe(len);
       inBuf.copy(msg, 0, at, at + len);
-      this.deliver(msg);
+      this.deliver(msg, (meta[m + 1]! & FLAG_TRUNCATED) !== 0);
     }
     return 0;
   };
@@ -411,6 +433,8 @@ function upstreamAddon(): UdpBatchAddon | null {
 /** The UDP sockets of one upstream. */
 export class UdpPool {
   private readonly slots: Array<UdpQueries | null> = new Array<UdpQueries | null>(SLOTS).fill(null);
+  /** Native sockets with 64 KiB receive slots, for queries asking for answers over SMALL_SLOT_BYTES. */
+  private big: Array<UdpQueries | null> | null = null;
   private stopped = false;
   private readonly addon = upstreamAddon();
 
@@ -420,27 +444,29 @@ export class UdpPool {
     private readonly stats: ConnStats,
   ) {}
 
-  private channel(): UdpQueries {
+  private channel(big: boolean): UdpQueries {
     return this.addon !== null
-      ? new NativeUdpChannel(this.addon, this.host, this.port)
+      ? new NativeUdpChannel(this.addon, this.host, this.port, big ? BIG_SLOT_BYTES : SMALL_SLOT_BYTES)
       : new UdpChannel(this.host, this.port);
   }
 
   /** Sends `o` on one of the sockets, which it returns. */
   send(o: Outstanding, timeoutMs: number): PendingTry {
     const i = randomBelow(SLOTS);
-    let ch = this.slots[i]!;
+    const big = this.addon !== null && o.udpSize > SMALL_SLOT_BYTES;
+    const slots = big ? (this.big ??= new Array<UdpQueries | null>(SLOTS).fill(null)) : this.slots;
+    let ch = slots[i]!;
     if (this.stopped) {
       // After shutdown a straggler still gets its own socket, closed once it settles.
-      const once = this.channel();
+      const once = this.channel(big);
       once.send(o, timeoutMs);
       once.retire();
       return once;
     }
     if (ch === null || ch.closed || ch.uses >= MAX_USES || Date.now() - ch.born >= MAX_AGE_MS) {
       if (ch !== null) ch.retire();
-      ch = this.channel();
-      this.slots[i] = ch;
+      ch = this.channel(big);
+      slots[i] = ch;
       this.stats.connMisses[0]!++;
     } else {
       this.stats.connHits[0]!++;
@@ -454,6 +480,8 @@ export class UdpPool {
     for (let i = 0; i < SLOTS; i++) {
       this.slots[i]?.close();
       this.slots[i] = null;
+      this.big?.[i]?.close();
     }
+    this.big = null;
   }
 }

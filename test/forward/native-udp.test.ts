@@ -3,9 +3,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { QType, Rcode } from '../../src/dns/constants.js';
+import { decodeMessage } from '../../src/dns/message.js';
 import { udpBatchAddon } from '../../src/server/udp-native.js';
-import { nativeSendStats } from '../../src/upstream/udp.js';
-import { FakeUpstream } from './upstreams.js';
+import { nativeOpenStats, nativeSendStats, SMALL_SLOT_BYTES } from '../../src/upstream/udp.js';
+import { answer, FakeUpstream, type Behaviour } from './upstreams.js';
 import { forwardChain } from './harness.js';
 
 const noAddon = udpBatchAddon().addon === null ? `no native addon (${udpBatchAddon().why})` : false;
@@ -41,6 +42,44 @@ describe('forward over UDP on the native addon', { skip: noAddon }, () => {
       assert.ok(ports.size >= 1 && ports.size <= 4, `${ports.size} source ports`);
     } finally {
       h.stop();
+    }
+  });
+
+  it('queries asking for answers up to 4096 bytes use sockets with small receive slots; larger ones get 64 KiB slots and whole answers', async () => {
+    // TXT answers of ~6.4 KB to every query, whatever size it asked for.
+    const big: Behaviour = (q, r) =>
+      r.send(answer(q, { txt: Array.from({ length: 25 }, (_, i) => `${i}`.padEnd(250, 'x')) }));
+    const u = await FakeUpstream.start({ behaviour: big });
+    const h = forwardChain(`forward . 127.0.0.1:${u.port}`);
+    try {
+      const small0 = nativeOpenStats.small;
+      const big0 = nativeOpenStats.big;
+      // What forward returns (before the server's cap on UDP answers, which bufsize can raise):
+      // for a client of 8192 the upstream's answer arrives whole over UDP.
+      const whole = await h.ask('big.example.org.', QType.TXT, { edns: 8192 });
+      const wire = whole.res.peekWire()!;
+      assert.ok(wire.length > SMALL_SLOT_BYTES, `${wire.length} bytes`);
+      const m = decodeMessage(wire);
+      assert.equal(m.tc, false);
+      assert.equal(m.answers.length, 25);
+      assert.equal(nativeOpenStats.big - big0, 1, 'one socket with 64 KiB slots');
+      // For a client of 1232 (or 512 without EDNS) an answer longer than the slot is an empty TC
+      // answer, as CoreDNS gives for an upstream answer that overflows the client's size.
+      for (const edns of [1232, undefined]) {
+        const cut = await h.ask('big.example.org.', QType.TXT, { edns });
+        const c = decodeMessage(cut.res.peekWire()!);
+        assert.equal(c.rcode, Rcode.NOERROR);
+        assert.equal(c.tc, true, `TC for a client of ${edns ?? 512}`);
+        assert.equal(c.answers.length, 0);
+        assert.equal(c.questions[0]!.name, 'big.example.org.');
+        assert.equal(cut.msg.tc, true);
+        assert.ok(cut.ms < 1000, `answered at once (${cut.ms.toFixed(0)} ms), not after the read timeout`);
+      }
+      assert.ok(nativeOpenStats.small - small0 >= 1 && nativeOpenStats.small - small0 <= 4, 'small-slot sockets');
+      assert.equal(nativeOpenStats.big - big0, 1, 'no more 64 KiB sockets');
+    } finally {
+      h.stop();
+      u.close();
     }
   });
 });
