@@ -274,6 +274,8 @@ export const nativeSendStats = { datagrams: 0, calls: 0 };
 /** Native sockets with queries to send at the end of this turn. */
 const dirty: NativeUdpChannel[] = [];
 let flushQueued = false;
+/** Schedules the flush as a microtask without queueMicrotask's AsyncResource and bound function per call. */
+const settled = Promise.resolve();
 
 /** Sends what every native socket gathered this turn, one sendmmsg per socket. */
 function flushAll(): void {
@@ -351,7 +353,7 @@ export class NativeUdpChannel extends UdpQueries {
       dirty.push(this);
       if (!flushQueued) {
         flushQueued = true;
-        queueMicrotask(flushAll);
+        void settled.then(flushAll);
       }
     }
   }
