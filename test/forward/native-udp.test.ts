@@ -82,4 +82,43 @@ describe('forward over UDP on the native addon', { skip: noAddon }, () => {
       u.close();
     }
   });
+
+  it('queries in flight together, answered in reverse order, each get their own answer', async () => {
+    // The upstream holds 30 queries (some the same question) and answers them last first,
+    // each with an address of its own; one is answered twice.
+    const held: Array<{ q: Parameters<Behaviour>[0]; r: Parameters<Behaviour>[1] }> = [];
+    const hold: Behaviour = (q, r) => {
+      held.push({ q, r });
+      if (held.length < 30) return;
+      for (let i = held.length - 1; i >= 0; i--) {
+        const { q: hq, r: hr } = held[i]!;
+        hr.send(answer(hq, { a: [`198.51.100.${i + 1}`] }));
+        if (i === 10) hr.send(answer(hq, { a: ['203.0.113.99'] }));
+      }
+    };
+    const u = await FakeUpstream.start({ behaviour: hold });
+    const h = forwardChain(`forward . 127.0.0.1:${u.port}`);
+    try {
+      const names = Array.from({ length: 30 }, (_, i) => `r${i % 20}.example.org.`);
+      const done = await Promise.all(names.map((n, i) => h.ask(n, QType.A, { id: 1000 + i })));
+      const byId = new Map(u.received.map((q, i) => [q.msg.id, { name: q.msg.questions[0]!.name, i }]));
+      const seen = new Set<string>();
+      for (const [i, r] of done.entries()) {
+        assert.equal(r.msg.id, 1000 + i, 'the client ID put back');
+        assert.equal(r.msg.questions[0]!.name, names[i]);
+        assert.equal(r.msg.answers.length, 1);
+        const addr = (r.msg.answers[0]!.data as { address: string }).address;
+        assert.notEqual(addr, '203.0.113.99', 'a second answer to one ID is dropped');
+        // The address says which upstream query it answered: one asking this client's question.
+        const k = Number(addr.split('.')[3]) - 1;
+        const sent = [...byId.values()].find((v) => v.i === k)!;
+        assert.equal(sent.name, names[i]);
+        assert.ok(!seen.has(addr), `${addr} given to two clients`);
+        seen.add(addr);
+      }
+    } finally {
+      h.stop();
+      u.close();
+    }
+  });
 });
