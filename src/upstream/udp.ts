@@ -25,6 +25,18 @@ const MAX_AGE_MS = 1000;
 /** Timers may fire this much before a deadline read from performance.now(). */
 const TIMER_SLACK_MS = 1;
 
+/** The slot arrays of one socket's queries (see UdpQueries). */
+interface DueSlots {
+  query: Array<Outstanding | null>;
+  id: number[];
+  at: number[];
+}
+/** Slot arrays of closed sockets, for new ones to fill in place instead of growing three from empty. */
+const spareSlots: DueSlots[] = [];
+const MAX_SPARE_SLOTS = 16;
+/** Longer arrays (a long-lived channel's) are left to the GC. */
+const MAX_REUSED_LENGTH = 4 * MAX_USES;
+
 /**
  * The queries of one connected UDP socket, in send order (a socket carries at most MAX_USES):
  * an answer is matched by scanning the few still waiting, not through a Map, and one timer per
@@ -32,12 +44,14 @@ const TIMER_SLACK_MS = 1;
  * the native addon) is the subclass's. It closes once retired and no query is waiting on it.
  */
 abstract class UdpQueries implements PendingTry {
-  // Slot i: the query sent i-th, its ID and deadline; emptied (null) once answered, failed or
-  // taken back, so the channel does not keep it alive until the sweep.
-  private dueQuery: Array<Outstanding | null> = [];
+  // Slot i < dueLen: the query sent i-th, its ID and deadline; emptied (null) once answered,
+  // failed or taken back, so the channel does not keep it alive until the sweep. The arrays may
+  // be a closed socket's, longer than dueLen.
+  private dueQuery: Array<Outstanding | null>;
   private dueHead = 0;
-  private dueId: number[] = [];
-  private dueAt: number[] = [];
+  private dueLen = 0;
+  private dueId: number[];
+  private dueAt: number[];
   private waiting = 0;
   private sweepTimer: NodeJS.Timeout | null = null;
   private sweepAt = Infinity;
@@ -53,6 +67,10 @@ abstract class UdpQueries implements PendingTry {
     protected readonly port: number,
   ) {
     this.label = `->${joinHostPort(host, port)}`;
+    const spare = spareSlots.pop();
+    this.dueQuery = spare?.query ?? [];
+    this.dueId = spare?.id ?? [];
+    this.dueAt = spare?.at ?? [];
   }
 
   /** Puts `o` (its ID already written) on the wire, or fails the socket. */
@@ -63,7 +81,8 @@ abstract class UdpQueries implements PendingTry {
   private slotOf(id: number): number {
     const q = this.dueQuery;
     const ids = this.dueId;
-    for (let i = this.dueHead; i < q.length; i++) if (ids[i] === id && q[i] !== null) return i;
+    const n = this.dueLen;
+    for (let i = this.dueHead; i < n; i++) if (ids[i] === id && q[i] !== null) return i;
     return -1;
   }
 
@@ -77,16 +96,23 @@ abstract class UdpQueries implements PendingTry {
     this.uses++;
     this.waiting++;
     const due = performance.now() + timeoutMs;
-    this.dueQuery.push(o);
-    this.dueId.push(id);
-    this.dueAt.push(due);
+    const k = this.dueLen++;
+    if (k < this.dueQuery.length) {
+      this.dueQuery[k] = o;
+      this.dueId[k] = id;
+      this.dueAt[k] = due;
+    } else {
+      this.dueQuery.push(o);
+      this.dueId.push(id);
+      this.dueAt.push(due);
+    }
     if (due < this.sweepAt) this.armSweep(due, timeoutMs);
     this.transmit(o);
   }
 
   cancel(o: Outstanding): void {
     const q = this.dueQuery;
-    for (let i = this.dueHead; i < q.length; i++)
+    for (let i = this.dueHead; i < this.dueLen; i++)
       if (q[i] === o) {
         this.empty(i);
         this.settled();
@@ -104,7 +130,7 @@ abstract class UdpQueries implements PendingTry {
     const q = this.dueQuery;
     q[i] = null;
     this.waiting--;
-    while (this.dueHead < q.length && q[this.dueHead] === null) this.dueHead++;
+    while (this.dueHead < this.dueLen && q[this.dueHead] === null) this.dueHead++;
   }
 
   /**
@@ -138,7 +164,7 @@ abstract class UdpQueries implements PendingTry {
     const q = this.dueQuery;
     const expired: Outstanding[] = [];
     let next = Infinity;
-    for (let i = this.dueHead; i < q.length; i++) {
+    for (let i = this.dueHead; i < this.dueLen; i++) {
       const o = q[i];
       if (o === null || o === undefined) continue;
       const at = this.dueAt[i]!;
@@ -148,7 +174,7 @@ abstract class UdpQueries implements PendingTry {
         expired.push(o);
       } else if (at < next) next = at;
     }
-    while (this.dueHead < q.length && q[this.dueHead] === null) this.dueHead++;
+    while (this.dueHead < this.dueLen && q[this.dueHead] === null) this.dueHead++;
     if (next !== Infinity) this.armSweep(next, next - now);
     if (expired.length > 0) this.settled();
     for (const o of expired) o.onFailure(`read udp ${this.label}: i/o timeout`, false);
@@ -166,11 +192,20 @@ abstract class UdpQueries implements PendingTry {
     this.sweepTimer = null;
     this.sweepAt = Infinity;
     const waiting: Outstanding[] = [];
-    for (const o of this.dueQuery) if (o !== null) waiting.push(o);
+    const q = this.dueQuery;
+    for (let i = this.dueHead; i < this.dueLen; i++) {
+      const o = q[i];
+      if (o !== null && o !== undefined) waiting.push(o);
+      q[i] = null;
+    }
+    // A closed socket's arrays go to the next socket; this one keeps empty ones for a late cancel.
+    if (this.closed && q.length <= MAX_REUSED_LENGTH && spareSlots.length < MAX_SPARE_SLOTS)
+      spareSlots.push({ query: q, id: this.dueId, at: this.dueAt });
     this.dueQuery = [];
     this.dueId = [];
     this.dueAt = [];
     this.dueHead = 0;
+    this.dueLen = 0;
     this.waiting = 0;
     for (const o of waiting) o.onFailure(error, false);
   }
@@ -190,7 +225,7 @@ abstract class UdpQueries implements PendingTry {
     this.closed = true;
     this.retired = true;
     this.closeSocket();
-    this.failAll(`read udp ${this.label}: use of closed network connection`);
+    this.failAll(this.waiting > 0 ? `read udp ${this.label}: use of closed network connection` : '');
   }
 }
 
@@ -271,8 +306,9 @@ const packBuf = Buffer.allocUnsafe(PACK_BYTES);
 const packMeta = new Int32Array(256);
 /** Queries sent on native sockets, and the sendmmsg calls that carried them. */
 export const nativeSendStats = { datagrams: 0, calls: 0 };
-/** Native sockets with queries to send at the end of this turn. */
-const dirty: NativeUdpChannel[] = [];
+/** Native sockets with queries to send at the end of this turn (the first dirtyLen; not shrunk, so not regrown). */
+const dirty: Array<NativeUdpChannel | null> = [];
+let dirtyLen = 0;
 let flushQueued = false;
 /** Schedules the flush as a microtask without queueMicrotask's AsyncResource and bound function per call. */
 const settled = Promise.resolve();
@@ -281,8 +317,9 @@ const settled = Promise.resolve();
 function flushAll(): void {
   flushQueued = false;
   // A failed socket fails its queries, whose retries may add sockets to the list meanwhile.
-  for (let i = 0; i < dirty.length; i++) dirty[i]!.flush();
-  dirty.length = 0;
+  for (let i = 0; i < dirtyLen; i++) dirty[i]!.flush();
+  for (let i = 0; i < dirtyLen; i++) dirty[i] = null;
+  dirtyLen = 0;
 }
 
 function errnoError(n: number): NodeJS.ErrnoException {
@@ -303,7 +340,9 @@ export class NativeUdpChannel extends UdpQueries {
   private readonly inBuf: Buffer | null = null;
   private readonly meta: Int32Array | null = null;
   private readonly slotSize: number = 0;
-  private readonly toSend: Outstanding[] = [];
+  /** Queries to send at the end of this turn: the first sendLen (not shrunk, so not regrown per turn). */
+  private readonly toSend: Array<Outstanding | null> = [];
+  private sendLen = 0;
   private isDirty = false;
   private failure: NodeJS.ErrnoException | null = null;
 
@@ -347,10 +386,10 @@ export class NativeUdpChannel extends UdpQueries {
   }
 
   protected transmit(o: Outstanding): void {
-    this.toSend.push(o);
+    this.toSend[this.sendLen++] = o;
     if (!this.isDirty) {
       this.isDirty = true;
-      dirty.push(this);
+      dirty[dirtyLen++] = this;
       if (!flushQueued) {
         flushQueued = true;
         void settled.then(flushAll);
@@ -363,14 +402,14 @@ export class NativeUdpChannel extends UdpQueries {
     this.isDirty = false;
     const list = this.toSend;
     if (this.closed || this.sock === null) {
-      list.length = 0;
+      this.clearSend();
       // A socket that could not be opened or connected fails its queries as node:dgram's connect would.
       if (!this.closed && this.failure !== null) this.onError(this.failure);
       return;
     }
     let count = 0;
     let off = 0;
-    for (let i = 0; i < list.length; i++) {
+    for (let i = 0; i < this.sendLen; i++) {
       const o = list[i]!;
       if (!this.isWaiting(o)) continue;
       const q = o.query;
@@ -386,8 +425,14 @@ export class NativeUdpChannel extends UdpQueries {
       count++;
       off += q.length;
     }
-    list.length = 0;
+    this.clearSend();
     if (count > 0) this.sendPacked(count);
+  }
+
+  private clearSend(): void {
+    const list = this.toSend;
+    for (let i = 0; i < this.sendLen; i++) list[i] = null;
+    this.sendLen = 0;
   }
 
   private sendPacked(count: number): boolean {
@@ -397,7 +442,7 @@ export class NativeUdpChannel extends UdpQueries {
       nativeSendStats.datagrams += r;
       return true;
     }
-    this.toSend.length = 0;
+    this.clearSend();
     this.onError(errnoError(r));
     return false;
   }
