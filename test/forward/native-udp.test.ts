@@ -121,4 +121,37 @@ describe('forward over UDP on the native addon', { skip: noAddon }, () => {
       u.close();
     }
   });
+
+  it('sockets replaced every 100 queries hand their slots on without mixing up answers in flight', async () => {
+    // Answers come back after 0-4 ms in any order, each naming the query it answers, while
+    // sockets keep being retired and replaced (their slot arrays reused by the new ones).
+    const delayed: Behaviour = (q, r) => {
+      const name = q.msg.questions[0]!.name;
+      const n = Number(name.slice(1, name.indexOf('.')));
+      setTimeout(() => r.send(answer(q, { a: [`10.0.${n >> 8}.${n & 255}`] })), n % 5);
+    };
+    const u = await FakeUpstream.start({ behaviour: delayed });
+    const h = forwardChain(`forward . 127.0.0.1:${u.port}`);
+    try {
+      for (let wave = 0; wave < 12; wave++) {
+        const ns = Array.from({ length: 50 }, (_, i) => wave * 50 + i);
+        const done = await Promise.all(ns.map((n) => h.ask(`w${n}.example.org.`, QType.A)));
+        for (const [i, r] of done.entries()) {
+          const n = ns[i]!;
+          assert.equal(r.msg.rcode, Rcode.NOERROR, `w${n}`);
+          // No answer lost and waited out (a read timeout is 2 s).
+          assert.ok(r.ms < 1500, `w${n} answered after ${r.ms.toFixed(0)} ms`);
+          assert.deepEqual(
+            r.msg.answers.map((a) => (a.data as { address: string }).address),
+            [`10.0.${n >> 8}.${n & 255}`],
+          );
+        }
+      }
+      const ports = new Set(u.received.map((q) => q.port));
+      assert.ok(ports.size >= 6, `${ports.size} source ports for 600 queries`);
+    } finally {
+      h.stop();
+      u.close();
+    }
+  });
 });
