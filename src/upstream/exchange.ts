@@ -2,6 +2,8 @@
 // A forwarded client query, a health check and a searchfan branch all implement it, so the transports need
 // no per-query closures: they call these methods back.
 
+import { copyBytes } from '../dns/bytes.js';
+
 export type UpstreamProto = 'udp' | 'tcp' | 'tcp-tls';
 
 /** Connection reuse a pool counts, by transport (0 UDP, 1 TCP, 2 TLS): forward's coredns_proxy_conn_cache_*. */
@@ -86,7 +88,7 @@ export function frameFor(message: Buffer, from = 0, to = message.length): { fram
   const len = to - from;
   const frame = Buffer.allocUnsafe(len + 2);
   frame.writeUInt16BE(len, 0);
-  message.copy(frame, 2, from, to);
+  copyBytes(message, from, to, frame, 2);
   return { frame, query: frame.subarray(2) };
 }
 

@@ -4,6 +4,7 @@
 // from any other address or port, and report "connection refused" at once.
 
 import dgram from 'node:dgram';
+import { copyBytes } from '../dns/bytes.js';
 import { getSystemErrorName } from 'node:util';
 import {
   META_INTS,
@@ -419,7 +420,7 @@ export class NativeUdpChannel extends UdpQueries {
         off = 0;
       }
       if (q.length > PACK_BYTES) continue; // Cannot be a UDP datagram: its try times out.
-      q.copy(packBuf, off);
+      copyBytes(q, 0, q.length, packBuf, off);
       packMeta[2 * count] = off;
       packMeta[2 * count + 1] = q.length;
       count++;
@@ -460,7 +461,7 @@ export class NativeUdpChannel extends UdpQueries {
       const at = i * this.slotSize;
       // A copy: the slot is read into again while the answer may still be on its way out.
       const msg = Buffer.allocUnsafe(len);
-      inBuf.copy(msg, 0, at, at + len);
+      copyBytes(inBuf, at, at + len, msg, 0);
       this.deliver(msg, (meta[m + 1]! & FLAG_TRUNCATED) !== 0);
     }
     return 0;
