@@ -203,7 +203,7 @@ export function loopSummary(loop, t0, t1) {
       p50: r2(weightedPct(dur, n, 50)),
       p99: r2(weightedPct(dur, n, 99)),
       p999: r2(weightedPct(dur, n, 99.9)),
-      max: r2(Math.max(0, ...dur)),
+      max: r2(dur.reduce((a, b) => (b > a ? b : a), 0)), // not Math.max(...dur): a quiet run has more batches than the stack has room for arguments
     },
     batchShareOfRunPercent: r2((100 * dur.reduce((a, b) => a + b, 0)) / (seconds * 1000)),
     other: {

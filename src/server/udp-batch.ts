@@ -11,6 +11,8 @@ import { FLAG_TRUNCATED, META_INTS, OUT_INTS, type UdpBatchAddon, type UdpBatchS
 /** Answers made outside a batch that one sendmmsg carries at most. */
 const LATE_MAX = 64;
 const LATE_BYTES = 64 * 1024;
+/** Schedules the late answers' send as a microtask without queueMicrotask's AsyncResource per call. */
+const settled = Promise.resolve();
 
 /**
  * The UDP side of a DnsListener on the native socket: one call per batch of datagrams
@@ -145,7 +147,7 @@ export class NativeUdp {
     this.lateOff = at + out.length;
     if (!this.lateQueued) {
       this.lateQueued = true;
-      queueMicrotask(this.lateTask);
+      void settled.then(this.lateTask);
     }
   }
 

@@ -2,6 +2,8 @@
 // A forwarded client query, a health check and a searchfan branch all implement it, so the transports need
 // no per-query closures: they call these methods back.
 
+import { copyBytes } from '../dns/bytes.js';
+
 export type UpstreamProto = 'udp' | 'tcp' | 'tcp-tls';
 
 /** Connection reuse a pool counts, by transport (0 UDP, 1 TCP, 2 TLS): forward's coredns_proxy_conn_cache_*. */
@@ -23,6 +25,8 @@ export interface Outstanding {
   timer: NodeJS.Timeout | null;
   /** True when the try went out on a connection that had already served queries. */
   reused: boolean;
+  /** The largest UDP answer the query asks for (its EDNS size, 512 without EDNS); 65535 when not known. */
+  readonly udpSize: number;
   /** A reply with this ID and the same question. Its ID is still the upstream one. */
   onAnswer(reply: Buffer): void;
   /**
@@ -43,6 +47,7 @@ export abstract class OutstandingQuery implements Outstanding {
   id = 0;
   timer: NodeJS.Timeout | null = null;
   reused = false;
+  udpSize = 65535;
   readonly frame: Buffer;
   readonly query: Buffer;
 
@@ -83,7 +88,7 @@ export function frameFor(message: Buffer, from = 0, to = message.length): { fram
   const len = to - from;
   const frame = Buffer.allocUnsafe(len + 2);
   frame.writeUInt16BE(len, 0);
-  message.copy(frame, 2, from, to);
+  copyBytes(message, from, to, frame, 2);
   return { frame, query: frame.subarray(2) };
 }
 

@@ -4,6 +4,7 @@
 // from any other address or port, and report "connection refused" at once.
 
 import dgram from 'node:dgram';
+import { copyBytes } from '../dns/bytes.js';
 import { getSystemErrorName } from 'node:util';
 import {
   META_INTS,
@@ -12,7 +13,7 @@ import {
   type UdpBatchAddon,
   type UdpBatchSocket,
 } from '../server/udp-native.js';
-import { answersQuestion, randomBelow, randomId } from './wire.js';
+import { answersQuestion, emptyTruncated, randomBelow, randomId } from './wire.js';
 import { goErrorText, joinHostPort, type ConnStats, type Outstanding, type PendingTry } from './exchange.js';
 
 /** Sockets per upstream; each query takes one at random. */
@@ -25,6 +26,18 @@ const MAX_AGE_MS = 1000;
 /** Timers may fire this much before a deadline read from performance.now(). */
 const TIMER_SLACK_MS = 1;
 
+/** The slot arrays of one socket's queries (see UdpQueries). */
+interface DueSlots {
+  query: Array<Outstanding | null>;
+  id: number[];
+  at: number[];
+}
+/** Slot arrays of closed sockets, for new ones to fill in place instead of growing three from empty. */
+const spareSlots: DueSlots[] = [];
+const MAX_SPARE_SLOTS = 16;
+/** Longer arrays (a long-lived channel's) are left to the GC. */
+const MAX_REUSED_LENGTH = 4 * MAX_USES;
+
 /**
  * The queries of one connected UDP socket, in send order (a socket carries at most MAX_USES):
  * an answer is matched by scanning the few still waiting, not through a Map, and one timer per
@@ -32,12 +45,14 @@ const TIMER_SLACK_MS = 1;
  * the native addon) is the subclass's. It closes once retired and no query is waiting on it.
  */
 abstract class UdpQueries implements PendingTry {
-  // Slot i: the query sent i-th, its ID and deadline; emptied (null) once answered, failed or
-  // taken back, so the channel does not keep it alive until the sweep.
-  private dueQuery: Array<Outstanding | null> = [];
+  // Slot i < dueLen: the query sent i-th, its ID and deadline; emptied (null) once answered,
+  // failed or taken back, so the channel does not keep it alive until the sweep. The arrays may
+  // be a closed socket's, longer than dueLen.
+  private dueQuery: Array<Outstanding | null>;
   private dueHead = 0;
-  private dueId: number[] = [];
-  private dueAt: number[] = [];
+  private dueLen = 0;
+  private dueId: number[];
+  private dueAt: number[];
   private waiting = 0;
   private sweepTimer: NodeJS.Timeout | null = null;
   private sweepAt = Infinity;
@@ -53,6 +68,10 @@ abstract class UdpQueries implements PendingTry {
     protected readonly port: number,
   ) {
     this.label = `->${joinHostPort(host, port)}`;
+    const spare = spareSlots.pop();
+    this.dueQuery = spare?.query ?? [];
+    this.dueId = spare?.id ?? [];
+    this.dueAt = spare?.at ?? [];
   }
 
   /** Puts `o` (its ID already written) on the wire, or fails the socket. */
@@ -63,7 +82,8 @@ abstract class UdpQueries implements PendingTry {
   private slotOf(id: number): number {
     const q = this.dueQuery;
     const ids = this.dueId;
-    for (let i = this.dueHead; i < q.length; i++) if (ids[i] === id && q[i] !== null) return i;
+    const n = this.dueLen;
+    for (let i = this.dueHead; i < n; i++) if (ids[i] === id && q[i] !== null) return i;
     return -1;
   }
 
@@ -77,16 +97,23 @@ abstract class UdpQueries implements PendingTry {
     this.uses++;
     this.waiting++;
     const due = performance.now() + timeoutMs;
-    this.dueQuery.push(o);
-    this.dueId.push(id);
-    this.dueAt.push(due);
+    const k = this.dueLen++;
+    if (k < this.dueQuery.length) {
+      this.dueQuery[k] = o;
+      this.dueId[k] = id;
+      this.dueAt[k] = due;
+    } else {
+      this.dueQuery.push(o);
+      this.dueId.push(id);
+      this.dueAt.push(due);
+    }
     if (due < this.sweepAt) this.armSweep(due, timeoutMs);
     this.transmit(o);
   }
 
   cancel(o: Outstanding): void {
     const q = this.dueQuery;
-    for (let i = this.dueHead; i < q.length; i++)
+    for (let i = this.dueHead; i < this.dueLen; i++)
       if (q[i] === o) {
         this.empty(i);
         this.settled();
@@ -104,11 +131,14 @@ abstract class UdpQueries implements PendingTry {
     const q = this.dueQuery;
     q[i] = null;
     this.waiting--;
-    while (this.dueHead < q.length && q[this.dueHead] === null) this.dueHead++;
+    while (this.dueHead < this.dueLen && q[this.dueHead] === null) this.dueHead++;
   }
 
-  /** An upstream datagram: the answer of the waiting query with its ID and question. */
-  protected deliver(msg: Buffer): void {
+  /**
+   * An upstream datagram: the answer of the waiting query with its ID and question. `cut`: it
+   * was longer than the receive slot, so the query gets an empty TC answer as in CoreDNS.
+   */
+  protected deliver(msg: Buffer, cut = false): void {
     if (msg.length < 12) return;
     const i = this.slotOf((msg[0]! << 8) | msg[1]!);
     if (i < 0) return;
@@ -118,7 +148,7 @@ abstract class UdpQueries implements PendingTry {
     if (!answersQuestion(msg, o.query, o.questionEnd)) return;
     this.empty(i);
     this.settled();
-    o.onAnswer(msg);
+    o.onAnswer(cut ? emptyTruncated(msg, o.questionEnd) : msg);
   }
 
   private armSweep(at: number, inMs: number): void {
@@ -135,7 +165,7 @@ abstract class UdpQueries implements PendingTry {
     const q = this.dueQuery;
     const expired: Outstanding[] = [];
     let next = Infinity;
-    for (let i = this.dueHead; i < q.length; i++) {
+    for (let i = this.dueHead; i < this.dueLen; i++) {
       const o = q[i];
       if (o === null || o === undefined) continue;
       const at = this.dueAt[i]!;
@@ -145,7 +175,7 @@ abstract class UdpQueries implements PendingTry {
         expired.push(o);
       } else if (at < next) next = at;
     }
-    while (this.dueHead < q.length && q[this.dueHead] === null) this.dueHead++;
+    while (this.dueHead < this.dueLen && q[this.dueHead] === null) this.dueHead++;
     if (next !== Infinity) this.armSweep(next, next - now);
     if (expired.length > 0) this.settled();
     for (const o of expired) o.onFailure(`read udp ${this.label}: i/o timeout`, false);
@@ -163,11 +193,20 @@ abstract class UdpQueries implements PendingTry {
     this.sweepTimer = null;
     this.sweepAt = Infinity;
     const waiting: Outstanding[] = [];
-    for (const o of this.dueQuery) if (o !== null) waiting.push(o);
+    const q = this.dueQuery;
+    for (let i = this.dueHead; i < this.dueLen; i++) {
+      const o = q[i];
+      if (o !== null && o !== undefined) waiting.push(o);
+      q[i] = null;
+    }
+    // A closed socket's arrays go to the next socket; this one keeps empty ones for a late cancel.
+    if (this.closed && q.length <= MAX_REUSED_LENGTH && spareSlots.length < MAX_SPARE_SLOTS)
+      spareSlots.push({ query: q, id: this.dueId, at: this.dueAt });
     this.dueQuery = [];
     this.dueId = [];
     this.dueAt = [];
     this.dueHead = 0;
+    this.dueLen = 0;
     this.waiting = 0;
     for (const o of waiting) o.onFailure(error, false);
   }
@@ -187,7 +226,7 @@ abstract class UdpQueries implements PendingTry {
     this.closed = true;
     this.retired = true;
     this.closeSocket();
-    this.failAll(`read udp ${this.label}: use of closed network connection`);
+    this.failAll(this.waiting > 0 ? `read udp ${this.label}: use of closed network connection` : '');
   }
 }
 
@@ -252,22 +291,36 @@ export class UdpChannel extends UdpQueries {
 
 /** Receive slots of a native upstream socket: answers read per wakeup. */
 const NATIVE_SLOTS = 16;
+/**
+ * Bytes per receive slot of the native sockets that carry queries asking for answers up to
+ * this size (nearly all: EDNS sizes are 512-4096). Sockets are replaced every few queries, and a
+ * 64 KiB slot each made every socket's receive slab 1 MiB of external memory that drove V8 into
+ * frequent full collections; queries asking for more get sockets with 64 KiB slots.
+ */
+export const SMALL_SLOT_BYTES = 4096;
+const BIG_SLOT_BYTES = 65536;
+/** Native upstream sockets opened, by receive slot size (tests read it). */
+export const nativeOpenStats = { small: 0, big: 0 };
 /** Room for the queries all native upstream sockets send in one turn of the event loop. */
 const PACK_BYTES = 64 * 1024;
 const packBuf = Buffer.allocUnsafe(PACK_BYTES);
 const packMeta = new Int32Array(256);
 /** Queries sent on native sockets, and the sendmmsg calls that carried them. */
 export const nativeSendStats = { datagrams: 0, calls: 0 };
-/** Native sockets with queries to send at the end of this turn. */
-const dirty: NativeUdpChannel[] = [];
+/** Native sockets with queries to send at the end of this turn (the first dirtyLen; not shrunk, so not regrown). */
+const dirty: Array<NativeUdpChannel | null> = [];
+let dirtyLen = 0;
 let flushQueued = false;
+/** Schedules the flush as a microtask without queueMicrotask's AsyncResource and bound function per call. */
+const settled = Promise.resolve();
 
 /** Sends what every native socket gathered this turn, one sendmmsg per socket. */
 function flushAll(): void {
   flushQueued = false;
   // A failed socket fails its queries, whose retries may add sockets to the list meanwhile.
-  for (let i = 0; i < dirty.length; i++) dirty[i]!.flush();
-  dirty.length = 0;
+  for (let i = 0; i < dirtyLen; i++) dirty[i]!.flush();
+  for (let i = 0; i < dirtyLen; i++) dirty[i] = null;
+  dirtyLen = 0;
 }
 
 function errnoError(n: number): NodeJS.ErrnoException {
@@ -288,7 +341,9 @@ export class NativeUdpChannel extends UdpQueries {
   private readonly inBuf: Buffer | null = null;
   private readonly meta: Int32Array | null = null;
   private readonly slotSize: number = 0;
-  private readonly toSend: Outstanding[] = [];
+  /** Queries to send at the end of this turn: the first sendLen (not shrunk, so not regrown per turn). */
+  private readonly toSend: Array<Outstanding | null> = [];
+  private sendLen = 0;
   private isDirty = false;
   private failure: NodeJS.ErrnoException | null = null;
 
@@ -296,12 +351,22 @@ export class NativeUdpChannel extends UdpQueries {
     private readonly addon: UdpBatchAddon,
     host: string,
     port: number,
+    slotSize: number,
   ) {
     super(host, port);
     const v6 = host.includes(':');
     let sock: UdpBatchSocket;
     try {
-      sock = addon.open({ address: v6 ? '::' : '0.0.0.0', port: 0, ipv6: v6, slots: NATIVE_SLOTS, outSize: 512 });
+      sock = addon.open({
+        address: v6 ? '::' : '0.0.0.0',
+        port: 0,
+        ipv6: v6,
+        slots: NATIVE_SLOTS,
+        slotSize,
+        outSize: 512,
+      });
+      if (slotSize === BIG_SLOT_BYTES) nativeOpenStats.big++;
+      else nativeOpenStats.small++;
     } catch (e) {
       this.failure = e as NodeJS.ErrnoException;
       return;
@@ -322,13 +387,13 @@ export class NativeUdpChannel extends UdpQueries {
   }
 
   protected transmit(o: Outstanding): void {
-    this.toSend.push(o);
+    this.toSend[this.sendLen++] = o;
     if (!this.isDirty) {
       this.isDirty = true;
-      dirty.push(this);
+      dirty[dirtyLen++] = this;
       if (!flushQueued) {
         flushQueued = true;
-        queueMicrotask(flushAll);
+        void settled.then(flushAll);
       }
     }
   }
@@ -338,14 +403,14 @@ export class NativeUdpChannel extends UdpQueries {
     this.isDirty = false;
     const list = this.toSend;
     if (this.closed || this.sock === null) {
-      list.length = 0;
+      this.clearSend();
       // A socket that could not be opened or connected fails its queries as node:dgram's connect would.
       if (!this.closed && this.failure !== null) this.onError(this.failure);
       return;
     }
     let count = 0;
     let off = 0;
-    for (let i = 0; i < list.length; i++) {
+    for (let i = 0; i < this.sendLen; i++) {
       const o = list[i]!;
       if (!this.isWaiting(o)) continue;
       const q = o.query;
@@ -355,14 +420,20 @@ export class NativeUdpChannel extends UdpQueries {
         off = 0;
       }
       if (q.length > PACK_BYTES) continue; // Cannot be a UDP datagram: its try times out.
-      q.copy(packBuf, off);
+      copyBytes(q, 0, q.length, packBuf, off);
       packMeta[2 * count] = off;
       packMeta[2 * count + 1] = q.length;
       count++;
       off += q.length;
     }
-    list.length = 0;
+    this.clearSend();
     if (count > 0) this.sendPacked(count);
+  }
+
+  private clearSend(): void {
+    const list = this.toSend;
+    for (let i = 0; i < this.sendLen; i++) list[i] = null;
+    this.sendLen = 0;
   }
 
   private sendPacked(count: number): boolean {
@@ -372,7 +443,7 @@ export class NativeUdpChannel extends UdpQueries {
       nativeSendStats.datagrams += r;
       return true;
     }
-    this.toSend.length = 0;
+    this.clearSend();
     this.onError(errnoError(r));
     return false;
   }
@@ -386,13 +457,12 @@ export class NativeUdpChannel extends UdpQueries {
     const inBuf = this.inBuf!;
     for (let i = 0; i < n && !this.closed; i++) {
       const m = i * META_INTS;
-      if ((meta[m + 1]! & FLAG_TRUNCATED) !== 0) continue;
       const len = meta[m]!;
       const at = i * this.slotSize;
       // A copy: the slot is read into again while the answer may still be on its way out.
       const msg = Buffer.allocUnsafe(len);
-      inBuf.copy(msg, 0, at, at + len);
-      this.deliver(msg);
+      copyBytes(inBuf, at, at + len, msg, 0);
+      this.deliver(msg, (meta[m + 1]! & FLAG_TRUNCATED) !== 0);
     }
     return 0;
   };
@@ -411,6 +481,8 @@ function upstreamAddon(): UdpBatchAddon | null {
 /** The UDP sockets of one upstream. */
 export class UdpPool {
   private readonly slots: Array<UdpQueries | null> = new Array<UdpQueries | null>(SLOTS).fill(null);
+  /** Native sockets with 64 KiB receive slots, for queries asking for answers over SMALL_SLOT_BYTES. */
+  private big: Array<UdpQueries | null> | null = null;
   private stopped = false;
   private readonly addon = upstreamAddon();
 
@@ -420,27 +492,29 @@ export class UdpPool {
     private readonly stats: ConnStats,
   ) {}
 
-  private channel(): UdpQueries {
+  private channel(big: boolean): UdpQueries {
     return this.addon !== null
-      ? new NativeUdpChannel(this.addon, this.host, this.port)
+      ? new NativeUdpChannel(this.addon, this.host, this.port, big ? BIG_SLOT_BYTES : SMALL_SLOT_BYTES)
       : new UdpChannel(this.host, this.port);
   }
 
   /** Sends `o` on one of the sockets, which it returns. */
   send(o: Outstanding, timeoutMs: number): PendingTry {
     const i = randomBelow(SLOTS);
-    let ch = this.slots[i]!;
+    const big = this.addon !== null && o.udpSize > SMALL_SLOT_BYTES;
+    const slots = big ? (this.big ??= new Array<UdpQueries | null>(SLOTS).fill(null)) : this.slots;
+    let ch = slots[i]!;
     if (this.stopped) {
       // After shutdown a straggler still gets its own socket, closed once it settles.
-      const once = this.channel();
+      const once = this.channel(big);
       once.send(o, timeoutMs);
       once.retire();
       return once;
     }
     if (ch === null || ch.closed || ch.uses >= MAX_USES || Date.now() - ch.born >= MAX_AGE_MS) {
       if (ch !== null) ch.retire();
-      ch = this.channel();
-      this.slots[i] = ch;
+      ch = this.channel(big);
+      slots[i] = ch;
       this.stats.connMisses[0]!++;
     } else {
       this.stats.connHits[0]!++;
@@ -454,6 +528,8 @@ export class UdpPool {
     for (let i = 0; i < SLOTS; i++) {
       this.slots[i]?.close();
       this.slots[i] = null;
+      this.big?.[i]?.close();
     }
+    this.big = null;
   }
 }

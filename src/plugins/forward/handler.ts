@@ -132,6 +132,7 @@ class ForwardCall extends OutstandingQuery {
     // The upstream may send as much over UDP as the client takes, but never less than 512.
     const edns = req.edns;
     if (edns !== null && edns.udpSize < 512) this.query.writeUInt16BE(512, edns.optOffset + 3);
+    this.udpSize = edns === null || edns.udpSize < 512 ? 512 : edns.udpSize;
     this.overTcp = this.startsOverTcp();
     this.promise = new Promise<Response>((resolve) => {
       this.resolve = resolve;
