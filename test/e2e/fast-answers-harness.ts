@@ -59,6 +59,8 @@ export class Client {
   #sock: dgram.Socket;
   #waiting = new Map<number, (b: Buffer) => void>();
   #nextId = Math.floor(Math.random() * 65536);
+  /** Replies whose ID no query waits for (a late one, or one with another asker's ID). */
+  #strays: Buffer[] = [];
 
   private constructor(sock: dgram.Socket) {
     this.#sock = sock;
@@ -68,7 +70,7 @@ export class Client {
       if (w) {
         this.#waiting.delete(msg.readUInt16BE(0));
         w(msg);
-      }
+      } else this.#strays.push(msg);
     });
   }
 
@@ -89,7 +91,11 @@ export class Client {
     return new Promise((resolve, reject) => {
       const t = setTimeout(() => {
         this.#waiting.delete(id);
-        reject(new Error(`no UDP reply from :${port} to ${describeQuery(q)} in ${timeoutMs} ms`));
+        const stray = this.#strays.at(-1);
+        const strays = stray
+          ? `; ${this.#strays.length} replies with IDs nobody asked, the last: ${describeReply(stray)}`
+          : '';
+        reject(new Error(`no UDP reply from :${port} to ${describeQuery(q)} (ID ${id}) in ${timeoutMs} ms${strays}`));
       }, timeoutMs);
       this.#waiting.set(id, (b) => {
         clearTimeout(t);
