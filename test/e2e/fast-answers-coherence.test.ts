@@ -3,7 +3,7 @@
 // UDP table, so once a TCP query sees the new answer the very next UDP query must see it too; both
 // modes (CLUSTERDNS_FAST_ANSWERS=0 and the default) must take the same steps.
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { QType } from '../../src/dns/constants.js';
@@ -157,5 +157,35 @@ describe('fast answers follow a rewritten hosts file', () => {
     await Promise.all(pair.both.map((m) => follow(client, m, queries.slice(2), '192.0.2.3')));
     await all(['192.0.2.2', '192.0.2.2', '192.0.2.3']);
     await assertTableUsed(pair, 10);
+  });
+});
+
+describe('fast answers follow a new Corefile', () => {
+  let pair: Pair;
+  let client: Client;
+
+  before(async () => {
+    pair = await startPair(
+      `.:PORT {\n    bind 127.0.0.1\n    prometheus 127.0.0.1:METRICS\n` +
+        `    hosts {\n        192.0.2.1 conf.example.org\n        reload 0\n    }\n}\n`,
+      { probe: 'conf.example.org' },
+    );
+    client = await Client.open();
+  });
+
+  after(async () => {
+    client?.close();
+    await pair?.stop();
+  });
+
+  test('after SIGUSR1 loads the new Corefile, the next UDP query answers from it', async () => {
+    const queries = [q('conf.example.org', QType.A), q('CONF.example.org', QType.A, { edns: 1232 })];
+    await Promise.all(pair.both.map((m) => Promise.all(queries.map((x) => warm(client, m, x, '192.0.2.1')))));
+    for (const m of pair.both) {
+      writeFileSync(m.s.corefile, readFileSync(m.s.corefile, 'utf8').replace('192.0.2.1', '192.0.2.2'));
+      m.s.proc.kill('SIGUSR1');
+    }
+    await Promise.all(pair.both.map((m) => follow(client, m, queries, '192.0.2.2')));
+    await assertTableUsed(pair, 5);
   });
 });
