@@ -9,7 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import { QType } from '../../src/dns/constants.js';
 import { decodeMessage } from '../../src/dns/message.js';
 import { KubeApiServer } from '../helpers/kubeapi.js';
-import { namespace, service } from '../kubernetes/fixtures.js';
+import { namespace, service, slice } from '../kubernetes/fixtures.js';
 import {
   askTcp,
   assertTableUsed,
@@ -119,6 +119,19 @@ for (const cache of [false, true]) {
       );
       await step(() => api.remove('Service', 'shop', 'late'), '10.96.7.2', 'NXDOMAIN');
       await assertTableUsed(pair, 10);
+    });
+
+    test("a headless Service's answer follows its EndpointSlice (another object than the one asked)", async () => {
+      api.apply(service('shop', 'hl', 'None', [['http', 'TCP', 80]]));
+      api.apply(slice('shop', 'hl-1', 'hl', 'IPv4', [{ ip: '10.244.0.5' }], [['http', 'TCP', 80]]));
+      const queries = [
+        q('hl.shop.svc.cluster.local', QType.A),
+        q('Hl.Shop.svc.cluster.local', QType.A, { edns: 1232 }),
+      ];
+      await Promise.all(pair.both.map((m) => follow(client, m, queries, '10.244.0.5')));
+      await Promise.all(pair.both.map((m) => Promise.all(queries.map((x) => warm(client, m, x, '10.244.0.5')))));
+      api.apply(slice('shop', 'hl-1', 'hl', 'IPv4', [{ ip: '10.244.0.6' }], [['http', 'TCP', 80]]));
+      await Promise.all(pair.both.map((m) => follow(client, m, queries, '10.244.0.6')));
     });
   });
 }
