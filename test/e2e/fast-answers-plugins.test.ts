@@ -1,0 +1,214 @@
+// What plugins do per query stays per query with the native answer table on: a cached forwarded
+// answer's TTL counts down as with the table off, loadbalance keeps shuffling, log writes one line
+// a query, acl keeps refusing the address it blocks however often another address was answered.
+// The real binary twice (CLUSTERDNS_FAST_ANSWERS=0 and the default), each scenario run in parallel.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { QType } from '../../src/dns/constants.js';
+import { decodeMessage } from '../../src/dns/message.js';
+import { answerTo, rr, startUpstream, type Upstream } from '../cache/harness.js';
+import {
+  assertTableUsed,
+  Client,
+  describeReply,
+  q,
+  sleep,
+  startPair,
+  type Mode,
+  type Pair,
+} from './fast-answers-harness.js';
+
+const HOSTS =
+  '192.0.2.1 multi.example.org\n192.0.2.2 multi.example.org\n192.0.2.3 multi.example.org\n192.0.2.4 multi.example.org\n192.0.2.9 web.example.org\n';
+
+/** How far behind real time the cache's coarse clock may run on busy shared cores. */
+const CLOCK_SLACK_MS = 400;
+
+interface Sample {
+  sent: number;
+  recv: number;
+  ttl: number;
+}
+
+describe('fast answers: a cached forwarded answer ages as with the table off', { timeout: 60_000 }, () => {
+  let up: Upstream;
+  let pair: Pair;
+  let client: Client;
+
+  before(async () => {
+    up = await startUpstream((query) => {
+      const m = answerTo(query);
+      m.answers.push(rr(query.questions[0]!.name, QType.A, 30, { address: '198.51.100.7' }));
+      return m;
+    });
+    pair = await startPair(
+      `.:PORT {\n    bind 127.0.0.1\n    prometheus 127.0.0.1:METRICS\n    cache 60\n    forward . 127.0.0.1:${up.port}\n}\n`,
+    );
+    client = await Client.open();
+  });
+
+  after(async () => {
+    client?.close();
+    await pair?.stop();
+    await up?.close();
+  });
+
+  test('over 3.4 s of repeats the TTL counts down as with the table off, on every tick', async () => {
+    // Both modes ask the same fresh name at the same moments: [ms since the first query, TTL].
+    const run = async (m: Mode, query: Buffer) => {
+      const out: Sample[] = [];
+      const start = Date.now();
+      while (Date.now() - start < 3400) {
+        const sent = Date.now() - start;
+        const raw = await client.ask(m.port, query);
+        const a = decodeMessage(raw).answers[0];
+        assert.ok(a, `${m.name}: ${describeReply(raw)}`);
+        out.push({ sent, recv: Date.now() - start, ttl: a.ttl });
+        // Out of step with the cache's ticks: a reply kept for a second from the first hit (~1.7 s)
+        // would outlive the tick at 2 s by ~0.7 s.
+        await sleep(out.length === 1 ? 1700 : 20);
+      }
+      return out;
+    };
+    const [off, on] = await Promise.all([
+      run(pair.off, q('aging.example.net', QType.A)),
+      run(pair.on, q('aging.example.net', QType.A)),
+    ]);
+    const bySecond = (samples: Sample[]) => {
+      const s = new Map<number, number[]>();
+      for (const { sent, ttl } of samples) {
+        const sec = Math.floor(sent / 1000);
+        (s.get(sec) ?? s.set(sec, []).get(sec)!).push(ttl);
+      }
+      return s;
+    };
+    const offS = bySecond(off);
+    const onS = bySecond(on);
+    for (const [mode, samples] of [
+      ['off', off],
+      ['on', on],
+    ] as const) {
+      const text = JSON.stringify(samples.map((x) => [x.sent, x.ttl]));
+      for (let i = 1; i < samples.length; i++)
+        assert.ok(samples[i]!.ttl <= samples[i - 1]!.ttl, `${mode}: TTL rose: ${text}`);
+      // The answer was kept between the first query's send (0) and its reply (first.recv): a later
+      // query sent at `sent` and answered at `recv` must show 30 minus the whole seconds elapsed,
+      // so never more than 30 - floor((sent - first.recv) / 1 s), less the cache's own clock lag
+      // (it ticks every 100 ms, later under load): a kept reply whose TTL did not tick on time
+      // breaks that upper bound. The lower bound has a second's slack.
+      const kept = samples[0]!.recv + CLOCK_SLACK_MS;
+      for (const { sent, recv, ttl } of samples)
+        assert.ok(
+          ttl <= 30 - Math.floor(Math.max(0, sent - kept) / 1000) && ttl >= 30 - Math.floor(recv / 1000) - 1,
+          `${mode}: TTL ${ttl} for a query sent ${sent} ms after the first (answered at ${samples[0]!.recv} ms): ${text}`,
+        );
+    }
+    for (const [sec, offTtls] of offS) {
+      const onTtls = onS.get(sec) ?? [];
+      assert.ok(onTtls.length > 0, `on: no answers in second ${sec}`);
+      assert.ok(
+        Math.abs(Math.min(...onTtls) - Math.min(...offTtls)) <= 1 &&
+          Math.abs(Math.max(...onTtls) - Math.max(...offTtls)) <= 1,
+        `second ${sec}: TTLs off ${offTtls.join(',')} on ${onTtls.join(',')}`,
+      );
+    }
+    // It did age: three distinct TTLs over 2.6 s with the table off (else the comparison proves nothing).
+    assert.ok(new Set(off.map((x) => x.ttl)).size >= 3, `off: ${JSON.stringify(off)}`);
+    assert.equal(up.count('aging.example.net.'), 2, 'one upstream query per mode');
+    await assertTableUsed(pair, 10);
+  });
+});
+
+describe('fast answers: loadbalance, log and acl still act on every query', { timeout: 60_000 }, () => {
+  let lb: Pair;
+  let log: Pair;
+  let acl: Pair;
+  let c1: Client;
+  let c2: Client;
+
+  before(async () => {
+    const files = { 'hosts.txt': HOSTS };
+    const block = (extra: string) =>
+      `.:PORT {\n    bind 127.0.0.1\n    prometheus 127.0.0.1:METRICS\n${extra}    hosts hosts.txt example.org\n}\n`;
+    [lb, log, acl] = await Promise.all([
+      startPair(block('    loadbalance\n'), { files, probe: 'web.example.org' }),
+      startPair(block('    log\n'), { files, probe: 'web.example.org' }),
+      // The acl's block shares the port with a pure one: the pure block's answers may be kept, the acl's must not.
+      startPair(
+        `secure.example.org:PORT {\n    bind 127.0.0.1\n    prometheus 127.0.0.1:METRICS\n    acl {\n        block net 127.0.0.2/32\n    }\n` +
+          `    hosts {\n        192.0.2.50 secure.example.org\n    }\n}\n` +
+          `example.org:PORT {\n    bind 127.0.0.1\n    prometheus 127.0.0.1:METRICS\n    hosts hosts.txt example.org\n}\n`,
+        { files, probe: 'web.example.org' },
+      ),
+    ]);
+    c1 = await Client.open('127.0.0.1');
+    c2 = await Client.open('127.0.0.2');
+  });
+
+  after(async () => {
+    c1?.close();
+    c2?.close();
+    await Promise.all([lb?.stop(), log?.stop(), acl?.stop()]);
+  });
+
+  test('loadbalance: 30 repeats of a 4-address name come back in more than one order', async () => {
+    const orders = async (m: Mode) => {
+      const seen = new Set<string>();
+      for (let i = 0; i < 30; i++) {
+        const reply = decodeMessage(await c1.ask(m.port, q('multi.example.org', QType.A)));
+        assert.equal(reply.answers.length, 4);
+        seen.add(reply.answers.map((a) => (a.data as { address: string }).address).join(','));
+      }
+      return seen.size;
+    };
+    const [off, on] = await Promise.all([orders(lb.off), orders(lb.on)]);
+    assert.ok(off > 1, `off: one order in 30`);
+    assert.ok(on > 1, `on: one order in 30 (the table kept one shuffle)`);
+  });
+
+  test('log: 30 queries, 30 lines', async () => {
+    const lines = (m: Mode) =>
+      m.s
+        .output()
+        .split('\n')
+        .filter((l) => l.includes('"A IN logged.example.org.')).length;
+    await Promise.all(
+      log.both.map(async (m) => {
+        for (let i = 0; i < 30; i++) await c1.ask(m.port, q('logged.example.org', QType.A));
+      }),
+    );
+    // Answers are all there; lines may reach stdout a moment later.
+    const end = Date.now() + 5000;
+    while (log.both.some((m) => lines(m) < 30) && Date.now() < end) await sleep(20);
+    await sleep(100);
+    for (const m of log.both)
+      assert.equal(lines(m), 30, `${m.name}: log lines for 30 queries:\n${m.s.output().slice(-2000)}`);
+  });
+
+  test('acl: 127.0.0.2 stays REFUSED after 127.0.0.1 was answered the same question again and again', async () => {
+    await Promise.all(
+      acl.both.map(async (m) => {
+        for (let round = 0; round < 3; round++) {
+          for (let i = 0; i < 8; i++) {
+            for (const name of ['secure.example.org', 'web.example.org']) {
+              const raw = await c1.ask(m.port, q(name, QType.A));
+              assert.equal(decodeMessage(raw).rcode, 0, `${m.name}: 127.0.0.1 ${name}: ${describeReply(raw)}`);
+            }
+          }
+          const refused = await c2.ask(m.port, q('secure.example.org', QType.A));
+          assert.equal(
+            decodeMessage(refused).rcode,
+            5,
+            `${m.name}: 127.0.0.2 secure.example.org: ${describeReply(refused)}`,
+          );
+          assert.equal(decodeMessage(refused).answers.length, 0);
+          // The pure block next to it answers 127.0.0.2 as anyone.
+          const other = await c2.ask(m.port, q('web.example.org', QType.A));
+          assert.equal(decodeMessage(other).rcode, 0, `${m.name}: 127.0.0.2 web.example.org: ${describeReply(other)}`);
+        }
+      }),
+    );
+    // The pure block's repeats are the table's to answer.
+    await assertTableUsed(acl, 10);
+  });
+});
