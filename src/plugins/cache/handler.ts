@@ -260,11 +260,12 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
 
   /**
    * A hit's reply stays the same until its TTL drops by the next second (or the entry expires):
-   * the native table may repeat it until then, less one tick of the coarse clock it is read on.
+   * the native table may repeat it until then. `now` is the coarse clock, which only ever lags
+   * the real one: measured from the real time, less a tick, the repeat ends before JS's would change.
    */
   private fastHit(res: Response, e: CacheEntry, now: number): void {
     const next = this.opts.keepTtl ? now + FAST_MAX_MS : e.storedMs + 1000 * ((((now - e.storedMs) / 1000) | 0) + 1);
-    const ms = Math.min(next, e.expiresMs) - now - CLOCK_TICK_MS;
+    const ms = Math.min(next, e.expiresMs) - performance.now() - CLOCK_TICK_MS;
     if (ms <= 0) return;
     res.fastMs = ms;
     res.fastCount = e.kind === EntryKind.Success ? this.foldSuccess : this.foldDenial;
