@@ -13,7 +13,7 @@ import {
   type Next,
 } from '../../server/request.js';
 import { matchZone } from '../fallthrough.js';
-import { clock, CLOCK_TICK_MS, releaseClock, retainClock } from '../../server/clock.js';
+import { clock, releaseClock, retainClock } from '../../server/clock.js';
 import { FAST_MAX_MS } from '../../server/fast-answers.js';
 import { Invalidation, type InvalidationTarget } from '../../server/invalidation.js';
 import { CacheCounters, CacheMetrics, metricLabels, type CacheMetricSource } from './metrics.js';
@@ -100,6 +100,8 @@ class Flight {
 }
 
 const SWEEP_INTERVAL_MS = 1000;
+/** Time allowed between a hit's reply and the addon keeping it (a GC pause at worst). */
+const FAST_MARGIN_MS = 5;
 
 function bitsOf(req: Request): number {
   return (req.edns !== null && req.edns.do ? 1 : 0) | ((req.flags & FLAG_CD) !== 0 ? 2 : 0);
@@ -261,11 +263,12 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
   /**
    * A hit's reply stays the same until its TTL drops by the next second (or the entry expires):
    * the native table may repeat it until then. `now` is the coarse clock, which only ever lags
-   * the real one: measured from the real time, less a tick, the repeat ends before JS's would change.
+   * the real one, so JS's reply changes at the boundary in real time or later: measured from the
+   * real time (less a margin for the time until the addon keeps it), the repeat ends before.
    */
   private fastHit(res: Response, e: CacheEntry, now: number): void {
     const next = this.opts.keepTtl ? now + FAST_MAX_MS : e.storedMs + 1000 * ((((now - e.storedMs) / 1000) | 0) + 1);
-    const ms = Math.min(next, e.expiresMs) - performance.now() - CLOCK_TICK_MS;
+    const ms = Math.min(next, e.expiresMs) - performance.now() - FAST_MARGIN_MS;
     if (ms <= 0) return;
     res.fastMs = ms;
     res.fastCount = e.kind === EntryKind.Success ? this.foldSuccess : this.foldDenial;
