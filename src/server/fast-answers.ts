@@ -94,8 +94,11 @@ export class FastTable {
   /** hits[kind] += 1 per answer the addon gave (shared with it). */
   private readonly hits = new Float64Array(MAX_KINDS);
   private readonly kinds: HitKind[] = [];
-  private readonly ids = new Map<string, number>();
-  private readonly fnIds = new Map<(n: number) => void, number>();
+  /** Kind ids by zone stats (or server), plugin, plugin fold, then the numbers of the hit (and the name). */
+  private readonly byContext = new Map<
+    ZoneStats | string,
+    Map<string, Map<((n: number) => void) | null, Map<number, number | Map<string, number>>>>
+  >();
   private timer: NodeJS.Timeout | null = null;
 
   constructor(
@@ -140,43 +143,52 @@ export class FastTable {
   }
 
   private kindOf(req: Request, res: Response, out: Buffer, zone: ZoneStats | null, rcode: number): number {
+    const reqSize = req.raw.length;
+    const respSize = out.length;
+    // Sizes past what the addon keeps (FAST_KEY_MAX + 2, FAST_ANSWER_MAX) would not fit the number below.
+    if (reqSize > 514 || respSize > MAX_ANSWER) return -1;
     const extra = res.fastCount;
-    let fn = 0;
-    if (extra !== null) {
-      fn = this.fnIds.get(extra) ?? 0;
-      if (fn === 0) this.fnIds.set(extra, (fn = this.fnIds.size + 1));
-    }
+    const family = req.client.family;
     const name = this.names.enabled && zone !== null ? req.name : null;
-    const z = zone === null ? '' : zone.zone;
-    const key = `${req.server}|${z}|${req.client.family}|${req.qtype}|${req.do ? 1 : 0}|${req.raw.length}|${out.length}|${rcode}|${res.plugin}|${fn}|${name ?? ''}`;
-    let id = this.ids.get(key);
+    // Looked up by what the miss path already holds (objects and constant strings), then one
+    // number: building a string key per install cost more than the rest of keeping the answer.
+    const top = zone ?? req.server;
+    let byPlugin = this.byContext.get(top);
+    if (byPlugin === undefined) this.byContext.set(top, (byPlugin = new Map()));
+    let byExtra = byPlugin.get(res.plugin);
+    if (byExtra === undefined) byPlugin.set(res.plugin, (byExtra = new Map()));
+    let byShape = byExtra.get(extra);
+    if (byShape === undefined) byExtra.set(extra, (byShape = new Map()));
+    const shape =
+      ((((req.qtype * 2 + (rcode === 3 ? 1 : 0)) * 2 + (req.do ? 1 : 0)) * 2 + (family - 1)) * 1024 + reqSize) * 8192 +
+      respSize;
+    let id: number | undefined;
+    let named: Map<string, number> | undefined;
+    if (name === null) {
+      const v = byShape.get(shape);
+      id = typeof v === 'number' ? v : undefined;
+    } else {
+      // With the status page counting names, the name is part of the kind too.
+      const v = byShape.get(shape);
+      named = v instanceof Map ? v : undefined;
+      if (named === undefined) byShape.set(shape, (named = new Map()));
+      id = named.get(name);
+    }
     if (id !== undefined) return id;
     if (this.kinds.length === MAX_KINDS) {
       // Start over: count what is pending, retire every entry that names an old kind.
       this.fold();
       fastFlush();
       this.kinds.length = 0;
-      this.ids.clear();
-      this.fnIds.clear();
+      this.byContext.clear();
       return -1;
     }
     id = this.kinds.length;
     this.kinds.push(
-      new HitKind(
-        req.server,
-        zone,
-        req.client.family,
-        req.qtype,
-        req.do,
-        req.raw.length,
-        out.length,
-        rcode,
-        res.plugin,
-        name,
-        extra,
-      ),
+      new HitKind(req.server, zone, family, req.qtype, req.do, reqSize, respSize, rcode, res.plugin, name, extra),
     );
-    this.ids.set(key, id);
+    if (named !== undefined) named.set(name!, id);
+    else byShape.set(shape, id);
     return id;
   }
 
