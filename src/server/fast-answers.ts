@@ -114,11 +114,6 @@ export class FastTable {
     this.timer.unref();
   }
 
-  /** [entries, bytes] the addon holds for this socket. */
-  size(): number[] {
-    return this.addon.fastStats!(this.sock);
-  }
-
   close(): void {
     this.fold();
     this.stats.folders.delete(this.fold);

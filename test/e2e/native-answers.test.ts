@@ -163,3 +163,47 @@ test('CLUSTERDNS_FAST_ANSWERS=0: no answer comes from the table', { skip }, asyn
     await s.stop();
   }
 });
+
+test(
+  'cache hits repeated by the table count in the cache metrics at once, and their TTLs still count down',
+  { skip },
+  async () => {
+    const mp = await freePort();
+    const s = await startServer({
+      corefile: `example.org:PORT {
+    bind 127.0.0.1
+    prometheus 127.0.0.1:${mp}
+    cache 60
+    hosts {
+        10.1.1.1 h.example.org
+        ttl 30
+    }
+}
+`,
+      probe: 'other.example.org',
+    });
+    try {
+      const before = await scrape(mp);
+      const delta = (text: string, name: string) => total(text, name) - total(before, name);
+      const ttls: number[] = [];
+      for (let i = 0; i < 20; i++) {
+        const r = await digA(s.port, 'h.example.org');
+        ttls.push(Number(r.answer[0]!.split(' ')[1]));
+      }
+      // Scraped at once: the hits the table gave are folded in before any counter is read.
+      const text = await scrape(mp);
+      assert.equal(delta(text, 'coredns_cache_requests_total'), 20);
+      assert.equal(delta(text, 'coredns_cache_misses_total'), 1, 'the first query');
+      assert.equal(delta(text, 'coredns_cache_hits_total'), 19);
+      assert.equal(delta(text, 'coredns_dns_requests_total'), 20);
+      assert.ok(total(text, 'clusterdns_fast_answers_total') > 0);
+      // Never increasing, and never below what the time since the first allows.
+      for (let i = 1; i < ttls.length; i++) assert.ok(ttls[i]! <= ttls[i - 1]!, `TTLs ${ttls.join(' ')}`);
+      await new Promise((r) => setTimeout(r, 2100));
+      const later = Number((await digA(s.port, 'h.example.org')).answer[0]!.split(' ')[1]);
+      assert.ok(later <= ttls[ttls.length - 1]! - 2, `TTL ${later} after 2.1 s (was ${ttls[ttls.length - 1]})`);
+    } finally {
+      await s.stop();
+    }
+  },
+);

@@ -49,15 +49,6 @@ function defineServerMetrics(registry: Registry, services: ServerServices): void
   ) => registerCollected(registry, name, help, type, collect, aggregator);
   const view = '';
   defineCollected(
-    'clusterdns_fast_answers_total',
-    'Counter of UDP queries answered by the native answer table (a repeat of an answer JS gave) per server.',
-    'counter',
-    () => {
-      serverStats.fold();
-      return [...serverStats.fastAnswers].map(([server, value]) => ({ labels: { server }, value }));
-    },
-  );
-  defineCollected(
     'coredns_dns_requests_total',
     'Counter of DNS requests made per zone, protocol and family.',
     'counter',
