@@ -28,6 +28,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef SO_ATTACH_REUSEPORT_CBPF
@@ -40,6 +41,7 @@
 #define META_INTS 10 /* len, flags, family, port, scope, a0, a1, a2, a3, reserved */
 #define OUT_INTS 4   /* offset, len, slot, reserved */
 #define FLAG_TRUNC 1
+#define FLAG_FAST 2 /* answered from the fast table: JS skips the datagram */
 #define MAX_SLOTS 1024
 #define MAX_BATCHES_PER_WAKEUP 8 /* then back to the loop: timers and TCP get their turn */
 
@@ -72,7 +74,124 @@ typedef struct sock_s {
   struct mmsghdr *sm;
   struct iovec *siov;
   double st[ST_COUNT];
+  struct fast_table *fast; /* the answer table; NULL until fastEnable */
 } sock_t;
+
+
+/* ---------- the fast answer table ----------
+ * Answers JS produced for a query, kept by the query's bytes after its ID, so that a byte-identical
+ * question (same flags, EDNS, options, letter case) is answered here without entering JS. JS
+ * installs an entry only when the answer depends on nothing but the query and the configuration
+ * (src/server/fast-answers.ts), with a lifetime of at most FAST_MAX_MS; any change of what answers
+ * were built from bumps fast_gen, which retires every entry of every table at once. */
+
+/* 4-way sets: a client asking random names only replaces entries, it never adds memory. */
+#define FAST_WAYS 4
+#define FAST_SETS 4096 /* 16,384 entries: the repeated questions of a large cluster */
+#define FAST_KEY_MAX 512
+#define FAST_ANSWER_MAX 4096
+#define FAST_BYTES_MAX (8u << 20) /* key + answer octets of all entries of one table */
+#define FAST_MAX_MS 1000
+
+typedef struct {
+  uint8_t *buf; /* key (query from offset 2) then answer; NULL when empty */
+  uint32_t hash;
+  uint16_t klen, alen;
+  uint32_t gen;
+  uint32_t stat;
+  int64_t expires_ns;
+} fast_entry_t;
+
+typedef struct fast_table {
+  fast_entry_t e[FAST_SETS * FAST_WAYS];
+  size_t bytes;
+  unsigned entries;
+  uint32_t swept_gen; /* entries of older generations were freed at this one */
+  double *hits;        /* JS's Float64Array: hits[stat] += 1 per answer given here */
+  uint32_t nhits;
+  napi_ref hits_ref;
+} fast_table_t;
+
+/* One generation for the process: a flush of one configuration's answers flushes every table. */
+static uint32_t fast_gen = 1;
+
+static int64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static uint32_t fast_hash(const uint8_t *p, size_t n) {
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 16777619u;
+  return h ^ (h >> 15);
+}
+
+static void fast_drop(fast_table_t *t, fast_entry_t *x) {
+  if (!x->buf) return;
+  t->bytes -= (size_t)x->klen + x->alen;
+  t->entries--;
+  free(x->buf);
+  x->buf = NULL;
+}
+
+static void fast_free(fast_table_t *t) {
+  if (!t) return;
+  for (unsigned i = 0; i < FAST_SETS * FAST_WAYS; i++) free(t->e[i].buf);
+  free(t);
+}
+
+/* The entry answering this query (octets from offset 2), or NULL. */
+static fast_entry_t *fast_find(fast_table_t *t, const uint8_t *key, size_t klen, int64_t now) {
+  uint32_t h = fast_hash(key, klen);
+  fast_entry_t *set = &t->e[(h % FAST_SETS) * FAST_WAYS];
+  for (int w = 0; w < FAST_WAYS; w++) {
+    fast_entry_t *x = &set[w];
+    if (x->buf && x->hash == h && x->klen == klen && x->gen == fast_gen && now < x->expires_ns && memcmp(x->buf, key, klen) == 0) return x;
+  }
+  return NULL;
+}
+
+/* Installs (or replaces) the answer to a query; 0 when it is not kept (too big, over the cap). */
+static int fast_put(fast_table_t *t, const uint8_t *key, size_t klen, const uint8_t *ans, size_t alen, double valid_ms, uint32_t stat) {
+  if (klen < 10 || klen > FAST_KEY_MAX || alen < 12 || alen > FAST_ANSWER_MAX || stat >= t->nhits || !(valid_ms > 0)) return 0;
+  if (valid_ms > FAST_MAX_MS) valid_ms = FAST_MAX_MS;
+  if (t->swept_gen != fast_gen) {
+    /* The first install after a flush frees what the flush retired, so it holds no memory. */
+    for (unsigned i = 0; i < FAST_SETS * FAST_WAYS; i++)
+      if (t->e[i].buf && t->e[i].gen != fast_gen) fast_drop(t, &t->e[i]);
+    t->swept_gen = fast_gen;
+  }
+  int64_t now = mono_ns();
+  uint32_t h = fast_hash(key, klen);
+  fast_entry_t *set = &t->e[(h % FAST_SETS) * FAST_WAYS];
+  fast_entry_t *v = NULL;
+  for (int w = 0; w < FAST_WAYS && !v; w++)
+    if (set[w].buf && set[w].hash == h && set[w].klen == klen && memcmp(set[w].buf, key, klen) == 0) v = &set[w];
+  for (int w = 0; w < FAST_WAYS && !v; w++)
+    if (!set[w].buf || set[w].gen != fast_gen || set[w].expires_ns <= now) v = &set[w];
+  if (!v) {
+    v = &set[0]; /* the one that expires first goes */
+    for (int w = 1; w < FAST_WAYS; w++)
+      if (set[w].expires_ns < v->expires_ns) v = &set[w];
+  }
+  fast_drop(t, v);
+  if (t->bytes + klen + alen > FAST_BYTES_MAX) return 0;
+  uint8_t *b = (uint8_t *)malloc(klen + alen);
+  if (!b) return 0;
+  memcpy(b, key, klen);
+  memcpy(b + klen, ans, alen);
+  v->buf = b;
+  v->hash = h;
+  v->klen = (uint16_t)klen;
+  v->alen = (uint16_t)alen;
+  v->gen = fast_gen;
+  v->stat = stat;
+  v->expires_ns = now + (int64_t)(valid_ms * 1e6);
+  t->bytes += klen + alen;
+  t->entries++;
+  return 1;
+}
 
 /* ---------- helpers ---------- */
 
@@ -130,6 +249,7 @@ static void maybe_free(sock_t *s) {
   free(s->raddr);
   free(s->sm);
   free(s->siov);
+  fast_free(s->fast);
   free(s);
 }
 
@@ -159,6 +279,12 @@ static void do_close(sock_t *s) {
   for (int i = 0; i < 4; i++) {
     if (s->ab_ref[i]) napi_delete_reference(env, s->ab_ref[i]);
     s->ab_ref[i] = NULL;
+  }
+  if (s->fast && s->fast->hits_ref) {
+    napi_delete_reference(env, s->fast->hits_ref);
+    s->fast->hits_ref = NULL;
+    s->fast->hits = NULL;
+    s->fast->nhits = 0;
   }
   if (s->actx) napi_async_destroy(env, s->actx);
   s->actx = NULL;
@@ -304,30 +430,61 @@ static void on_readable(uv_poll_t *h, int status, int events) {
     s->st[ST_RECEIVED] += n;
     s->st[ST_BATCHES]++;
 
-    napi_handle_scope scope;
-    if (napi_open_handle_scope(env, &scope) != napi_ok) break;
-    napi_value cb, recv, argv[1], result;
-    int32_t count = 0;
-    napi_status st = napi_get_reference_value(env, s->cb_ref, &cb);
-    if (st == napi_ok && cb != NULL) {
-      napi_get_global(env, &recv); /* napi_make_callback wants an object as `this` */
-      napi_create_int32(env, n, &argv[0]);
-      s->in_batch = 1;
-      st = napi_make_callback(env, s->actx, recv, cb, 1, argv, &result);
-      s->in_batch = 0;
-      if (st == napi_ok) {
-        if (napi_get_value_int32(env, result, &count) != napi_ok) count = 0;
-      } else {
-        bool pending = false;
-        napi_is_exception_pending(env, &pending);
-        if (pending) {
-          napi_value ex;
-          napi_get_and_clear_last_exception(env, &ex);
-          napi_fatal_exception(env, ex); /* as a throwing 'message' listener would */
-        }
+    /* Questions the table answers go into `out` first; JS is called only for the others. */
+    int32_t fast_count = 0, fast_off = 0;
+    fast_table_t *ft = s->fast;
+    if (ft && ft->hits && ft->entries > 0) {
+      int64_t now = mono_ns();
+      for (int i = 0; i < n; i++) {
+        int32_t *m = s->meta + (size_t)i * META_INTS;
+        uint32_t len = (uint32_t)m[0];
+        if (m[1] != 0 || m[2] == 0 || len < 12 || len - 2 > FAST_KEY_MAX) continue;
+        const uint8_t *q = s->in + (size_t)i * s->slot_size;
+        fast_entry_t *x = fast_find(ft, q + 2, len - 2, now);
+        if (!x || x->alen > s->out_size - (uint32_t)fast_off) continue;
+        uint8_t *o = s->out + fast_off;
+        memcpy(o, x->buf + x->klen, x->alen);
+        o[0] = q[0];
+        o[1] = q[1];
+        int32_t *om = s->ometa + (size_t)fast_count * OUT_INTS;
+        om[0] = fast_off;
+        om[1] = x->alen;
+        om[2] = i;
+        fast_off += x->alen;
+        fast_count++;
+        m[1] = FLAG_FAST;
+        if (x->stat < ft->nhits) ft->hits[x->stat] += 1;
       }
     }
-    napi_close_handle_scope(env, scope);
+
+    int32_t count = fast_count;
+    if (fast_count < n) {
+      napi_handle_scope scope;
+      if (napi_open_handle_scope(env, &scope) != napi_ok) break;
+      napi_value cb, recv, argv[3], result;
+      napi_status st = napi_get_reference_value(env, s->cb_ref, &cb);
+      if (st == napi_ok && cb != NULL) {
+        napi_get_global(env, &recv); /* napi_make_callback wants an object as `this` */
+        napi_create_int32(env, n, &argv[0]);
+        napi_create_int32(env, fast_count, &argv[1]);
+        napi_create_int32(env, fast_off, &argv[2]);
+        s->in_batch = 1;
+        st = napi_make_callback(env, s->actx, recv, cb, 3, argv, &result);
+        s->in_batch = 0;
+        if (st == napi_ok) {
+          if (napi_get_value_int32(env, result, &count) != napi_ok) count = fast_count;
+        } else {
+          bool pending = false;
+          napi_is_exception_pending(env, &pending);
+          if (pending) {
+            napi_value ex;
+            napi_get_and_clear_last_exception(env, &ex);
+            napi_fatal_exception(env, ex); /* as a throwing 'message' listener would */
+          }
+        }
+      }
+      napi_close_handle_scope(env, scope);
+    }
     if (!s->closed) send_batch(s, count);
     if (s->close_pending) {
       s->close_pending = 0;
@@ -1142,6 +1299,95 @@ static napi_value js_send_many(napi_env env, napi_callback_info info) {
   return ret;
 }
 
+/* fastEnable(sock, hits): gives the socket its answer table; hits (a Float64Array) gets one count
+ * per answer the table gives, at the index JS chose for the entry (fastPut's stat). */
+static napi_value js_fast_enable(napi_env env, napi_callback_info info) {
+  napi_value argv[2];
+  sock_t *s = sock_args(env, info, 2, argv);
+  if (!s) return NULL;
+  napi_typedarray_type tt;
+  size_t len = 0, off = 0;
+  void *data = NULL;
+  napi_value ab;
+  if (napi_get_typedarray_info(env, argv[1], &tt, &len, &data, &ab, &off) != napi_ok || tt != napi_float64_array) {
+    napi_throw_type_error(env, NULL, "fastEnable(sock, Float64Array)");
+    return NULL;
+  }
+  if (s->closed) return throw_errno(env, EBADF, "fastEnable", NULL, 0);
+  if (!s->fast) {
+    s->fast = (fast_table_t *)calloc(1, sizeof *s->fast);
+    if (!s->fast) {
+      napi_throw_error(env, "ENOMEM", "udpbatch: out of memory");
+      return NULL;
+    }
+    s->fast->swept_gen = fast_gen;
+  }
+  fast_table_t *t = s->fast;
+  if (t->hits_ref) napi_delete_reference(env, t->hits_ref);
+  t->hits_ref = NULL;
+  CHECK(napi_create_reference(env, argv[1], 1, &t->hits_ref));
+  t->hits = (double *)data;
+  t->nhits = (uint32_t)len;
+  return NULL;
+}
+
+/* fastPut(sock, slot, answer, validMs, stat): keeps `answer` (its ID is patched per asker) for
+ * the query in datagram `slot` of the batch being handled. True when kept. */
+static napi_value js_fast_put(napi_env env, napi_callback_info info) {
+  napi_value argv[5];
+  sock_t *s = sock_args(env, info, 5, argv);
+  if (!s) return NULL;
+  int32_t slot = -1;
+  uint32_t stat = 0;
+  double valid = 0;
+  napi_typedarray_type tt;
+  size_t alen = 0, off = 0;
+  void *ans = NULL;
+  napi_value ab;
+  if (napi_get_value_int32(env, argv[1], &slot) != napi_ok || napi_get_typedarray_info(env, argv[2], &tt, &alen, &ans, &ab, &off) != napi_ok ||
+      tt != napi_uint8_array || napi_get_value_double(env, argv[3], &valid) != napi_ok || napi_get_value_uint32(env, argv[4], &stat) != napi_ok) {
+    napi_throw_type_error(env, NULL, "fastPut(sock, slot, Uint8Array, validMs, stat)");
+    return NULL;
+  }
+  int kept = 0;
+  /* Only while the batch is in JS: the slot still holds the query as it arrived. */
+  if (s->fast && s->fast->hits && s->in_batch && !s->closed && slot >= 0 && (unsigned)slot < s->slots) {
+    const int32_t *m = s->meta + (size_t)slot * META_INTS;
+    uint32_t len = (uint32_t)m[0];
+    if (m[1] == 0 && len >= 12 && len <= s->slot_size) {
+      const uint8_t *q = s->in + (size_t)slot * s->slot_size;
+      kept = fast_put(s->fast, q + 2, len - 2, (const uint8_t *)ans, alen, valid, stat);
+    }
+  }
+  napi_value r;
+  CHECK(napi_get_boolean(env, kept != 0, &r));
+  return r;
+}
+
+/* fastFlush(): every entry of every table of the process is retired (O(1)). */
+static napi_value js_fast_flush(napi_env env, napi_callback_info info) {
+  (void)info;
+  fast_gen++;
+  if (fast_gen == 0) fast_gen = 1;
+  napi_value r;
+  CHECK(napi_get_undefined(env, &r));
+  return r;
+}
+
+/* fastStats(sock): [entries, bytes] held (retired ones until the next install frees them). */
+static napi_value js_fast_stats(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  sock_t *s = sock_args(env, info, 1, argv);
+  if (!s) return NULL;
+  napi_value arr, v;
+  CHECK(napi_create_array_with_length(env, 2, &arr));
+  napi_create_double(env, s->fast ? s->fast->entries : 0, &v);
+  napi_set_element(env, arr, 0, v);
+  napi_create_double(env, s->fast ? (double)s->fast->bytes : 0, &v);
+  napi_set_element(env, arr, 1, v);
+  return arr;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor d[] = {
       {"open", NULL, js_open, NULL, NULL, NULL, napi_default, NULL},
@@ -1158,6 +1404,10 @@ static napi_value init(napi_env env, napi_value exports) {
       {"connect", NULL, js_connect, NULL, NULL, NULL, napi_default, NULL},
       {"sendPacked", NULL, js_send_packed, NULL, NULL, NULL, napi_default, NULL},
       {"sendMany", NULL, js_send_many, NULL, NULL, NULL, napi_default, NULL},
+      {"fastEnable", NULL, js_fast_enable, NULL, NULL, NULL, napi_default, NULL},
+      {"fastPut", NULL, js_fast_put, NULL, NULL, NULL, napi_default, NULL},
+      {"fastFlush", NULL, js_fast_flush, NULL, NULL, NULL, napi_default, NULL},
+      {"fastStats", NULL, js_fast_stats, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_define_properties(env, exports, sizeof d / sizeof d[0], d);
   napi_value v;

@@ -29,7 +29,7 @@ export class Dispatcher {
 
   constructor(
     readonly stats: ServerStats = new ServerStats(),
-    private readonly names: QueryNames = new QueryNames(),
+    readonly names: QueryNames = new QueryNames(),
   ) {}
 
   /** Handles one message; `send` is called exactly once, with null when the message is dropped. */
@@ -114,6 +114,9 @@ export class Dispatcher {
     send(out, client);
     if (result.more !== null && client.sendMore) for (const m of result.more) client.sendMore(m);
     if (counting && block.stats) this.count(block.stats, req, out, result.plugin, start);
+    // A repeat of this exact query may be answered by the native table (fast-answers.ts).
+    if (result.fastMs > 0 && client.keep !== undefined && block.fast === true && router!.views === false)
+      client.keep(req, result, out, block.stats);
   }
 
   private count(stats: ZoneStats, req: Request, out: Buffer, plugin: string, start: number): void {

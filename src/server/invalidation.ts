@@ -8,6 +8,7 @@
 
 import { canonicalZone } from '../dns/name.js';
 import { AnswerStore } from './answer-store.js';
+import { fastFlush } from './fast-answers.js';
 
 /** What a cache offers to invalidation by name (CacheHandler implements it). */
 export interface InvalidationTarget {
@@ -36,6 +37,7 @@ export class Invalidation {
    * next plugin are answered but not stored. Returns the number of entries dropped.
    */
   invalidateNames(names: Iterable<string>): number {
+    fastFlush();
     const list: string[] = [];
     for (const n of names) list.push(canonicalZone(n));
     if (list.length === 0) return 0;
@@ -50,6 +52,7 @@ export class Invalidation {
    * names that now exist). Cost: O(entries and names under it), not O(cache).
    */
   invalidateSuffix(zoneOrSuffix: string): number {
+    fastFlush();
     const suffix = canonicalZone(zoneOrSuffix);
     let dropped = 0;
     for (const t of this.targets) dropped += t.dropSuffix(suffix);
@@ -64,6 +67,7 @@ export class Invalidation {
    */
   invalidateDependencies(keys: readonly string[]): number {
     if (keys.length === 0) return 0;
+    fastFlush();
     return this.answers.dropDependencies(keys);
   }
 

@@ -6,6 +6,7 @@ import type { EdnsInfo, ParsedQuery } from '../dns/query.js';
 import { decodeMessage, emptyMessage, encodeMessage, type EdnsOption, type Message } from '../dns/message.js';
 import type { Metadata } from './metadata.js';
 import type { PreparedAnswer } from './prepared-reply.js';
+import type { ZoneStats } from './stats.js';
 
 export type Transport = 'udp' | 'tcp';
 
@@ -39,6 +40,11 @@ export interface ClientInfo {
   sendMore?: (msg: Buffer) => void;
   /** True once a TCP client's connection closed: its answers are no longer built. */
   readonly gone?: boolean;
+  /**
+   * Present on a client of the native UDP path: offers the answer just sent to the socket's
+   * native answer table (the dispatcher calls it only for eligible answers).
+   */
+  keep?(req: Request, res: Response, out: Buffer, zone: ZoneStats | undefined): void;
   /** Clients that can leave before their deadline (TCP): `l.clientLeft()` when they do, until `unfollow(l)`. */
   follow?(l: LeaveListener): void;
   unfollow?(l: LeaveListener): void;
@@ -77,6 +83,8 @@ export class Request {
   private abort: RequestAbort | null = null;
   /** True once other askers wait on work started under this request (a single flight). */
   private sharedWork = false;
+  /** Set by noFast(): this query's answer must not be kept by the native answer table. */
+  fastVeto = false;
 
   /** `origin`: the request this one stands for (a rewritten name), whose deadline and abort it shares. */
   constructor(raw: Buffer, q: ParsedQuery, client: ClientInfo, origin: Request | null = null) {
@@ -139,6 +147,14 @@ export class Request {
   /** @internal The server is done with this query: its deadline timer and connection watch go. */
   settle(): void {
     if (this.abort !== null) this.abort.release();
+  }
+
+  /**
+   * The answer must not be kept by the native answer table (fast-answers.ts): a plugin counted
+   * or did something for this query that a repeat answered without JS would not do.
+   */
+  noFast(): void {
+    (this.origin ?? this).fastVeto = true;
   }
 
   /** @internal For RequestAbort: whether the client leaving may abort this request's work. */
@@ -311,6 +327,13 @@ export class Response {
    * walking and copying the bytes. A plugin that rewrites the wire bytes in place clears it.
    */
   prepared: PreparedAnswer | null = null;
+  /**
+   * How long (ms) the answering plugin stands by this answer for a byte-identical query: the
+   * native answer table may repeat it that long (fast-answers.ts). 0: never (the default).
+   */
+  fastMs = 0;
+  /** What one repeat counts in the answering plugin's own counters (a cache hit), n at once. */
+  fastCount: ((n: number) => void) | null = null;
   private msg: Message | null;
   private bytes: Buffer | null;
 

@@ -16,6 +16,8 @@ export interface RoutedBlock {
   filter?: (req: Request) => boolean;
   /** The next block on the same zone and port, tried when this one's filter says no. */
   nextView?: RoutedBlock;
+  /** Every plugin of the chain is pure (FAST_SAFE_PLUGINS): the native table may keep its answers. */
+  fast?: boolean;
 }
 
 /** Up to this many zones of one length are compared one by one; more are looked up by suffix. */
@@ -29,12 +31,15 @@ export class Router {
   private root: RoutedBlock | undefined;
   /** Where queries that reach no chain are counted (CoreDNS's zone label "dropped"). */
   dropped: ZoneStats | null = null;
+  /** Some block has a view: which block answers depends on the client, so nothing is kept natively. */
+  views = false;
 
   /** `stats`: the server's counters (absent in unit tests that route by hand). */
   constructor(private readonly stats?: ServerStats) {}
 
   add(routed: RoutedBlock): void {
     this.dropped ??= this.stats?.zone(routed.serverLabel, 'dropped') ?? null;
+    if (routed.filter !== undefined) this.views = true;
     // Each router links its own copies: the same block may sit behind several listeners.
     const block: RoutedBlock = { ...routed, nextView: undefined };
     if (block.zone === '.') {

@@ -19,6 +19,7 @@ import { Response, type HandlerResult, type Next, type Request } from './request
 import type { ServerServices } from './services.js';
 import { systemErrorText } from './system-errors.js';
 import { Invalidation } from './invalidation.js';
+import { FAST_SAFE_PLUGINS } from './fast-answers.js';
 
 /** CoreDNS's built-in configuration when no Corefile is found. */
 export const BUILTIN_COREFILE = '. {\n    whoami\n    log\n}\n';
@@ -216,6 +217,7 @@ export class Runtime {
         rb.chain = chain;
       }
       if (instances.some((i) => i.anyClass === true)) rb.anyClass = true;
+      rb.fast = handlers.every((i) => FAST_SAFE_PLUGINS.has(i.name));
       const filters = instances.flatMap((i) => (i.routeFilter ? [i.routeFilter] : []));
       if (filters.length === 1) rb.filter = filters[0];
       else if (filters.length > 1) rb.filter = (req) => filters.every((f) => f(req));

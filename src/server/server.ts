@@ -11,6 +11,7 @@ import { ServerServices } from './services.js';
 import { parseConfig, readConfigSource, Runtime, type LoadedConfig } from './runtime.js';
 import { leadProcess, logger } from '../log.js';
 import { formatHostPort, listenErrorMessage, ListenError } from './system-errors.js';
+import { fastFlush } from './fast-answers.js';
 
 const log = logger('');
 const reloadLog = logger('reload');
@@ -214,6 +215,8 @@ export class DnsServer {
     this.retiring = this.runtime;
     this.runtime = p.rt;
     this.dispatcher.routers = p.routers;
+    // Answers the native table kept came from the configuration being replaced.
+    fastFlush();
     const closing: Promise<void>[] = [];
     for (const [k, ls] of this.listeners) {
       if (p.wanted.has(k)) continue;

@@ -74,6 +74,19 @@ export class ServerServices {
     if (this.registry === null) {
       const r = (this.registry = new (promClient().Registry)());
       aggregatedInWorker(r);
+      // First in the registry: its collect folds the native table's hits into every counter
+      // (the core metrics, the plugins' own) before any of them is read.
+      const stats = this.stats;
+      registerCollected(
+        r,
+        'clusterdns_fast_answers_total',
+        'Counter of UDP queries answered by the native answer table (a repeat of an answer JS gave) per server.',
+        'counter',
+        () => {
+          stats.fold();
+          return [...stats.fastAnswers].map(([server, value]) => ({ labels: { server }, value }));
+        },
+      );
       for (const define of this.declared.splice(0)) define(r);
     }
     return this.registry;

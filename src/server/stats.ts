@@ -80,25 +80,26 @@ export class ZoneStats {
     rcode: number,
     plugin: string,
     seconds: number,
+    n = 1,
   ): void {
     const t = typeIndexTable[qtype]!;
-    this.requests[(proto * 2 + (family - 1)) * NT + t]! += 1;
-    if (dnssecOk) this.doRequests++;
+    this.requests[(proto * 2 + (family - 1)) * NT + t]! += n;
+    if (dnssecOk) this.doRequests += n;
     let b = 0;
     while (b < NB && seconds > DURATION_BUCKETS[b]!) b++;
-    this.durations[t * (NB + 1) + b]! += 1;
-    this.durationSums[t]! += seconds;
+    this.durations[t * (NB + 1) + b]! += n;
+    this.durationSums[t]! += seconds * n;
     let s = 0;
     while (s < NS && reqSize > SIZE_BUCKETS[s]!) s++;
-    this.requestSizes[proto * (NS + 1) + s]! += 1;
-    this.requestSizeSums[proto]! += reqSize;
+    this.requestSizes[proto * (NS + 1) + s]! += n;
+    this.requestSizeSums[proto]! += reqSize * n;
     s = 0;
     while (s < NS && respSize > SIZE_BUCKETS[s]!) s++;
-    this.responseSizes[proto * (NS + 1) + s]! += 1;
-    this.responseSizeSums[proto]! += respSize;
+    this.responseSizes[proto * (NS + 1) + s]! += n;
+    this.responseSizeSums[proto]! += respSize * n;
     let byRcode = this.responses.get(plugin);
     if (byRcode === undefined) this.responses.set(plugin, (byRcode = new Float64Array(RCODES)));
-    byRcode[rcode < RCODES ? rcode : RCODES - 1]! += 1;
+    byRcode[rcode < RCODES ? rcode : RCODES - 1]! += n;
   }
 }
 
@@ -108,6 +109,10 @@ export class ServerStats {
   panics = 0;
   private readonly zones = new Map<string, ZoneStats>();
   private holders = 0;
+  /** Answers the native table gave, by server label (clusterdns_fast_answers_total). */
+  readonly fastAnswers = new Map<string, number>();
+  /** Move the native table's hits into these counters (fast-answers.ts); run before any read. */
+  readonly folders = new Set<() => void>();
 
   /** Counts queries until the returned function is called (the asking configuration's shutdown). */
   count(): () => void {
@@ -129,7 +134,13 @@ export class ServerStats {
     return z;
   }
 
+  /** Counts the native table's answers given so far as if JS had answered them. */
+  fold(): void {
+    for (const f of this.folders) f();
+  }
+
   all(): IterableIterator<ZoneStats> {
+    this.fold();
     return this.zones.values();
   }
 }

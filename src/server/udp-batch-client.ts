@@ -1,6 +1,7 @@
 // The client of a datagram on the native batched UDP path.
 
-import type { ClientInfo } from './request.js';
+import type { ClientInfo, Request, Response } from './request.js';
+import type { ZoneStats } from './stats.js';
 import type { NativeUdp } from './udp-batch.js';
 
 /**
@@ -27,6 +28,11 @@ export class BatchClient implements ClientInfo {
   ) {
     this.remotePort = port;
     this.family = af === 6 ? 2 : 1;
+  }
+
+  /** The answer JS just sent may be kept by the socket's native answer table (fast-answers.ts). */
+  keep(req: Request, res: Response, out: Buffer, zone: ZoneStats | undefined): void {
+    this.path.keep(this, req, res, out, zone);
   }
 
   get proto(): 'udp' {

@@ -6,7 +6,17 @@ import { headerOnlyReply, type Dispatcher, type Send } from './dispatcher.js';
 import type { DnsListener } from './listeners.js';
 import type { ClientInfo } from './request.js';
 import { BatchClient } from './udp-batch-client.js';
-import { FLAG_TRUNCATED, META_INTS, OUT_INTS, type UdpBatchAddon, type UdpBatchSocket } from './udp-native.js';
+import {
+  FLAG_FAST,
+  FLAG_TRUNCATED,
+  META_INTS,
+  OUT_INTS,
+  type UdpBatchAddon,
+  type UdpBatchSocket,
+} from './udp-native.js';
+import { FAST_ANSWERS_ENABLED, FastTable } from './fast-answers.js';
+import type { Request, Response } from './request.js';
+import type { ZoneStats } from './stats.js';
 
 /** Answers made outside a batch that one sendmmsg carries at most. */
 const LATE_MAX = 64;
@@ -37,6 +47,8 @@ export class NativeUdp {
   private lateQueued = false;
   private lateBuf: Uint8Array | null = null;
   private lateMeta: Int32Array | null = null;
+  /** The socket's native answer table; null when off or the addon predates it. */
+  readonly fast: FastTable | null;
 
   constructor(
     private readonly addon: UdpBatchAddon,
@@ -52,6 +64,10 @@ export class NativeUdp {
     this.out = Buffer.from(sock.out);
     this.outMeta = new Int32Array(sock.outMeta);
     this.slotSize = sock.slotSize;
+    this.fast =
+      FAST_ANSWERS_ENABLED && addon.fastEnable !== undefined && addon.fastPut !== undefined
+        ? new FastTable(addon, sock, dispatcher.stats, dispatcher.names)
+        : null;
   }
 
   start(): void {
@@ -63,7 +79,13 @@ export class NativeUdp {
   }
 
   close(): void {
+    this.fast?.close();
     this.addon.close(this.sock);
+  }
+
+  /** Offers an answer made in this batch to the native table (BatchClient.keep). */
+  keep(c: BatchClient, req: Request, res: Response, out: Buffer, zone: ZoneStats | undefined): void {
+    if (this.fast !== null && this.inBatch && c.gen === this.gen) this.fast.keep(c.slot, req, res, out, zone);
   }
 
   ntop(c: BatchClient): string {
@@ -74,7 +96,7 @@ export class NativeUdp {
   private readonly send: Send = (out: Buffer | null, client: ClientInfo): void =>
     this.reply(client as BatchClient, out);
 
-  private readonly onBatch = (n: number): number => {
+  private readonly onBatch = (n: number, done: number, doneBytes: number): number => {
     const meta = this.meta;
     const inBuf = this.inBuf;
     const l = this.listener;
@@ -83,8 +105,9 @@ export class NativeUdp {
     const handoff = l.udpHandoff;
     const send = this.send;
     const gen = ++this.gen;
-    this.outCount = 0;
-    this.outOff = 0;
+    // The native table's answers come first in `out`; this batch's go after them.
+    this.outCount = done | 0;
+    this.outOff = doneBytes | 0;
     this.inBatch = true;
     try {
       for (let i = 0; i < n; i++) {
@@ -92,6 +115,7 @@ export class NativeUdp {
         const len = meta[m]!;
         const af = meta[m + 2]!;
         if (af !== 4 && af !== 6) continue;
+        if ((meta[m + 1]! & FLAG_FAST) !== 0) continue;
         const c = new BatchClient(
           this,
           gen,

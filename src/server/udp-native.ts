@@ -54,8 +54,11 @@ export interface UdpBatchAddon {
   readonly STEER_PREFIX: number;
   /** A duplicate of a bound UDP socket's fd (the caller keeps and closes its own). */
   adopt(o: { fd: number; slots?: number; slotSize?: number; outSize?: number }): UdpBatchSocket;
-  /** onBatch(n) handles datagrams 0..n-1 and returns how many answers it put in `out`. */
-  start(s: UdpBatchSocket, onBatch: (n: number) => number): void;
+  /**
+   * onBatch(n, done, doneBytes) handles datagrams 0..n-1 and returns how many answers are in `out`:
+   * the table already put `done` answers (doneBytes octets) there, flagged FLAG_FAST in meta.
+   */
+  start(s: UdpBatchSocket, onBatch: (n: number, done: number, doneBytes: number) => number): void;
   pause(s: UdpBatchSocket): void;
   close(s: UdpBatchSocket): void;
   /** One datagram to the given peer; 0 or a negative errno. */
@@ -84,6 +87,17 @@ export interface UdpBatchAddon {
    * a0..a3 each), in one sendmmsg; the count sent. Absent from an older build of the addon.
    */
   sendMany?(s: UdpBatchSocket, data: Uint8Array, meta: Int32Array, count: number): number;
+  /**
+   * Gives the socket its native answer table (udpbatch.c "the fast answer table"): hits[stat]
+   * counts the answers given from entries kept with that stat. Absent from an older build.
+   */
+  fastEnable?(s: UdpBatchSocket, hits: Float64Array): void;
+  /** Keeps `answer` for the query in datagram `slot` of the batch being handled, validMs at most. */
+  fastPut?(s: UdpBatchSocket, slot: number, answer: Uint8Array, validMs: number, stat: number): boolean;
+  /** Retires every entry of every table of the process. */
+  fastFlush?(): void;
+  /** [entries, bytes] of a socket's table. */
+  fastStats?(s: UdpBatchSocket): number[];
   /** [received, batches, sent, sendErrors, truncated, recvErrors, wakeups] */
   stats(s: UdpBatchSocket): number[];
 }
@@ -91,6 +105,8 @@ export interface UdpBatchAddon {
 export const META_INTS = 10;
 export const OUT_INTS = 4;
 export const FLAG_TRUNCATED = 1;
+/** The native answer table answered this datagram: JS skips it. */
+export const FLAG_FAST = 2;
 
 /** Where `npm ci` leaves the addon (relative to dist/src/server/). */
 export const DEFAULT_ADDON_PATH = fileURLToPath(

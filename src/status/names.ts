@@ -27,17 +27,18 @@ export class TopNames {
     this.counts = new Float64Array(capacity);
   }
 
-  add(name: string): void {
-    this.total += 1;
+  /** `n`: queries at once (answers the native table gave, folded). */
+  add(name: string, n = 1): void {
+    this.total += n;
     const slot = this.slotOf.get(name);
     if (slot !== undefined) {
-      this.counts[slot]! += 1;
+      this.counts[slot]! += n;
       return;
     }
     const used = this.names.length;
     if (used < this.capacity) {
       this.names.push(name);
-      this.counts[used] = 1;
+      this.counts[used] = n;
       this.slotOf.set(name, used);
       return;
     }
@@ -54,8 +55,8 @@ export class TopNames {
         min = i;
       }
     }
-    counts[min] = least + 1;
-    if (Math.random() * (least + 1) >= 1) return;
+    counts[min] = least + n;
+    if (Math.random() * (least + n) >= n) return;
     this.slotOf.delete(this.names[min]!);
     this.names[min] = name;
     this.slotOf.set(name, min);
@@ -93,9 +94,9 @@ export class QueryNames {
   readonly all = new TopNames();
   readonly nxdomain = new TopNames();
 
-  record(name: string, rcode: number): void {
-    this.all.add(name);
-    if (rcode === Rcode.NXDOMAIN) this.nxdomain.add(name);
+  record(name: string, rcode: number, n = 1): void {
+    this.all.add(name, n);
+    if (rcode === Rcode.NXDOMAIN) this.nxdomain.add(name, n);
   }
 
   /** Ages both sketches by `seconds` of the half-life. */

@@ -14,6 +14,7 @@ import {
 } from '../../server/request.js';
 import { matchZone } from '../fallthrough.js';
 import { clock, releaseClock, retainClock } from '../../server/clock.js';
+import { FAST_MAX_MS } from '../../server/fast-answers.js';
 import { Invalidation, type InvalidationTarget } from '../../server/invalidation.js';
 import { CacheCounters, CacheMetrics, metricLabels, type CacheMetricSource } from './metrics.js';
 import {
@@ -99,6 +100,8 @@ class Flight {
 }
 
 const SWEEP_INTERVAL_MS = 1000;
+/** Time allowed between a hit's reply and the addon keeping it (a GC pause at worst). */
+const FAST_MARGIN_MS = 5;
 
 function bitsOf(req: Request): number {
   return (req.edns !== null && req.edns.do ? 1 : 0) | ((req.flags & FLAG_CD) !== 0 ? 2 : 0);
@@ -208,6 +211,7 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
     if (this.bypassBoth && this.disabledBoth(name)) {
       // Nothing under these zones is ever stored (kubeadm's `disable success/denial cluster.local`).
       c.misses++;
+      req.noFast();
       return next(req);
     }
     const e = this.store.find(name, req.qtype, req.qclass, bitsOf(req));
@@ -215,7 +219,10 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
       const a = e.answer;
       // A question spelled with a compression pointer: stored names may point into the
       // question, so this asker is served by the next plugin.
-      if (a.questionEnd !== req.questionEnd) return next(req);
+      if (a.questionEnd !== req.questionEnd) {
+        req.noFast();
+        return next(req);
+      }
       const now = clock.ms;
       if (now < e.expiresMs) {
         e.visited = true;
@@ -223,7 +230,9 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
         else c.hitsDenial++;
         const ttl = this.opts.keepTtl ? e.ttl : e.ttl - (((now - e.storedMs) / 1000) | 0);
         if (this.opts.prefetch !== null && this.shouldPrefetch(e, now, ttl)) this.refreshInBackground(req, next, e);
-        return Response.wire(writeReply(req, a, ttl, replyFlags(req, a, FLAG_AA), e.serial), NAME);
+        const res = Response.wire(writeReply(req, a, ttl, replyFlags(req, a, FLAG_AA), e.serial), NAME);
+        if (this.opts.prefetch === null && this.opts.staleMs === 0) this.fastHit(res, e, now);
+        return res;
       }
       if (now < e.expiresMs + this.opts.staleMs) {
         e.visited = true;
@@ -234,9 +243,35 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
       this.store.remove(e);
     }
     c.misses++;
+    // Counted as a miss: a repeat must come back here to count as a hit.
+    req.noFast();
     const o = this.fetch(req, next);
     if (o instanceof Promise) return o.then((x) => this.answer(req, x));
     return this.answer(req, o);
+  }
+
+  /** One native repeat of a success or denial hit: what serveDNS counts for it. */
+  private readonly foldSuccess = (n: number): void => {
+    this.counters.requests += n;
+    this.counters.hitsSuccess += n;
+  };
+  private readonly foldDenial = (n: number): void => {
+    this.counters.requests += n;
+    this.counters.hitsDenial += n;
+  };
+
+  /**
+   * A hit's reply stays the same until its TTL drops by the next second (or the entry expires):
+   * the native table may repeat it until then. `now` is the coarse clock, which only ever lags
+   * the real one, so JS's reply changes at the boundary in real time or later: measured from the
+   * real time (less a margin for the time until the addon keeps it), the repeat ends before.
+   */
+  private fastHit(res: Response, e: CacheEntry, now: number): void {
+    const next = this.opts.keepTtl ? now + FAST_MAX_MS : e.storedMs + 1000 * ((((now - e.storedMs) / 1000) | 0) + 1);
+    const ms = Math.min(next, e.expiresMs) - performance.now() - FAST_MARGIN_MS;
+    if (ms <= 0) return;
+    res.fastMs = ms;
+    res.fastCount = e.kind === EntryKind.Success ? this.foldSuccess : this.foldDenial;
   }
 
   // ------------------------------------------------------------------ invalidation

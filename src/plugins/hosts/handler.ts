@@ -6,6 +6,7 @@ import { Response, type Handler, type HandlerResult, type Next, type Request } f
 import { bareReply, recordsReply } from '../../server/reply.js';
 import { Fallthrough, matchZone } from '../fallthrough.js';
 import type { Logger } from '../../log.js';
+import { FAST_MAX_MS, fastFlush } from '../../server/fast-answers.js';
 import { HostsTable, parseHostsText, type ParsedLine, type PreparedRecords } from './hostsfile.js';
 
 export interface HostsOptions {
@@ -78,6 +79,7 @@ export class HostsHandler implements Handler {
     }
     this.fileStamp = stamp;
     this.fileLines = lines;
+    fastFlush();
     this.table = HostsTable.build(
       [...this.opts.inline, ...this.fileLines],
       this.opts.ttlSeconds,
@@ -87,7 +89,10 @@ export class HostsHandler implements Handler {
   }
 
   private answer(req: Request, recs: PreparedRecords): Response {
-    return Response.wire(recordsReply(req, Rcode.NOERROR, AA, recs.bytes, recs.count, 0, 0), this.name);
+    const res = Response.wire(recordsReply(req, Rcode.NOERROR, AA, recs.bytes, recs.count, 0, 0), this.name);
+    // The same until the file is re-read (which flushes the native table).
+    res.fastMs = FAST_MAX_MS;
+    return res;
   }
 
   serveDNS(req: Request, next: Next): HandlerResult {
@@ -108,7 +113,11 @@ export class HostsHandler implements Handler {
     if (this.fall.through(name)) return next(req);
     // The name exists with other data: NODATA. Otherwise SERVFAIL, as CoreDNS does,
     // because a hosts file has no SOA to make an NXDOMAIN with.
-    if (entry !== undefined) return Response.wire(bareReply(req, Rcode.NOERROR, AA), this.name);
+    if (entry !== undefined) {
+      const res = Response.wire(bareReply(req, Rcode.NOERROR, AA), this.name);
+      res.fastMs = FAST_MAX_MS;
+      return res;
+    }
     return Response.rcode(Rcode.SERVFAIL, this.name);
   }
 }

@@ -26,6 +26,7 @@ import type { AnswerTable } from '../../server/answer-store.js';
 import { changeDependencies, invalidateCaches, invalidateZones } from './invalidate.js';
 import { dependenciesOnly } from '../../server/prepared-reply.js';
 import { Invalidation } from '../../server/invalidation.js';
+import { FAST_MAX_MS, fastFlush } from '../../server/fast-answers.js';
 
 /** The schema version of the Kubernetes DNS specification served at `dns-version.<zone>`. */
 export const DNS_SCHEMA_VERSION = '1.1.0';
@@ -71,6 +72,7 @@ export class KubernetesHandler implements Handler {
     this.unlisten = this.index.listen({
       onChange: (c) => this.forget(c),
       onSynced: () => {
+        fastFlush();
         this.prepared.clear();
         // After the first sync every cached answer from before (SERVFAIL, NXDOMAIN) may be wrong.
         invalidateZones(this.invalidation, this.o.zones);
@@ -92,6 +94,8 @@ export class KubernetesHandler implements Handler {
 
   /** Drops what a change may have made wrong: kept answers by what they were built from, cached ones also by name. */
   private forget(c: ClusterChange): void {
+    // Any change may change any answer's SOA serial: the native table starts over.
+    fastFlush();
     // A namespace decides whether names under it exist; no answer records it.
     if (c.namespaces.length > 0) this.prepared.clear();
     // Before the first sync caches hold nothing worth saving; the sync drops the zones at once.
@@ -208,7 +212,9 @@ export class KubernetesHandler implements Handler {
     if (req.questionEnd + soa.length + (req.edns ? OPT_LENGTH : 0) > req.maxSize) {
       return Response.message(decodeMessage(writeReply(req, p, -1, replyFlags(req, p, FLAG_AA))), this.name);
     }
-    return Response.wire(writeReply(req, p, -1, replyFlags(req, p, FLAG_AA)), this.name);
+    const res = Response.wire(writeReply(req, p, -1, replyFlags(req, p, FLAG_AA)), this.name);
+    if (rcode === Rcode.NXDOMAIN) res.fastMs = FAST_MAX_MS;
+    return res;
   }
 
   /** Sends a prepared answer: the serial and the query's spelling of the zone are written in. */
@@ -219,6 +225,8 @@ export class KubernetesHandler implements Handler {
     const out = writeReply(req, p, -1, replyFlags(req, p, FLAG_AA), this.index.serial, !mayShuffle(req.qtype));
     const res = Response.wire(out, this.name);
     res.prepared = p;
+    // The same until the index changes (which flushes the native table).
+    res.fastMs = FAST_MAX_MS;
     return res;
   }
 

@@ -137,6 +137,8 @@ export class LoadBalanceHandler implements Handler {
     }
     if (w !== null) {
       if (w.length < 12 || w.readUInt16BE(6) + w.readUInt16BE(8) + w.readUInt16BE(10) < 2) return res;
+      // An order kept by the native table would end the round robin.
+      req.noFast();
       // Only the answer section matters to clients picking an address; the common shapes are
       // handled without decoding. The reply buffer is ours to change (built for this query).
       if (w.readUInt16BE(8) === 0 && w.readUInt16BE(4) === 1) {
@@ -149,6 +151,7 @@ export class LoadBalanceHandler implements Handler {
     }
     const m = res.toMessage(req);
     if (m.answers.length + m.authorities.length + m.additionals.length < 2) return res;
+    req.noFast();
     m.answers = shuffle(m.answers);
     m.authorities = shuffle(m.authorities);
     m.additionals = shuffle(m.additionals);

@@ -91,6 +91,8 @@ export class LoopHandler implements Handler {
 
   serveDNS(req: Request, next: Next): HandlerResult {
     if (this.disabled || req.qtype !== QType.HINFO || !isSubdomain(req.name, this.zone)) return next(req);
+    // Each probe must be seen here: a repeat answered natively would hide a loop.
+    req.noFast();
     if (req.name === this.qname) this.seen++;
     if (this.seen > 2) {
       const from = req.client.remoteAddress.includes(':')

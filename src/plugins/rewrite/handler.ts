@@ -187,6 +187,8 @@ export class RewriteHandler implements Handler {
         out.error = res.error;
         // The same records after the question: the inner plugin's description (its keys) still holds.
         out.prepared = res.prepared;
+        out.fastMs = res.fastMs;
+        out.fastCount = res.fastCount;
         if (sync && res.error === undefined) keepReply(this.kept, req, inner, out);
         return out;
       }

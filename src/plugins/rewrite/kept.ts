@@ -18,6 +18,7 @@ import {
   type PreparedReply,
 } from '../../server/prepared-reply.js';
 import { Response, type Request } from '../../server/request.js';
+import { FAST_MAX_MS } from '../../server/fast-answers.js';
 
 const OPT_LEN = 11;
 /** Answers kept before the store starts over (the asked names are the client's choice). */
@@ -126,6 +127,8 @@ export class KeptAnswers implements InvalidationTarget, AnswerHolder {
     const buf = writeReply(req, k, -1, k.flags);
     const res = Response.wire(buf, k.plugin);
     res.prepared = k.prepared;
+    // The same until invalidation drops it (which flushes the native table).
+    res.fastMs = FAST_MAX_MS;
     return res;
   }
 

@@ -12,6 +12,7 @@ import { Response, type Handler, type HandlerResult, type Next, type Request } f
 import { type Fallthrough, matchZone } from '../fallthrough.js';
 import { format, goMap, TemplateError, type GoTemplate, type Value, type ValueObject } from './gotemplate.js';
 import { labelKey, newTemplateCounters, type TemplateCounters } from './metrics.js';
+import { FAST_MAX_MS } from '../../server/fast-answers.js';
 
 export type Section = 'answer' | 'additional' | 'authority';
 
@@ -107,6 +108,8 @@ export class TemplateHandler implements Handler {
     this.cacheable = new Set(templates.filter(perNameOnly));
   }
 
+  private readonly folds = new Map<string, (n: number) => void>();
+
   serveDNS(req: Request, next: Next): HandlerResult {
     // Kept by type, then name; only class IN (the others are rare and go the long way).
     const cacheOn = this.cacheable.size !== 0 && req.qclass === 1;
@@ -115,7 +118,11 @@ export class TemplateHandler implements Handler {
       while (hit !== null && hit.qtype !== req.qtype) hit = hit.next;
       if (hit !== null) {
         this.counters.matches.inc(hit.metricKey);
-        return Response.wire(recordsReply(req, hit.rcode, AA, hit.records, hit.an, hit.ns, hit.ar), this.name);
+        const res = Response.wire(recordsReply(req, hit.rcode, AA, hit.records, hit.an, hit.ns, hit.ar), this.name);
+        // A function of the question alone (perNameOnly), for as long as the configuration.
+        res.fastMs = FAST_MAX_MS;
+        res.fastCount = this.foldOf(hit.metricKey);
+        return res;
       }
     }
     if (matchZone(this.zones, req.name) === undefined) return next(req);
@@ -212,6 +219,13 @@ export class TemplateHandler implements Handler {
   }
 
   /** Encodes `msg` once and keeps its records for the next queries of the same name, type and class. */
+  /** What n native repeats of a kept answer count (one function per label set, zones × types). */
+  private foldOf(metricKey: string): (n: number) => void {
+    let f = this.folds.get(metricKey);
+    if (f === undefined) this.folds.set(metricKey, (f = (n: number) => this.counters.matches.inc(metricKey, n)));
+    return f;
+  }
+
   private keep(req: Request, msg: Message, metricKey: string): CachedAnswer | null {
     let wire: Buffer;
     try {

@@ -1,0 +1,208 @@
+// The JS half of the native answer table (native/udpbatch.c, "the fast answer table"): which
+// answers the addon may repeat for a byte-identical query without entering JS, what one such
+// repeat counts, and the flush that keeps it coherent with the data answers are built from.
+// See ARCHITECTURE.md "Native answer table".
+
+import type { QueryNames } from '../status/names.js';
+import type { Request, Response } from './request.js';
+import type { ServerStats, ZoneStats } from './stats.js';
+import type { UdpBatchAddon, UdpBatchSocket } from './udp-native.js';
+
+/** CLUSTERDNS_FAST_ANSWERS=0 turns the table off: every query goes through JS as before. */
+export const FAST_ANSWERS_ENABLED = process.env.CLUSTERDNS_FAST_ANSWERS !== '0';
+
+/**
+ * Plugins whose part in a chain is pure: what they do to a query depends only on its bytes and
+ * the configuration or watched data (whose changes flush the table), and they count nothing per
+ * query that a fold does not count. Any other plugin in a block (log, dnstap, acl, whoami,
+ * autopath, metadata, an external one...) keeps all of the block's answers in JS.
+ */
+export const FAST_SAFE_PLUGINS: ReadonlySet<string> = new Set([
+  'hosts',
+  'kubernetes',
+  'cache',
+  'template',
+  'rewrite',
+  'file',
+  'errors',
+  'prometheus',
+  'loop',
+  'health',
+  'ready',
+  'reload',
+  'bind',
+  'loadbalance',
+  // Its answers are never kept (it marks none); a query it passes on is untouched.
+  'forward',
+]);
+
+/** The longest a plugin's answer is repeated without JS (the addon caps it too). */
+export const FAST_MAX_MS = 1000;
+/** Distinct kinds of hit (what one counts) per socket; past it the kinds start over (with a flush). */
+const MAX_KINDS = 16384;
+/** Hits are folded into the counters at least this often (and before every read of them). */
+const FOLD_MS = 250;
+/** The answer sizes the addon keeps (FAST_ANSWER_MAX in udpbatch.c). */
+const MAX_ANSWER = 4096;
+const EDNS_COOKIE = 10;
+
+let flushAddon: UdpBatchAddon | null = null;
+
+/**
+ * Retires every native answer of the process at once (O(1)): called whenever an answer JS gave
+ * may no longer be the one it would give (watched data changed, a hosts file reloaded, a new
+ * configuration, invalidation of kept or cached answers).
+ */
+export function fastFlush(): void {
+  flushAddon?.fastFlush?.();
+}
+
+/** True when the query's OPT carries a COOKIE option: its answer's server cookie is per client and time. */
+export function hasCookie(req: Request): boolean {
+  const e = req.edns;
+  if (e === null || e.optLength <= 11) return false;
+  const raw = req.raw;
+  let p = e.optOffset + 11;
+  const end = e.optOffset + e.optLength;
+  while (p + 4 <= end) {
+    if (raw.readUInt16BE(p) === EDNS_COOKIE) return true;
+    p += 4 + raw.readUInt16BE(p + 2);
+  }
+  return false;
+}
+
+/** What one kind of hit counts: the server's request metrics, status names, a plugin's own counters. */
+class HitKind {
+  constructor(
+    readonly server: string,
+    /** Null when the server counted nothing when the entry was kept. */
+    readonly zone: ZoneStats | null,
+    readonly family: 1 | 2,
+    readonly qtype: number,
+    readonly dnssecOk: boolean,
+    readonly reqSize: number,
+    readonly respSize: number,
+    readonly rcode: number,
+    readonly plugin: string,
+    readonly name: string | null,
+    readonly extra: ((n: number) => void) | null,
+  ) {}
+}
+
+/** One native socket's table: installs answers and folds the hits the addon counted. */
+export class FastTable {
+  /** hits[kind] += 1 per answer the addon gave (shared with it). */
+  private readonly hits = new Float64Array(MAX_KINDS);
+  private readonly kinds: HitKind[] = [];
+  /** Kind ids by zone stats (or server), plugin, plugin fold, then the numbers of the hit (and the name). */
+  private readonly byContext = new Map<
+    ZoneStats | string,
+    Map<string, Map<((n: number) => void) | null, Map<number, number | Map<string, number>>>>
+  >();
+  private timer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly addon: UdpBatchAddon,
+    private readonly sock: UdpBatchSocket,
+    private readonly stats: ServerStats,
+    private readonly names: QueryNames,
+  ) {
+    addon.fastEnable!(sock, this.hits);
+    flushAddon = addon;
+    stats.folders.add(this.fold);
+    this.timer = setInterval(this.fold, FOLD_MS);
+    this.timer.unref();
+  }
+
+  close(): void {
+    this.fold();
+    this.stats.folders.delete(this.fold);
+    if (this.timer !== null) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  /**
+   * Offers the answer JS just sent for the query in `slot` of the batch being handled. The caller
+   * checked the chain (every plugin pure, no view) and that the answering plugin set fastMs.
+   */
+  keep(slot: number, req: Request, res: Response, out: Buffer, zone: ZoneStats | undefined): void {
+    if (req.fastVeto || res.error !== undefined || res.dropped || res.more !== null) return;
+    const len = out.length;
+    if (len < 12 || len > MAX_ANSWER) return;
+    const rcode = out[3]! & 0xf;
+    // NOERROR or NXDOMAIN, not truncated (TC), and no per-client server cookie in it.
+    if ((rcode !== 0 && rcode !== 3) || (out[2]! & 0x02) !== 0 || hasCookie(req)) return;
+    const id = this.kindOf(req, res, out, this.stats.enabled && zone !== undefined ? zone : null, rcode);
+    if (id < 0) return;
+    this.addon.fastPut!(this.sock, slot, out, Math.min(res.fastMs, FAST_MAX_MS), id);
+  }
+
+  private kindOf(req: Request, res: Response, out: Buffer, zone: ZoneStats | null, rcode: number): number {
+    const reqSize = req.raw.length;
+    const respSize = out.length;
+    // Sizes past what the addon keeps (FAST_KEY_MAX + 2, FAST_ANSWER_MAX) would not fit the number below.
+    if (reqSize > 514 || respSize > MAX_ANSWER) return -1;
+    const extra = res.fastCount;
+    const family = req.client.family;
+    const name = this.names.enabled && zone !== null ? req.name : null;
+    // Looked up by what the miss path already holds (objects and constant strings), then one
+    // number: building a string key per install cost more than the rest of keeping the answer.
+    const top = zone ?? req.server;
+    let byPlugin = this.byContext.get(top);
+    if (byPlugin === undefined) this.byContext.set(top, (byPlugin = new Map()));
+    let byExtra = byPlugin.get(res.plugin);
+    if (byExtra === undefined) byPlugin.set(res.plugin, (byExtra = new Map()));
+    let byShape = byExtra.get(extra);
+    if (byShape === undefined) byExtra.set(extra, (byShape = new Map()));
+    const shape =
+      ((((req.qtype * 2 + (rcode === 3 ? 1 : 0)) * 2 + (req.do ? 1 : 0)) * 2 + (family - 1)) * 1024 + reqSize) * 8192 +
+      respSize;
+    let id: number | undefined;
+    let named: Map<string, number> | undefined;
+    if (name === null) {
+      const v = byShape.get(shape);
+      id = typeof v === 'number' ? v : undefined;
+    } else {
+      // With the status page counting names, the name is part of the kind too.
+      const v = byShape.get(shape);
+      named = v instanceof Map ? v : undefined;
+      if (named === undefined) byShape.set(shape, (named = new Map()));
+      id = named.get(name);
+    }
+    if (id !== undefined) return id;
+    if (this.kinds.length === MAX_KINDS) {
+      // Start over: count what is pending, retire every entry that names an old kind.
+      this.fold();
+      fastFlush();
+      this.kinds.length = 0;
+      this.byContext.clear();
+      return -1;
+    }
+    id = this.kinds.length;
+    this.kinds.push(
+      new HitKind(req.server, zone, family, req.qtype, req.do, reqSize, respSize, rcode, res.plugin, name, extra),
+    );
+    if (named !== undefined) named.set(name!, id);
+    else byShape.set(shape, id);
+    return id;
+  }
+
+  /** Counts the hits since the last fold as JS would have counted those queries. */
+  readonly fold = (): void => {
+    const h = this.hits;
+    const kinds = this.kinds;
+    const fast = this.stats.fastAnswers;
+    for (let i = 0; i < kinds.length; i++) {
+      const n = h[i]!;
+      if (n === 0) continue;
+      h[i] = 0;
+      const k = kinds[i]!;
+      fast.set(k.server, (fast.get(k.server) ?? 0) + n);
+      if (k.extra !== null) k.extra(n);
+      if (k.zone === null || !this.stats.enabled) continue;
+      // A repeat is answered in microseconds: the first duration bucket, adding nothing to the sum.
+      k.zone.record(0, k.family, k.qtype, k.dnssecOk, k.reqSize, k.respSize, k.rcode, k.plugin, 0, n);
+      if (k.name !== null && this.names.enabled) this.names.record(k.name, k.rcode, n);
+    }
+  };
+}

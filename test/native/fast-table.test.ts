@@ -1,0 +1,177 @@
+// The native answer table of the addon (native/udpbatch.c "the fast answer table") on its own,
+// over real loopback sockets: a kept answer is repeated with the asker's ID without calling JS,
+// only for a byte-identical query; hits are counted by stat; expiry, the process-wide flush, and
+// the bounds on what a client sending random names can make it hold. Skipped where the addon was
+// not built.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import dgram from 'node:dgram';
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import {
+  DEFAULT_ADDON_PATH,
+  META_INTS,
+  OUT_INTS,
+  type UdpBatchAddon,
+  type UdpBatchSocket,
+} from '../../src/server/udp-native.js';
+import { buildQuery } from '../helpers/dns.js';
+import { QType } from '../../src/dns/constants.js';
+
+const built = existsSync(DEFAULT_ADDON_PATH);
+const skip = built ? false : `native addon not built (${DEFAULT_ADDON_PATH})`;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function addon(): UdpBatchAddon {
+  return createRequire(import.meta.url)(DEFAULT_ADDON_PATH) as UdpBatchAddon;
+}
+
+/**
+ * A server on the addon that answers every query it is called for with the query's bytes and
+ * QR set plus a marker octet (the JS call number), and keeps that answer (validMs, stat 3).
+ */
+function server(a: UdpBatchAddon, s: UdpBatchSocket, validMs: number, keep = true) {
+  const meta = new Int32Array(s.meta);
+  const inBuf = Buffer.from(s.in);
+  const out = Buffer.from(s.out);
+  const ometa = new Int32Array(s.outMeta);
+  const hits = new Float64Array(8);
+  a.fastEnable!(s, hits);
+  const st = { calls: 0, jsQueries: 0, kept: 0, hits };
+  a.start(s, (n, done, doneBytes) => {
+    st.calls++;
+    let k = done;
+    let off = doneBytes;
+    for (let i = 0; i < n; i++) {
+      const m = i * META_INTS;
+      if ((meta[m + 1]! & 2) !== 0) continue;
+      st.jsQueries++;
+      const len = meta[m]!;
+      const ans = Buffer.alloc(len + 1);
+      inBuf.copy(ans, 0, i * s.slotSize, i * s.slotSize + len);
+      ans[2] = ans[2]! | 0x80;
+      ans[len] = st.calls & 0xff;
+      if (keep && a.fastPut!(s, i, ans, validMs, 3)) st.kept++;
+      ans.copy(out, off);
+      ometa[k * OUT_INTS] = off;
+      ometa[k * OUT_INTS + 1] = ans.length;
+      ometa[k * OUT_INTS + 2] = i;
+      off += ans.length;
+      k++;
+    }
+    return k;
+  });
+  return st;
+}
+
+async function client(): Promise<dgram.Socket> {
+  const c = dgram.createSocket('udp4');
+  await new Promise<void>((r) => c.bind(0, '127.0.0.1', () => r()));
+  return c;
+}
+
+/** Sends `q` and waits for its answer. */
+function ask(c: dgram.Socket, port: number, q: Buffer): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error('no answer')), 2000);
+    c.once('message', (m) => {
+      clearTimeout(t);
+      resolve(m);
+    });
+    c.send(q, port, '127.0.0.1');
+  });
+}
+
+test(
+  'a repeat is answered by the table with its own ID, without calling JS; another spelling is not',
+  { skip },
+  async () => {
+    const a = addon();
+    const s = a.open({ address: '127.0.0.1', port: 0, ipv6: false });
+    const st = server(a, s, 1000);
+    const c = await client();
+    try {
+      const first = await ask(c, s.port, buildQuery('svc.example.', QType.A, { id: 1 }));
+      assert.equal(first.readUInt16BE(0), 1);
+      assert.equal(st.kept, 1);
+      assert.equal(st.calls, 1);
+      const again = await ask(c, s.port, buildQuery('svc.example.', QType.A, { id: 0xbeef }));
+      assert.equal(again.readUInt16BE(0), 0xbeef, 'the asker ID is patched in');
+      assert.deepEqual(again.subarray(2), first.subarray(2), 'the rest is the kept answer');
+      assert.equal(st.calls, 1, 'JS was not called for the repeat');
+      assert.equal(st.hits[3], 1, 'the hit is counted under its stat');
+      // 0x20 spelling, another type: byte-different queries go to JS.
+      const other = await ask(c, s.port, buildQuery('SVC.example.', QType.A, { id: 2 }));
+      assert.equal(other[other.length - 1], 2);
+      assert.equal(st.calls, 2);
+      assert.equal(a.fastStats!(s)[0], 2);
+    } finally {
+      c.close();
+      a.close(s);
+    }
+  },
+);
+
+test('entries expire after validMs, and fastFlush retires every entry at once', { skip }, async () => {
+  const a = addon();
+  const s = a.open({ address: '127.0.0.1', port: 0, ipv6: false });
+  const st = server(a, s, 150);
+  const c = await client();
+  try {
+    const q = buildQuery('ttl.example.', QType.A, { id: 7 });
+    await ask(c, s.port, q);
+    await ask(c, s.port, q);
+    assert.equal(st.calls, 1);
+    await sleep(250);
+    const late = await ask(c, s.port, q);
+    assert.equal(st.calls, 2, 'expired: back to JS');
+    assert.equal(late[late.length - 1], 2, 'and JS answered it');
+    await ask(c, s.port, q);
+    assert.equal(st.calls, 2);
+    a.fastFlush!();
+    await ask(c, s.port, q);
+    assert.equal(st.calls, 3, 'flushed: back to JS');
+    await ask(c, s.port, q);
+    assert.equal(st.calls, 3, 'and kept again');
+    // A flush frees what it retired at the next install.
+    a.fastFlush!();
+    await ask(c, s.port, buildQuery('other.example.', QType.A, { id: 8 }));
+    assert.equal(a.fastStats!(s)[0], 1);
+  } finally {
+    c.close();
+    a.close(s);
+  }
+});
+
+test('random names only churn a bounded table; over-long queries and answers are not kept', { skip }, async () => {
+  const a = addon();
+  const s = a.open({ address: '127.0.0.1', port: 0, ipv6: false });
+  const st = server(a, s, 1000);
+  const c = await client();
+  try {
+    const n = 20000;
+    let got = 0;
+    c.on('message', () => got++);
+    for (let i = 0; i < n; i += 200) {
+      for (let j = i; j < i + 200; j++)
+        c.send(buildQuery(`r${j}-${Math.random()}.example.`, QType.A, { id: j & 0xffff }), s.port, '127.0.0.1');
+      await sleep(5);
+    }
+    const until = Date.now() + 5000;
+    while (st.jsQueries < n * 0.9 && Date.now() < until) await sleep(20);
+    const [entries, bytes] = a.fastStats!(s);
+    assert.ok(st.kept > 16384, `kept ${st.kept}`);
+    assert.ok(entries! <= 16384, `entries ${entries}`);
+    assert.ok(bytes! <= 8 << 20, `bytes ${bytes}`);
+    // A query over 512 octets after its ID is answered but not kept.
+    const before = st.kept;
+    const big = Buffer.concat([buildQuery('big.example.', QType.A, { id: 9 }), Buffer.alloc(600)]);
+    c.removeAllListeners('message');
+    await ask(c, s.port, big);
+    assert.equal(st.kept, before);
+  } finally {
+    c.close();
+    a.close(s);
+  }
+});

@@ -1,0 +1,126 @@
+// The JS half of the native answer table (fast-answers.ts) with a stand-in addon: which answers
+// are offered to the table, and how hits the addon counted fold into CoreDNS's counters (requests,
+// responses by rcode and plugin, sizes, a plugin's own counter) and clusterdns_fast_answers_total.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { QType } from '../../src/dns/constants.js';
+import { parseQuery } from '../../src/dns/query.js';
+import { encodeMessage, emptyMessage } from '../../src/dns/message.js';
+import { FastTable, hasCookie } from '../../src/server/fast-answers.js';
+import { recordsReply } from '../../src/server/reply.js';
+import { Request, Response, type ClientInfo } from '../../src/server/request.js';
+import { ServerStats } from '../../src/server/stats.js';
+import { QueryNames } from '../../src/status/names.js';
+import type { UdpBatchAddon, UdpBatchSocket } from '../../src/server/udp-native.js';
+import { buildQuery } from '../helpers/dns.js';
+
+const client: ClientInfo = {
+  proto: 'udp',
+  remoteAddress: '127.0.0.1',
+  remotePort: 5000,
+  family: 1,
+  localAddress: '127.0.0.1',
+  localPort: 53,
+};
+
+function request(raw: Buffer): Request {
+  const q = parseQuery(raw);
+  assert.ok(typeof q !== 'number');
+  const r = new Request(raw, q, client);
+  r.server = 'dns://:53';
+  r.zone = 'example.';
+  return r;
+}
+
+function rig() {
+  const puts: Array<{ slot: number; answer: Buffer; validMs: number; stat: number }> = [];
+  let hits: Float64Array | null = null;
+  const addon = {
+    fastEnable: (_s: UdpBatchSocket, h: Float64Array) => (hits = h),
+    fastPut: (_s: UdpBatchSocket, slot: number, answer: Uint8Array, validMs: number, stat: number) => {
+      puts.push({ slot, answer: Buffer.from(answer), validMs, stat });
+      return true;
+    },
+    fastFlush: () => {},
+    fastStats: () => [puts.length, 0],
+  } as unknown as UdpBatchAddon;
+  const stats = new ServerStats();
+  const release = stats.count();
+  const table = new FastTable(addon, {} as UdpBatchSocket, stats, new QueryNames());
+  return { puts, hits: () => hits!, stats, table, done: () => (table.close(), release()) };
+}
+
+function answer(req: Request, rcode = 0): Buffer {
+  const rr = Buffer.from([0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 30, 0, 4, 10, 0, 0, 1]);
+  return recordsReply(req, rcode, 0x0400, rr, 1, 0, 0);
+}
+
+test('a hit the addon counted folds into requests, responses, sizes and the plugin counter', () => {
+  const r = rig();
+  try {
+    const zone = r.stats.zone('dns://:53', 'example.');
+    const req = request(buildQuery('a.example.', QType.A, { id: 1 }));
+    const out = answer(req);
+    const res = Response.wire(out, 'hosts');
+    res.fastMs = 5000;
+    let extra = 0;
+    res.fastCount = (n) => (extra += n);
+    r.table.keep(3, req, res, out, zone);
+    assert.equal(r.puts.length, 1);
+    assert.equal(r.puts[0]!.slot, 3);
+    assert.equal(r.puts[0]!.validMs, 1000, 'capped at a second');
+    // The addon answered it 5 times.
+    r.hits()[r.puts[0]!.stat] = 5;
+    const z = [...r.stats.all()].find((x) => x.zone === 'example.')!;
+    assert.equal(
+      z.requests.reduce((a, b) => a + b, 0),
+      5,
+    );
+    assert.equal(z.responses.get('hosts')![0], 5, 'NOERROR by hosts');
+    assert.equal(z.requestSizeSums[0], 5 * req.raw.length);
+    assert.equal(z.responseSizeSums[0], 5 * out.length);
+    assert.equal(z.durations[0 * 17 + 0], 5, 'the first duration bucket');
+    assert.equal(extra, 5);
+    assert.equal(r.stats.fastAnswers.get('dns://:53'), 5);
+    // Folded once: a second read adds nothing.
+    r.stats.fold();
+    assert.equal(z.responses.get('hosts')![0], 5);
+  } finally {
+    r.done();
+  }
+});
+
+test('what is not offered: SERVFAIL, TC, an error, a veto, a dropped reply, a COOKIE', () => {
+  const r = rig();
+  try {
+    const zone = r.stats.zone('dns://:53', 'example.');
+    const offer = (req: Request, out: Buffer, f?: (res: Response) => void) => {
+      const res = Response.wire(out, 'hosts');
+      res.fastMs = 1000;
+      f?.(res);
+      r.table.keep(0, req, res, out, zone);
+    };
+    let req = request(buildQuery('a.example.', QType.A));
+    offer(req, answer(req, 2));
+    const tc = answer(req);
+    tc[2] = tc[2]! | 0x02;
+    offer(req, tc);
+    offer(req, answer(req), (res) => (res.error = 'x'));
+    req.noFast();
+    offer(req, answer(req));
+    req = request(buildQuery('a.example.', QType.A));
+    offer(req, answer(req), (res) => (res.dropped = true));
+    const m = emptyMessage(9);
+    m.questions.push({ name: 'a.example.', type: QType.A, class: 1 });
+    m.edns = { udpSize: 1232, version: 0, do: false, zflags: 0, options: [{ code: 10, data: Buffer.alloc(8, 1) }] };
+    const withCookie = request(encodeMessage(m));
+    assert.equal(hasCookie(withCookie), true);
+    offer(withCookie, answer(withCookie));
+    assert.equal(r.puts.length, 0);
+    // NXDOMAIN is offered.
+    offer(req, answer(req, 3));
+    assert.equal(r.puts.length, 1);
+  } finally {
+    r.done();
+  }
+});
