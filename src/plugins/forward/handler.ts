@@ -7,14 +7,19 @@
 
 import { Rcode } from '../../dns/constants.js';
 import { isSubdomain } from '../../dns/name.js';
-import { bareReply } from '../../server/reply.js';
+import { bareReply, writeOptEcho } from '../../server/reply.js';
+import { copyBytes } from '../../dns/bytes.js';
 import { Response, type Handler, type HandlerResult, type Next, type Request } from '../../server/request.js';
 import { OutstandingQuery, type PendingTry, type UpstreamProto } from '../../upstream/exchange.js';
 import type { ForwardMetrics } from './metrics.js';
+
 import type { Policy } from '../../upstream/policy.js';
 import type { Upstream } from './upstream.js';
 import type { UpstreamHealth } from '../../status/sources.js';
 import { answerCount, emptyTruncated, FLAG_TC, headerRcode, randomBelow, recordsFit } from '../../upstream/wire.js';
+
+/** An OPT record without options. */
+const OPT_LEN = 11;
 
 /** Longest pause between passes over the upstreams when every try failed at once. */
 const MAX_PASS_GAP_MS = 1000;
@@ -233,6 +238,15 @@ class ForwardCall extends OutstandingQuery {
         return;
       }
       msg = emptyTruncated(reply, this.questionEnd);
+    }
+    // An empty TC answer (records cut off here or by the receive slot) still echoes the client's
+    // OPT, as CoreDNS's SizeAndDo adds it to any reply to an EDNS query.
+    if (this.req.edns !== null && msg.length === this.questionEnd && (msg[2]! & FLAG_TC) !== 0) {
+      const withOpt = Buffer.allocUnsafe(this.questionEnd + OPT_LEN);
+      copyBytes(msg, 0, this.questionEnd, withOpt, 0);
+      withOpt.writeUInt16BE(1, 10);
+      writeOptEcho(withOpt, this.questionEnd, this.req, headerRcode(msg));
+      msg = withOpt;
     }
     const now = performance.now();
     const rcode = headerRcode(msg);
