@@ -82,7 +82,9 @@ if (file) {
     const wrapped = Object.create(addon);
     req.cache[req.resolve(addonPath)].exports = wrapped;
     const wrap = function (sock, onBatch) {
-      return start.call(addon, sock, (count) => {
+      // Every argument passes through: after the datagrams' count, the answers the addon's own
+      // table already put in the out slab (their count and bytes), which the server appends to.
+      return start.call(addon, sock, (count, ...rest) => {
         const t0 = performance.now();
         const idle = performance.nodeTiming.idleTime;
         if (lastEnd >= 0) {
@@ -91,7 +93,7 @@ if (file) {
         }
         let sent = 0;
         try {
-          sent = onBatch(count);
+          sent = onBatch(count, ...rest);
         } finally {
           lastEnd = performance.now();
           idleAtEnd = performance.nodeTiming.idleTime;

@@ -9,6 +9,9 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { once } from 'node:events';
+import { createSocket } from 'node:dgram';
+import { QType } from '../../src/dns/constants.js';
+import { buildQuery } from '../helpers/dns.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 const load = (p: string): Promise<any> => import(pathToFileURL(resolve(p)).href);
@@ -92,6 +95,29 @@ test(
       try {
         await waitAnswering(port, 'a.example.', 20_000, () => child.exitCode === null);
         for (let i = 0; i < 5; i++) assert.equal((await dig(port, 'a.example.', 'A')).answers[0]?.data, '10.0.0.1');
+        // One burst of repeats (answered by the addon's table) and new names (answered by JS): in
+        // a batch of both, the observer must hand the server the table's answers too, or they are lost.
+        const sock = createSocket('udp4');
+        try {
+          const want = new Set<number>();
+          const got = new Set<number>();
+          sock.on('message', (m: Buffer) => got.add(m.readUInt16BE(0)));
+          await new Promise<void>((r) => sock.bind(0, '127.0.0.1', r));
+          for (let round = 0; round < 2; round++) {
+            for (let i = 0; i < 40; i++) {
+              const q = buildQuery(i % 2 === 0 ? 'a.example.' : `n${round}-${i}.example.`, QType.A);
+              const id = round * 100 + i + 1;
+              q.writeUInt16BE(id, 0);
+              want.add(id);
+              sock.send(q, port, '127.0.0.1');
+            }
+            const until = Date.now() + 3000;
+            while (got.size < want.size && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+          }
+          assert.equal(got.size, want.size, `answered ${got.size} of ${want.size} queries of mixed bursts`);
+        } finally {
+          sock.close();
+        }
         await new Promise((r) => setTimeout(r, 1200)); // a cache sweep
       } finally {
         child.kill('SIGTERM');
