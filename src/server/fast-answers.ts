@@ -4,6 +4,7 @@
 // See ARCHITECTURE.md "Native answer table".
 
 import type { QueryNames } from '../status/names.js';
+import { MALFORMED, readAsked } from './edns-options.js';
 import type { Request, Response } from './request.js';
 import type { ServerStats, ZoneStats } from './stats.js';
 import type { UdpBatchAddon, UdpBatchSocket } from './udp-native.js';
@@ -44,7 +45,6 @@ const MAX_KINDS = 16384;
 const FOLD_MS = 250;
 /** The answer sizes the addon keeps (FAST_ANSWER_MAX in udpbatch.c). */
 const MAX_ANSWER = 4096;
-const EDNS_COOKIE = 10;
 
 let flushAddon: UdpBatchAddon | null = null;
 
@@ -59,16 +59,8 @@ export function fastFlush(): void {
 
 /** True when the query's OPT carries a COOKIE option: its answer's server cookie is per client and time. */
 export function hasCookie(req: Request): boolean {
-  const e = req.edns;
-  if (e === null || e.optLength <= 11) return false;
-  const raw = req.raw;
-  let p = e.optOffset + 11;
-  const end = e.optOffset + e.optLength;
-  while (p + 4 <= end) {
-    if (raw.readUInt16BE(p) === EDNS_COOKIE) return true;
-    p += 4 + raw.readUInt16BE(p + 2);
-  }
-  return false;
+  const asked = readAsked(req);
+  return asked !== null && (asked === MALFORMED || asked.clientCookie !== null);
 }
 
 /** What one kind of hit counts: the server's request metrics, status names, a plugin's own counters. */
