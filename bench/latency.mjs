@@ -12,7 +12,7 @@
 //
 //   node bench/latency.mjs [--scenario cache,kubernetes] [--seconds 20] [--max-qps N]
 //        [--load-percent 50] [--load dnsperf|node] [--pace spin|timer] [--sample-qps 2000]
-//        [--rounds 1] [--gc] [--no-peer | --peers auto|NAME,...] [--json FILE] [--keep]
+//        [--rounds 1] [--gc] [--no-peer | --peers auto|NAME,...] [--client c|node] [--json FILE] [--keep]
 //   node bench/latency.mjs --scenario forward --max-qps 10000 --load-percent 100   # what forward adds
 //
 // --peers (default auto): the servers measured at the same rate, interleaved with clusterdns:
@@ -21,16 +21,22 @@
 //   node bench/latency.mjs --scenario cache --seconds 60 --gc      # GC pauses over 60 s
 //
 // --load dnsperf (default): `dnsperf -Q <rate - sample-qps> -q 1000` sends the load (paced per
-//   query with usleep), the Node client sends and records --sample-qps of it on its own
+//   query with usleep), the recording client sends and records --sample-qps of it on its own
 //   schedule (2 queries per ms by default: it adds no bursts of its own). Cheapest for CPU 0.
-// --load node: the Node client sends every query (all recorded), paced per query
+// --load node: the recording client sends every query (all recorded), paced per query
 //   (--pace spin: a busy loop on CPU 0, so the schedule holds to a few µs on a quiet machine,
-//   but a spinning client loses most to other work on its core; --pace timer: what is owed
-//   every 1 ms, i.e. bursts of rate/1000 queries).
+//   but a spinning client loses most to other work on its core; --pace timer: the Node client
+//   sends what is owed every 1 ms, i.e. bursts of rate/1000 queries; the C client sleeps until
+//   each query's own due time).
 // unbound gets so-rcvbuf 4m here, the receive buffer clusterdns sets on its UDP socket.
 // --client-priority nice|normal: the recording client's scheduling on CPU 0 (default nice -10,
 //   unless it spins): it shares CPU 0 with dnsperf, whose time slices would otherwise delay
 //   reading answers by a few ms for every server alike.
+// --client c|node: the recording client. c (default when `cc` builds it into bench/build/):
+//   lib/latency-client.c, which takes each query's send and answer times from the kernel's
+//   timestamps of the datagrams, so its own stalls (descheduled beside dnsperf, reading an
+//   answer late) do not land in the figures; node: lib/latency-client.mjs, which times its own
+//   send() and 'message' callbacks. A failed build falls back to node, saying why.
 // Other options: --probe-seconds S (10), --skip S (1 s of each run not counted), --sockets N (4),
 // --timeout-ms MS (2000: no answer by then = lost), --server-node-args=FLAGS (more node flags
 // for clusterdns, e.g. "--single-threaded-gc"), --variants="FLAGS;FLAGS;..." (one clusterdns per
@@ -51,6 +57,7 @@ import { attribute, loopSummary, readLoopLog, sampleCoreWait, subtract } from '.
 import { killAllSync, runCommand, startProcess, stopAll, stopProcess } from './lib/procs.mjs';
 import { machineInfo, machineLine } from './lib/report.mjs';
 import { clusterdnsServer, freePort, peers } from './lib/servers.mjs';
+import { buildCClient } from './lib/latency-client-build.mjs';
 import { makeWorkload, sampleRecords } from './lib/workload.mjs';
 import { scenarios } from './scenarios.mjs';
 
@@ -75,6 +82,7 @@ const { values: opt } = parseArgs({
     'server-node-args': { type: 'string', default: '' },
     variants: { type: 'string' },
     'client-priority': { type: 'string', default: 'auto' },
+    client: { type: 'string', default: 'auto' },
     'no-peer': { type: 'boolean', default: false },
     peers: { type: 'string', default: 'auto' },
     json: { type: 'string' },
@@ -105,6 +113,7 @@ const cfg = {
   rounds: Number(opt.rounds),
   gc: opt.gc,
   clientPriority: opt['client-priority'],
+  client: opt.client,
   serverNodeArgs: opt['server-node-args'].split(/\s+/).filter(Boolean),
   // One clusterdns per variant (node flags, after --server-node-args), measured interleaved.
   variants: (opt.variants ?? '').split(';').map((v) => v.split(/\s+/).filter(Boolean)),
@@ -123,6 +132,7 @@ for (const n of cfg.scenarios) {
 if (cfg.clientPriority === 'auto') cfg.clientPriority = cfg.load === 'node' && cfg.pace === 'spin' ? 'normal' : 'nice';
 if (
   !['nice', 'normal'].includes(cfg.clientPriority) ||
+  !['auto', 'c', 'node'].includes(cfg.client) ||
   !['node', 'dnsperf'].includes(cfg.load) ||
   !['spin', 'timer'].includes(cfg.pace) ||
   !(cfg.seconds >= 1) ||
@@ -262,12 +272,12 @@ function peerNames(sc) {
   return [peers.some((p) => p.name === `unbound-${sc.name}`) ? `unbound-${sc.name}` : 'unbound', 'knot'];
 }
 
-let prio = [process.execPath];
+let prio = [];
 async function setClientPriority() {
   const want = cfg.clientPriority === 'nice' ? ['nice', '-n', '-10'] : [];
   if (want.length === 0) return;
   const probe = await runCommand(want[0], [...want.slice(1), 'true']).catch((e) => ({ code: 1, stderr: e.message }));
-  if (probe.code === 0) prio = [...want, process.execPath];
+  if (probe.code === 0) prio = want;
   else {
     log(`client priority ${cfg.clientPriority} not available (${probe.stderr.trim()}): running it as is`);
     cfg.clientPriority = 'normal';
@@ -296,6 +306,21 @@ async function startServer(def, ctx) {
   return proc;
 }
 
+/** The recording client's command: the C one when it builds (unless --client node), else Node's. */
+let clientCmd = [process.execPath, clientPath];
+function chooseClient() {
+  if (cfg.client === 'node') return;
+  const built = buildCClient();
+  if (built.path) {
+    clientCmd = [built.path];
+    cfg.client = 'c';
+    return;
+  }
+  if (cfg.client === 'c') throw new Error(`--client c: ${built.error}`);
+  log(`recording client: node (the C client did not build: ${built.error})`);
+  cfg.client = 'node';
+}
+
 /** One measurement at `rate` against a started server: the client (and dnsperf) on CPU 0. */
 async function measure(name, proc, ctx, queryFile, rate, tag) {
   const raw = join(tmp, `${tag}.raw`);
@@ -311,11 +336,11 @@ async function measure(name, proc, ctx, queryFile, rate, tag) {
   // The client's sockets exist only while it runs: sample their drops just before it ends.
   let clientDrops = 0;
   const dropWatch = setInterval(() => (clientDrops = Math.max(clientDrops, udpDrops(ctx.port).client)), 200);
+  const argv = [...prio, ...clientCmd];
   const client = runCommand(
-    prio[0],
+    argv[0],
     [
-      ...prio.slice(1),
-      clientPath,
+      ...argv.slice(1),
       '--port',
       String(ctx.port),
       '--rate',
@@ -379,7 +404,8 @@ async function measure(name, proc, ctx, queryFile, rate, tag) {
   log(
     `  ${name.padEnd(20)} ${rate} QPS: p50 ${L.p50} p90 ${L.p90} p99 ${L.p99} p99.9 ${L.p999} max ${L.max} ms, lost ${c.lost}/${c.sent}` +
       `${dp ? ` (dnsperf: ${dp.sent} sent, ${dp.lost} lost, ${Math.round(dp.qps)} QPS)` : ''}; server CPU ${m.serverCpu.toFixed(0)}%, ` +
-      `client CPU ${c.clientCpuPercent}% (work ${c.clientWorkPercent ?? '?'}%)${dp ? `, client + dnsperf ${loadGenCpu.toFixed(0)}%` : ''}, send lag p99 ${c.sendLagMs.p99} ms, other work ${m.otherCpu.toFixed(0)}%, server waited ${serverRunQueueWaitMs.toFixed(0)} ms for its CPU, ` +
+      `client CPU ${c.clientCpuPercent}% (work ${c.clientWorkPercent ?? '?'}%)${dp ? `, client + dnsperf ${loadGenCpu.toFixed(0)}%` : ''}, send lag p99 ${c.sendLagMs.p99} ms, ` +
+      `client stalls ${c.stalls.count} (${c.stalls.totalMs} ms)${c.readLagMs ? `, answers read p99 ${c.readLagMs.p99} / max ${c.readLagMs.max} ms after they arrived (not counted)` : ''}, other work ${m.otherCpu.toFixed(0)}%, server waited ${serverRunQueueWaitMs.toFixed(0)} ms for its CPU, ` +
       `UDP receive-buffer drops: server socket ${serverDrops}, client sockets ${clientDrops} (whole machine ${m.udpRcvbufErrors})`,
   );
   return m;
@@ -719,9 +745,10 @@ function render(machine, results, elapsedS) {
     `Server \`taskset -c 1\` (clusterdns \`-workers 1\`${cfg.serverNodeArgs.length ? ` with node flags \`${cfg.serverNodeArgs.join(' ')}\`` : ''}, unbound 1 thread, Knot 1 UDP worker; a forwarding scenario's upstream on CPU 0); client \`taskset -c 0\`. Rate: ${cfg.loadPercent}% of clusterdns's ` +
       `maximum (${cfg.maxQps ? '--max-qps' : `dnsperf closed loop, ${cfg.probeSeconds} s`}), the same rate for every peer (measured in turn, interleaved). ` +
       (cfg.load === 'node'
-        ? `Load: the Node client alone, open loop, every query recorded (pace ${cfg.pace}, ${cfg.sockets} sockets).`
-        : `Load: \`dnsperf -Q <rate − ${cfg.sampleQps}> -q 1000\`, plus the Node client sending and recording ${cfg.sampleQps} QPS of it.`) +
-      ` Recording client priority: ${cfg.clientPriority === 'nice' ? 'nice -10' : 'normal'}.` +
+        ? `Load: the recording client alone, open loop, every query recorded (pace ${cfg.pace}, ${cfg.sockets} sockets).`
+        : `Load: \`dnsperf -Q <rate − ${cfg.sampleQps}> -q 1000\`, plus the recording client sending and recording ${cfg.sampleQps} QPS of it.`) +
+      ` Recording client: ${cfg.client === 'c' ? "C (`bench/lib/latency-client.c`: send and answer times are the kernel's timestamps of the datagrams, so the client's own stalls are not counted)" : 'Node (`bench/lib/latency-client.mjs`: times its own send() and reads, its stalls included)'}` +
+      `, priority ${cfg.clientPriority === 'nice' ? 'nice -10' : 'normal'}.` +
       ` ${cfg.rounds} round(s) × ${cfg.seconds} s (first ${cfg.skip} s of each not counted); lost = no answer within ${cfg.timeoutMs} ms. ` +
       'Percentiles over all recorded queries of all rounds. *client CPU*: the recording client process (a spinning one takes all it gets); ' +
       '*work*: its time in send() and in answer handling; *client + dnsperf CPU*: both load generators on CPU 0, in % of that core; ' +
@@ -904,6 +931,8 @@ async function main() {
   const workload = makeWorkload(tmp);
   const machine = await machineInfo();
   log(`machine: ${machineLine(machine)}; temp dir ${tmp}`);
+  chooseClient();
+  log(`recording client: ${cfg.client} (${clientCmd.join(' ')})`);
   await setClientPriority();
   const results = [];
   for (const name of cfg.scenarios)
