@@ -587,7 +587,10 @@ function tailCauses(m, own) {
   const t0 = raw.startNs + raw.skipS * 1e9;
   const t1 = raw.startNs + (raw.send.length / raw.rate) * 1e9;
   const kinds = {
-    'client stall': { iv: raw.stalls.map(([s, e]) => [raw.startNs + s, raw.startNs + e]) },
+    // The C client's stalls hold back neither a query's send stamp nor its answer's: no cause.
+    ...(m.client.client === 'c'
+      ? {}
+      : { 'client stall': { iv: raw.stalls.map(([s, e]) => [raw.startNs + s, raw.startNs + e]) } }),
     'core wait': { iv: m.coreWait, weighted: true },
   };
   let loop = null;
@@ -873,7 +876,8 @@ function renderCauses(L, results) {
       "clusterdns's own *GC pause* (PerformanceObserver), *batch* (one onBatch call of the native UDP path: every datagram of it waits for all of it " +
       'before the one sendmmsg) and *other loop work* (active time of the event loop between batches: timers, other sockets, V8 tasks), ' +
       "the last two without the GC pauses inside them and only their stretches ≥ 0.1 ms. A query's cause is the kind it overlapped longest, if that covers ≥ ¼ of its latency; " +
-      '*met*: overlapped ≥ 0.25 ms. A pause preempted by other processes counts as both its own kind and core wait (the larger wins).',
+      '*met*: overlapped ≥ 0.25 ms. A pause preempted by other processes counts as both its own kind and core wait (the larger wins). ' +
+      "With the C recording client, whose times are the kernel's stamps of the datagrams, its stalls are no cause (—).",
   );
   L('');
   L(

@@ -538,7 +538,9 @@ int main(int argc, char **argv) {
   fprintf(o, "\"skipS\":%.15g,\"sent\":%ld,\"answered\":%ld,\"lost\":%ld,\"lostTotal\":%ld,", skipS, nlags, nlat,
           lostCounted, lost);
   fprintf(o, "\"lateAnswers\":%ld,\"mismatched\":%ld,\"idCollisions\":%ld,", late, mismatched, collisions);
-  fprintf(o, "\"achievedQps\":%.0f,\"rcodes\":{", round(nlags / (sendSeconds - from / rate)));
+  double achieved = round(nlags / (sendSeconds - from / rate));
+  if (isfinite(achieved)) fprintf(o, "\"achievedQps\":%.0f,\"rcodes\":{", achieved);
+  else fprintf(o, "\"achievedQps\":null,\"rcodes\":{");
   int first = 1;
   for (int i = 0; i < 16; i++)
     if (rcodes[i] > 0) {
@@ -569,9 +571,12 @@ int main(int argc, char **argv) {
   // Where the times came from: kernel stamps, or clock_gettime when the kernel gave none.
   fprintf(o, "\"timestamps\":{\"txKernel\":%ld,\"txUser\":%ld,\"rxKernel\":%ld,\"rxUser\":%ld,", txKernel,
           sent - txKernel, rxKernel, rxUser);
-  fprintf(o, "\"clockOffsetErrorNs\":%.0f,\"clockSteps\":%ld,\"txAfterUserUs\":{", maxOffsetErr, clockSteps);
-  fprintf(o, "\"p50\":%.1f,\"p99\":%.1f,\"max\":%.1f}},", pct(txDelay, ntx, 50) / 1e3, pct(txDelay, ntx, 99) / 1e3,
-          ntx ? txDelay[ntx - 1] / 1e3 : NAN);
+  // How long after the user-space stamp the datagram left: what a client timing send() misses.
+  fprintf(o, "\"clockOffsetErrorNs\":%.0f,\"clockSteps\":%ld,\"txAfterUserMs\":{", maxOffsetErr, clockSteps);
+  jms(o, "p50", pct(txDelay, ntx, 50), 1);
+  jms(o, "p99", pct(txDelay, ntx, 99), 1);
+  jms(o, "max", ntx ? txDelay[ntx - 1] : NAN, 0);
+  fprintf(o, "}},");
   fprintf(o, "\"readLagMs\":{");
   jms(o, "p50", pct(readLag, nReadLag, 50), 1);
   jms(o, "p99", pct(readLag, nReadLag, 99), 1);
