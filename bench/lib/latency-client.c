@@ -23,6 +23,11 @@
 // REALTIME ones (error: half the bracket, reported as clockOffsetErrorNs) and re-read every
 // 100 ms; the offset changes only when the wall clock is stepped (NTP slews both clocks alike),
 // which shows as clockSteps and moves only the queries in flight across the step.
+// On loopback the TX stamp is taken as the query reaches the loopback device (loopback_xmit) and
+// the RX stamp as the server's send hands the answer to it (netif_rx, with the default
+// net.core.netdev_tstamp_prequeue=1): counted are the query's delivery to the server's socket,
+// the server, and its send; not counted are the client's own reading and, when the kernel
+// defers the server core's backlog to ksoftirqd, the answer's wait there.
 //
 // stdout: one JSON object as latency-client.mjs's, plus `client: "c"`, `timestamps` (how many
 // send/receive times came from the kernel) and `readLagMs` (receive stamp to the client reading
