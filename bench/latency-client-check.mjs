@@ -3,8 +3,10 @@
 // lib/delay-responder.c (pinned to CPU 1) answers every query --delay-us after the kernel
 // received it and reports how late it itself was; each client (C and Node, interleaved, as
 // bench/latency.mjs runs them: pinned to CPU 0 at nice -10, pace timer, beside `dnsperf -Q`
-// sending the rest of the rate to the same responder) records --sample-qps of it. Whatever a
-// client reports above the delay and the responder's own lateness is the client's.
+// sending the rest of the rate to the same responder) records --sample-qps of it. The client's
+// queries have names of their own, so the responder reports its lateness on exactly those:
+// whatever a client reports above the delay plus that lateness is the client's (every query
+// counted, --skip 0, so both sides cover the same queries).
 //
 //   node bench/latency-client-check.mjs [--delay-us 2000] [--rate 16600] [--sample-qps 2000]
 //        [--seconds 15] [--rounds 2] [--clients c,node]
@@ -55,6 +57,8 @@ const clients = opt.clients.split(',').filter((k) => cmds[k]);
 const dir = mkdtempSync(join(tmpdir(), 'clusterdns-client-check-'));
 const queries = join(dir, 'queries.txt');
 writeFileSync(queries, Array.from({ length: 100 }, (_, i) => `n${i}.example. A`).join('\n') + '\n');
+const recorded = join(dir, 'recorded.txt');
+writeFileSync(recorded, Array.from({ length: 100 }, (_, i) => `rec${i}.example. A`).join('\n') + '\n');
 
 const rows = [];
 try {
@@ -65,7 +69,7 @@ try {
       const r = startProcess(
         'delay-responder',
         responder.path,
-        ['--port', String(port), '--delay-us', String(delayUs)],
+        ['--port', String(port), '--delay-us', String(delayUs), '--mark', 'rec'],
         {
           pin: 1,
           logFile: rlog,
@@ -78,7 +82,7 @@ try {
           'nice',
           [
             ...['-n', '-10', ...cmds[k], '--port', String(port), '--rate', String(sample)],
-            ...['--seconds', String(total), '--queries', queries, '--pace', 'timer', '--skip', '1'],
+            ...['--seconds', String(total), '--queries', recorded, '--pace', 'timer', '--skip', '0'],
           ],
           { pin: 0, timeoutMs: (total + 60) * 1000 },
         ),
@@ -89,12 +93,12 @@ try {
       await stopProcess(r);
       if (res.code !== 0) throw new Error(`${k} client failed: ${res.stderr}`);
       const m = JSON.parse(res.stdout.trim().split('\n').pop());
-      const late = JSON.parse(readFileSync(rlog, 'utf8').trim().split('\n').pop()).lateUs;
+      const late = JSON.parse(readFileSync(rlog, 'utf8').trim().split('\n').pop()).markedLateUs;
       rows.push({ client: k, round, m, late });
       const L = m.latencyMs;
       log(
         `${k} round ${round + 1}: p50 ${L.p50} p99 ${L.p99} p99.9 ${L.p999} max ${L.max} ms (delay ${delayUs / 1000}); ` +
-          `responder late p50 ${late.p50} p99 ${late.p99} p99.9 ${late.p999} max ${late.max} µs; client stalls ${m.stalls.count}, lost ${m.lost}`,
+          `responder late on them p50 ${late.p50} p99 ${late.p99} p99.9 ${late.p999} max ${late.max} µs; client stalls ${m.stalls.count}, lost ${m.lost}`,
       );
     }
   }
@@ -103,18 +107,20 @@ try {
   rmSync(dir, { recursive: true, force: true });
 }
 const d = delayUs / 1000;
-const f = (x) => (x === null ? '—' : (x - d).toFixed(3));
 console.log(
-  `\nResponder delay ${d} ms, ${rate} QPS (dnsperf ${rate - sample} + recorded ${sample}), ${seconds} s per run; ` +
-    'what each client reported above the delay (ms), and how late the responder itself answered (µs):\n',
+  `\nResponder delay ${d} ms, ${rate} QPS (dnsperf ${rate - sample} + recorded ${sample}), ${seconds} s per run: ` +
+    "what each client reported above the delay, how late the responder itself answered the client's queries, and the difference, the client's own (ms):\n",
 );
 console.log(
-  '| client | round | p50 | p99 | p99.9 | max | responder late p50 / p99 / p99.9 / max µs | client stalls | lost |',
+  "| client | round | reported − delay p50 / p99 / p99.9 / max | responder late p50 / p99 / p99.9 / max | client's own p50 / p99 / p99.9 / max | client stalls | lost |",
 );
-console.log('|---|---:|---:|---:|---:|---:|---|---:|---:|');
+console.log('|---|---:|---|---|---|---:|---:|');
+const keys = ['p50', 'p99', 'p999', 'max'];
+const show = (xs) => xs.map((x) => (Number.isFinite(x) ? x.toFixed(3) : '—')).join(' / ');
 for (const { client, round, m, late } of rows) {
-  const L = m.latencyMs;
+  const over = keys.map((k) => (m.latencyMs[k] === null ? NaN : m.latencyMs[k] - d));
+  const lateMs = keys.map((k) => (late?.[k] ?? NaN) / 1000);
   console.log(
-    `| ${client} | ${round + 1} | ${f(L.p50)} | ${f(L.p99)} | ${f(L.p999)} | ${f(L.max)} | ${late.p50} / ${late.p99} / ${late.p999} / ${late.max} | ${m.stalls.count} | ${m.lost} |`,
+    `| ${client} | ${round + 1} | ${show(over)} | ${show(lateMs)} | ${show(over.map((x, i) => x - lateMs[i]))} | ${m.stalls.count} | ${m.lost} |`,
   );
 }

@@ -32,11 +32,12 @@
 // --client-priority nice|normal: the recording client's scheduling on CPU 0 (default nice -10,
 //   unless it spins): it shares CPU 0 with dnsperf, whose time slices would otherwise delay
 //   reading answers by a few ms for every server alike.
-// --client c|node: the recording client. c (default when `cc` builds it into bench/build/):
+// --client c|node|c,node: the recording client. c (default when `cc` builds it into bench/build/):
 //   lib/latency-client.c, which takes each query's send and answer times from the kernel's
 //   timestamps of the datagrams, so its own stalls (descheduled beside dnsperf, reading an
 //   answer late) do not land in the figures; node: lib/latency-client.mjs, which times its own
-//   send() and 'message' callbacks. A failed build falls back to node, saying why.
+//   send() and 'message' callbacks. A failed build falls back to node, saying why. c,node: every
+//   server measured with each client in turn, in the same rounds (what the client adds, paired).
 // Other options: --probe-seconds S (10), --skip S (1 s of each run not counted), --sockets N (4),
 // --timeout-ms MS (2000: no answer by then = lost), --server-node-args=FLAGS (more node flags
 // for clusterdns, e.g. "--single-threaded-gc"), --variants="FLAGS;FLAGS;..." (one clusterdns per
@@ -114,6 +115,7 @@ const cfg = {
   gc: opt.gc,
   clientPriority: opt['client-priority'],
   client: opt.client,
+  clients: [], // the clients measured with, set once the C one has built or not
   serverNodeArgs: opt['server-node-args'].split(/\s+/).filter(Boolean),
   // One clusterdns per variant (node flags, after --server-node-args), measured interleaved.
   variants: (opt.variants ?? '').split(';').map((v) => v.split(/\s+/).filter(Boolean)),
@@ -132,7 +134,7 @@ for (const n of cfg.scenarios) {
 if (cfg.clientPriority === 'auto') cfg.clientPriority = cfg.load === 'node' && cfg.pace === 'spin' ? 'normal' : 'nice';
 if (
   !['nice', 'normal'].includes(cfg.clientPriority) ||
-  !['auto', 'c', 'node'].includes(cfg.client) ||
+  !['auto', 'c', 'node', 'c,node', 'node,c'].includes(cfg.client) ||
   !['node', 'dnsperf'].includes(cfg.load) ||
   !['spin', 'timer'].includes(cfg.pace) ||
   !(cfg.seconds >= 1) ||
@@ -306,23 +308,27 @@ async function startServer(def, ctx) {
   return proc;
 }
 
-/** The recording client's command: the C one when it builds (unless --client node), else Node's. */
-let clientCmd = [process.execPath, clientPath];
+/** The recording clients' commands: the C one when it builds (unless --client node), Node's. */
+const clientCmds = { node: [process.execPath, clientPath] };
 function chooseClient() {
-  if (cfg.client === 'node') return;
+  const want = cfg.client.split(',');
+  if (want.includes('node') && want.length === 1) return void (cfg.clients = ['node']);
   const built = buildCClient();
   if (built.path) {
-    clientCmd = [built.path];
-    cfg.client = 'c';
-    return;
+    clientCmds.c = [built.path];
+    cfg.clients = cfg.client === 'auto' ? ['c'] : want;
+  } else if (cfg.client !== 'auto') throw new Error(`--client ${cfg.client}: ${built.error}`);
+  else {
+    log(`recording client: node (the C client did not build: ${built.error})`);
+    cfg.clients = ['node'];
   }
-  if (cfg.client === 'c') throw new Error(`--client c: ${built.error}`);
-  log(`recording client: node (the C client did not build: ${built.error})`);
-  cfg.client = 'node';
+  cfg.client = cfg.clients.join(',');
 }
+/** A run's server, and with more than one client which one recorded it. */
+const label = (m) => (cfg.clients.length > 1 ? `${m.name} [${m.client.client} client]` : m.name);
 
 /** One measurement at `rate` against a started server: the client (and dnsperf) on CPU 0. */
-async function measure(name, proc, ctx, queryFile, rate, tag) {
+async function measure(name, proc, ctx, queryFile, rate, tag, clientKind) {
   const raw = join(tmp, `${tag}.raw`);
   const total = cfg.seconds + cfg.skip;
   const clientRate = cfg.load === 'node' ? rate : Math.min(cfg.sampleQps, rate);
@@ -336,7 +342,7 @@ async function measure(name, proc, ctx, queryFile, rate, tag) {
   // The client's sockets exist only while it runs: sample their drops just before it ends.
   let clientDrops = 0;
   const dropWatch = setInterval(() => (clientDrops = Math.max(clientDrops, udpDrops(ctx.port).client)), 200);
-  const argv = [...prio, ...clientCmd];
+  const argv = [...prio, ...clientCmds[clientKind]];
   const client = runCommand(
     argv[0],
     [
@@ -402,7 +408,7 @@ async function measure(name, proc, ctx, queryFile, rate, tag) {
   };
   const L = c.latencyMs;
   log(
-    `  ${name.padEnd(20)} ${rate} QPS: p50 ${L.p50} p90 ${L.p90} p99 ${L.p99} p99.9 ${L.p999} max ${L.max} ms, lost ${c.lost}/${c.sent}` +
+    `  ${name.padEnd(20)} ${cfg.clients.length > 1 ? `[${clientKind} client] ` : ''}${rate} QPS: p50 ${L.p50} p90 ${L.p90} p99 ${L.p99} p99.9 ${L.p999} max ${L.max} ms, lost ${c.lost}/${c.sent}` +
       `${dp ? ` (dnsperf: ${dp.sent} sent, ${dp.lost} lost, ${Math.round(dp.qps)} QPS)` : ''}; server CPU ${m.serverCpu.toFixed(0)}%, ` +
       `client CPU ${c.clientCpuPercent}% (work ${c.clientWorkPercent ?? '?'}%)${dp ? `, client + dnsperf ${loadGenCpu.toFixed(0)}%` : ''}, send lag p99 ${c.sendLagMs.p99} ms, ` +
       `client stalls ${c.stalls.count} (${c.stalls.totalMs} ms)${c.readLagMs ? `, answers read p99 ${c.readLagMs.p99} / max ${c.readLagMs.max} ms after they arrived (not counted)` : ''}, other work ${m.otherCpu.toFixed(0)}%, server waited ${serverRunQueueWaitMs.toFixed(0)} ms for its CPU, ` +
@@ -540,28 +546,34 @@ async function runScenario(sc, workload) {
   );
 
   const all = [...mine, ...others];
-  const runs = Object.fromEntries(all.map((x) => [x.who, []]));
+  // With more than one recording client, one series per server and client.
+  const key = (who, kind) => (cfg.clients.length > 1 ? `${who} [${kind}]` : who);
+  const runs = Object.fromEntries(all.flatMap((x) => cfg.clients.map((kind) => [key(x.who, kind), []])));
   for (let round = 0; round < cfg.rounds; round++) {
     // The order rotates every round, so that no server always runs right after the same one.
     for (let k = 0; k < all.length; k++) {
       const { who, def, proc, ctx, gcLog, loopLog } = all[(round + k) % all.length];
-      const m = await measure(
-        def.name,
-        proc,
-        ctx,
-        def.queries(ctx),
-        rate,
-        `${sc.name}-${def.name.replace(/\W+/g, '_')}-r${round}`,
-      );
-      m.windows = windows(m.raw);
-      if (gcLog && cfg.gc) {
-        await sleep(1500); // the observer writes once a second
-        m.gc = gcReport(ctx, proc.pid, gcLog, m);
+      const kinds = round % 2 ? [...cfg.clients].reverse() : cfg.clients;
+      for (const kind of kinds) {
+        const m = await measure(
+          def.name,
+          proc,
+          ctx,
+          def.queries(ctx),
+          rate,
+          `${sc.name}-${def.name.replace(/\W+/g, '_')}-r${round}-${kind}`,
+          kind,
+        );
+        m.windows = windows(m.raw);
+        if (gcLog && cfg.gc) {
+          await sleep(1500); // the observer writes once a second
+          m.gc = gcReport(ctx, proc.pid, gcLog, m);
+        }
+        m.causes = tailCauses(m, gcLog && cfg.gc ? { pid: proc.pid, gcLog, loopLog } : null);
+        m.round = round;
+        runs[key(who, kind)].push(m);
+        await sleep(300);
       }
-      m.causes = tailCauses(m, gcLog && cfg.gc ? { pid: proc.pid, gcLog, loopLog } : null);
-      m.round = round;
-      runs[who].push(m);
-      await sleep(300);
     }
   }
   for (const c of mine) await stopProcess(c.proc);
@@ -750,7 +762,7 @@ function render(machine, results, elapsedS) {
       (cfg.load === 'node'
         ? `Load: the recording client alone, open loop, every query recorded (pace ${cfg.pace}, ${cfg.sockets} sockets).`
         : `Load: \`dnsperf -Q <rate − ${cfg.sampleQps}> -q 1000\`, plus the recording client sending and recording ${cfg.sampleQps} QPS of it.`) +
-      ` Recording client: ${cfg.client === 'c' ? "C (`bench/lib/latency-client.c`: send and answer times are the kernel's timestamps of the datagrams, so the client's own stalls are not counted)" : 'Node (`bench/lib/latency-client.mjs`: times its own send() and reads, its stalls included)'}` +
+      ` Recording client: ${cfg.clients.map((k) => (k === 'c' ? "C (`bench/lib/latency-client.c`: send and answer times are the kernel's timestamps of the datagrams, so the client's own stalls are not counted)" : 'Node (`bench/lib/latency-client.mjs`: times its own send() and reads, its stalls included)')).join(' and ')}` +
       `, priority ${cfg.clientPriority === 'nice' ? 'nice -10' : 'normal'}.` +
       ` ${cfg.rounds} round(s) × ${cfg.seconds} s (first ${cfg.skip} s of each not counted); lost = no answer within ${cfg.timeoutMs} ms. ` +
       'Percentiles over all recorded queries of all rounds. *client CPU*: the recording client process (a spinning one takes all it gets); ' +
@@ -772,7 +784,7 @@ function render(machine, results, elapsedS) {
       const p = pooled(ms);
       const dpLost = ms.reduce((a, m) => a + (m.dnsperf?.lost ?? 0), 0);
       L(
-        `| ${r.scenario} | ${ms[0].name} | ${who === 'clusterdns' ? r.maxQps : ''} | ${r.rate} | ${p.sent} | ${p.lost}${cfg.load === 'dnsperf' ? ` (+${dpLost} of dnsperf's)` : ''} | ` +
+        `| ${r.scenario} | ${label(ms[0])} | ${who.startsWith('clusterdns') ? r.maxQps : ''} | ${r.rate} | ${p.sent} | ${p.lost}${cfg.load === 'dnsperf' ? ` (+${dpLost} of dnsperf's)` : ''} | ` +
           `${f2(p.p50)} | ${f2(p.p90)} | ${f2(p.p99)} | ${f2(p.p999)} | ${f2(p.max)} | ` +
           `${f2(p.clean.p99)} / ${f2(p.clean.p999)} / ${f2(p.clean.max)} (${p.clean.excludedPercent.toFixed(1)}%) | ${med(ms.map((m) => m.serverCpu)).toFixed(0)}% | ` +
           `${med(ms.map((m) => m.client.clientCpuPercent)).toFixed(0)}% (${med(ms.map((m) => m.client.clientWorkPercent)).toFixed(0)}%) | ${med(ms.map((m) => m.loadGenCpu)).toFixed(0)}% | ` +
@@ -788,7 +800,7 @@ function render(machine, results, elapsedS) {
           .filter((w) => r.runs[w].length)
           .map(
             (w) =>
-              `${r.runs[w][0].name} ${r.runs[w].map((m) => m.windows.map((x) => `${f2(x.p99Ms)}/${f2(x.maxMs)}`).join(' ')).join(' | ')}`,
+              `${label(r.runs[w][0])} ${r.runs[w].map((m) => m.windows.map((x) => `${f2(x.p99Ms)}/${f2(x.maxMs)}`).join(' ')).join(' | ')}`,
           )
           .join('; '),
     );
@@ -796,7 +808,7 @@ function render(machine, results, elapsedS) {
       .flat()
       .map(
         (m) =>
-          `${m.name} ${m.serverSocketDrops} / ${m.clientSocketDrops} / ${Math.max(0, (m.udpRcvbufErrors ?? 0) - m.serverSocketDrops - m.clientSocketDrops)}`,
+          `${label(m)} ${m.serverSocketDrops} / ${m.clientSocketDrops} / ${Math.max(0, (m.udpRcvbufErrors ?? 0) - m.serverSocketDrops - m.clientSocketDrops)}`,
       )
       .join(', ');
     L(
@@ -823,7 +835,7 @@ function render(machine, results, elapsedS) {
         ? `${t.incrementalSteps.cycles} cycles, ${t.incrementalSteps.totalMs} ms, biggest ${t.incrementalSteps.biggestStepMs} ms`
         : 'none';
       L(
-        `| ${r.scenario} | ${m.name} | ${m.gc.seconds} s | ${t.count} | ${t.perSecond} | ${f2((1e5 * t.perSecond) / m.rate)} | ${t.totalMs} | ${t.shareOfRunPercent}% | ${t.maxMs} | ${t.p99Ms} | ${t.over1ms} | ${t.over10ms} | ${inc} | ${m.gc.observer.count} / ${m.gc.observer.totalMs} / ${m.gc.observer.maxMs} |`,
+        `| ${r.scenario} | ${label(m)} | ${m.gc.seconds} s | ${t.count} | ${t.perSecond} | ${f2((1e5 * t.perSecond) / m.rate)} | ${t.totalMs} | ${t.shareOfRunPercent}% | ${t.maxMs} | ${t.p99Ms} | ${t.over1ms} | ${t.over10ms} | ${inc} | ${m.gc.observer.count} / ${m.gc.observer.totalMs} / ${m.gc.observer.maxMs} |`,
       );
     }
     for (const { r, m } of gcs) {
@@ -832,7 +844,7 @@ function render(machine, results, elapsedS) {
         .join(', ');
       L('');
       L(
-        `${r.scenario}, ${m.name}, round ${m.round + 1}: ${kinds}; any pause > 10 ms: **${m.gc.trace.over10ms > 0 || m.gc.observer.over10ms > 0 ? 'yes' : 'no'}** ` +
+        `${r.scenario}, ${label(m)}, round ${m.round + 1}: ${kinds}; any pause > 10 ms: **${m.gc.trace.over10ms > 0 || m.gc.observer.over10ms > 0 ? 'yes' : 'no'}** ` +
           `(trace lines put on the client's clock: ${m.gc.alignment.matched} of ${m.gc.alignment.of} matched, spread ${m.gc.alignment.spreadMs} ms).`,
       );
       for (const [label, c] of [
@@ -897,7 +909,7 @@ function renderCauses(L, results) {
           )
           .join(' / ');
         L(
-          `| ${r.scenario} | ${m.name} | ${round + 1} | ${f2(c.p50Ms)} / ${f2(c.p99Ms)} / ${f2(c.p999Ms)} | ${cause(c.atLeastP99)} | ${cause(c.atLeastP999)} | ${met} |`,
+          `| ${r.scenario} | ${label(m)} | ${round + 1} | ${f2(c.p50Ms)} / ${f2(c.p99Ms)} / ${f2(c.p999Ms)} | ${cause(c.atLeastP99)} | ${cause(c.atLeastP999)} | ${met} |`,
         );
       });
     }
@@ -923,7 +935,7 @@ function renderCauses(L, results) {
     const l = m.causes.loop;
     const round = m.round + 1;
     L(
-      `| ${r.scenario} | ${m.name} | ${round} | ${l.batches} | ${f2(l.perBatch)} | ${f2(l.batchMs.p50)} / ${f2(l.batchMs.p99)} / ${f2(l.batchMs.p999)} / ${f2(l.batchMs.max)} | ${l.batchShareOfRunPercent}% | ${l.answeredLaterPercent}% | ` +
+      `| ${r.scenario} | ${label(m)} | ${round} | ${l.batches} | ${f2(l.perBatch)} | ${f2(l.batchMs.p50)} / ${f2(l.batchMs.p99)} / ${f2(l.batchMs.p999)} / ${f2(l.batchMs.max)} | ${l.batchShareOfRunPercent}% | ${l.answeredLaterPercent}% | ` +
         `${f2(l.other.perSecondMs)} | ${l.other.over1ms} | ${f2(l.other.p99Ms)} / ${f2(l.other.maxMs)} | ${l.timers.map((t) => `\`${t.name}\` (${t.calls}, ${t.totalMs} / ${t.cpuMs} / ${t.maxMs})`).join('; ') || 'none ≥ 20 µs'} | ${f2(m.serverUserMsPerS)} / ${f2(m.serverSysMsPerS)} | ${l.youngMB ? `${l.youngMB.min}–${l.youngMB.max}` : '—'} | ${f2(m.serverRssMB)} |`,
     );
   }
@@ -936,7 +948,7 @@ async function main() {
   const machine = await machineInfo();
   log(`machine: ${machineLine(machine)}; temp dir ${tmp}`);
   chooseClient();
-  log(`recording client: ${cfg.client} (${clientCmd.join(' ')})`);
+  log(`recording client: ${cfg.clients.map((k) => `${k} (${clientCmds[k].join(' ')})`).join(', ')}`);
   await setClientPriority();
   const results = [];
   for (const name of cfg.scenarios)

@@ -3,13 +3,15 @@
 // reports (bench/latency-client-check.mjs, test/bench/latency-client.test.ts). Every --drop-every
 // Nth query gets no answer (a known loss). Built with the C latency client.
 //
-//   delay-responder --port P --delay-us 2000 [--drop-every N]
+//   delay-responder --port P --delay-us 2000 [--drop-every N] [--mark PREFIX]
 //
 // The due time is the query's kernel RX stamp (SO_TIMESTAMPING, CLOCK_REALTIME) plus the delay;
 // a timerfd on CLOCK_REALTIME with TFD_TIMER_ABSTIME wakes it then, so its own wakeup latency is
 // the only error, and it measures that itself: on SIGTERM/SIGINT it prints one JSON line
-// { answered, dropped, lateUs: { p50, p99, max } }, lateness = clock_gettime just before
-// sendto minus the due time.
+// { answered, dropped, lateUs: { p50, p99, p999, max } }, lateness = the kernel's TX stamp of
+// the answer (the moment a client's RX stamp is taken on loopback; clock_gettime just before
+// sendto when no stamp came back) minus the due time; with --mark, also `markedLateUs` over only the queries whose name
+// starts with PREFIX (the recording client's, told apart from dnsperf's load).
 
 #define _GNU_SOURCE
 #include <time.h> // before linux/net_tstamp.h users
@@ -34,6 +36,7 @@
 
 typedef struct {
   double due;
+  int marked;
   struct sockaddr_in to;
   int len;
   unsigned char b[512];
@@ -57,14 +60,32 @@ static int cmpd(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/** p50/p99/p99.9/max of `a` in µs as a JSON object (null when empty). */
+static void pcts(double *a, long n) {
+  if (n == 0) {
+    printf("null");
+    return;
+  }
+  qsort(a, n, sizeof(double), cmpd);
+  double q[3] = {50, 99, 99.9};
+  printf("{");
+  for (int i = 0; i < 3; i++) {
+    long k = (long)ceil(q[i] / 100 * n) - 1;
+    printf("\"%s\":%.1f,", i == 0 ? "p50" : i == 1 ? "p99" : "p999", a[k < 0 ? 0 : k] / 1e3);
+  }
+  printf("\"max\":%.1f}", a[n - 1] / 1e3);
+}
+
 int main(int argc, char **argv) {
   int port = 0;
   long dropEvery = 0;
+  const char *mark = NULL;
   double delay = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--port")) port = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--delay-us")) delay = atof(argv[i + 1]) * 1e3;
     else if (!strcmp(argv[i], "--drop-every")) dropEvery = atol(argv[i + 1]);
+    else if (!strcmp(argv[i], "--mark")) mark = argv[i + 1];
   }
   if (!(port > 0)) {
     fprintf(stderr, "usage: delay-responder --port P --delay-us US [--drop-every N]\n");
@@ -79,12 +100,15 @@ int main(int argc, char **argv) {
   sigaction(SIGINT, &sa, NULL);
   ring = malloc(sizeof(pending_t) * QMAX);
   double *late = malloc(sizeof(double) * LATE_MAX);
+  double *mlate = malloc(sizeof(double) * LATE_MAX);
+  long nmlate = 0;
   long nlate = 0, answered = 0, dropped = 0, received = 0;
 
   int s = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
   int sz = 4 << 20;
   if (setsockopt(s, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof sz) < 0) setsockopt(s, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
-  int flags = SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE;
+  int flags = SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE |
+              SOF_TIMESTAMPING_OPT_ID | SOF_TIMESTAMPING_OPT_TSONLY;
   setsockopt(s, SOL_SOCKET, SO_TIMESTAMPING, &flags, sizeof flags);
   struct sockaddr_in la = {.sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   if (bind(s, (struct sockaddr *)&la, sizeof la) < 0) {
@@ -92,6 +116,10 @@ int main(int argc, char **argv) {
     return 1;
   }
   int tfd = timerfd_create(CLOCK_REALTIME, TFD_NONBLOCK);
+  // Per answer sent, by the kernel's OPT_ID counter: its due time, whether marked, user stamp.
+  double *sentDue = malloc(sizeof(double) * LATE_MAX), *sentUser = malloc(sizeof(double) * LATE_MAX);
+  char *sentMarked = malloc(LATE_MAX), *stamped = calloc(LATE_MAX, 1);
+  long nsent = 0;
   double armed = 0;
 
   while (!stop) {
@@ -100,8 +128,12 @@ int main(int argc, char **argv) {
     while (head < tail && ring[head % QMAX].due <= now) {
       pending_t *p = &ring[head % QMAX];
       double t = real_ns();
-      sendto(s, p->b, p->len, 0, (struct sockaddr *)&p->to, sizeof p->to);
-      if (nlate < LATE_MAX) late[nlate++] = t - p->due;
+      if (sendto(s, p->b, p->len, 0, (struct sockaddr *)&p->to, sizeof p->to) == p->len && nsent < LATE_MAX) {
+        sentDue[nsent] = p->due;
+        sentUser[nsent] = t;
+        sentMarked[nsent] = p->marked;
+        nsent++;
+      }
       answered++;
       head++;
       now = real_ns();
@@ -118,6 +150,32 @@ int main(int argc, char **argv) {
       if (read(tfd, &x, sizeof x) < 0) { /* raced with a re-arm */
       }
       armed = 0;
+    }
+    if (pf[0].revents & POLLERR) {
+      for (;;) { // TX stamps of answers sent
+        char ctrl[256], data[64];
+        struct iovec iov = {data, sizeof data};
+        struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctrl, .msg_controllen = sizeof ctrl};
+        if (recvmsg(s, &m, MSG_ERRQUEUE) < 0) break;
+        double tx = 0;
+        long key = -1;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+          if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPING) {
+            struct scm_timestamping ts;
+            memcpy(&ts, CMSG_DATA(c), sizeof ts);
+            tx = (ts.ts[0].tv_sec - realBase) * 1e9 + ts.ts[0].tv_nsec;
+          } else if (c->cmsg_level == SOL_IP && c->cmsg_type == IP_RECVERR) {
+            struct sock_extended_err e;
+            memcpy(&e, CMSG_DATA(c), sizeof e);
+            if (e.ee_origin == SO_EE_ORIGIN_TIMESTAMPING && e.ee_info == SCM_TSTAMP_SND) key = e.ee_data;
+          }
+        }
+        // The stamp must fall after its own user stamp and before the next send's.
+        if (key >= 0 && key < nsent && tx >= sentUser[key] - 1000 && (key + 1 >= nsent || tx <= sentUser[key + 1] + 1000)) {
+          stamped[key] = 1;
+          sentUser[key] = tx;
+        }
+      }
     }
     if (!(pf[0].revents & POLLIN)) continue;
     for (;;) {
@@ -147,13 +205,22 @@ int main(int argc, char **argv) {
         }
       p->due = (rx > 0 ? rx : real_ns()) + delay;
       p->len = n;
+      size_t ml = mark ? strlen(mark) : 0;
+      p->marked = mark && n > 13 + (long)ml && p->b[12] >= ml && memcmp(p->b + 13, mark, ml) == 0;
       p->b[2] |= 0x80; // QR: an answer (NOERROR, no records)
       tail++;
     }
   }
-  qsort(late, nlate, sizeof(double), cmpd);
-#define P(q) (nlate ? late[(long)fmin(nlate - 1, fmax(0, ceil((q) / 100.0 * nlate) - 1))] / 1e3 : NAN)
-  printf("{\"answered\":%ld,\"dropped\":%ld,\"lateUs\":{\"p50\":%.1f,\"p99\":%.1f,\"p999\":%.1f,\"max\":%.1f}}\n", answered,
-         dropped, P(50), P(99), P(99.9), nlate ? late[nlate - 1] / 1e3 : NAN);
+  long nstamped = 0;
+  for (long i = 0; i < nsent; i++) {
+    nstamped += stamped[i];
+    late[nlate++] = sentUser[i] - sentDue[i];
+    if (sentMarked[i]) mlate[nmlate++] = sentUser[i] - sentDue[i];
+  }
+  printf("{\"answered\":%ld,\"dropped\":%ld,\"txKernel\":%ld,\"lateUs\":", answered, dropped, nstamped);
+  pcts(late, nlate);
+  printf(",\"markedLateUs\":");
+  pcts(mlate, nmlate);
+  printf("}\n");
   return 0;
 }
