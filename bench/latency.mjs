@@ -12,7 +12,7 @@
 //
 //   node bench/latency.mjs [--scenario cache,kubernetes] [--seconds 20] [--max-qps N]
 //        [--load-percent 50] [--load dnsperf|node] [--pace spin|timer] [--sample-qps 2000]
-//        [--rounds 1] [--gc] [--no-peer | --peers auto|NAME,...] [--json FILE] [--keep]
+//        [--rounds 1] [--gc] [--no-peer | --peers auto|NAME,...] [--client c|node] [--json FILE] [--keep]
 //   node bench/latency.mjs --scenario forward --max-qps 10000 --load-percent 100   # what forward adds
 //
 // --peers (default auto): the servers measured at the same rate, interleaved with clusterdns:
@@ -21,16 +21,23 @@
 //   node bench/latency.mjs --scenario cache --seconds 60 --gc      # GC pauses over 60 s
 //
 // --load dnsperf (default): `dnsperf -Q <rate - sample-qps> -q 1000` sends the load (paced per
-//   query with usleep), the Node client sends and records --sample-qps of it on its own
+//   query with usleep), the recording client sends and records --sample-qps of it on its own
 //   schedule (2 queries per ms by default: it adds no bursts of its own). Cheapest for CPU 0.
-// --load node: the Node client sends every query (all recorded), paced per query
+// --load node: the recording client sends every query (all recorded), paced per query
 //   (--pace spin: a busy loop on CPU 0, so the schedule holds to a few µs on a quiet machine,
-//   but a spinning client loses most to other work on its core; --pace timer: what is owed
-//   every 1 ms, i.e. bursts of rate/1000 queries).
+//   but a spinning client loses most to other work on its core; --pace timer: the Node client
+//   sends what is owed every 1 ms, i.e. bursts of rate/1000 queries; the C client sleeps until
+//   each query's own due time).
 // unbound gets so-rcvbuf 4m here, the receive buffer clusterdns sets on its UDP socket.
 // --client-priority nice|normal: the recording client's scheduling on CPU 0 (default nice -10,
 //   unless it spins): it shares CPU 0 with dnsperf, whose time slices would otherwise delay
 //   reading answers by a few ms for every server alike.
+// --client c|node|c,node: the recording client. c (default when `cc` builds it into bench/build/):
+//   lib/latency-client.c, which takes each query's send and answer times from the kernel's
+//   timestamps of the datagrams, so its own stalls (descheduled beside dnsperf, reading an
+//   answer late) do not land in the figures; node: lib/latency-client.mjs, which times its own
+//   send() and 'message' callbacks. A failed build falls back to node, saying why. c,node: every
+//   server measured with each client in turn, in the same rounds (what the client adds, paired).
 // Other options: --probe-seconds S (10), --skip S (1 s of each run not counted), --sockets N (4),
 // --timeout-ms MS (2000: no answer by then = lost), --server-node-args=FLAGS (more node flags
 // for clusterdns, e.g. "--single-threaded-gc"), --variants="FLAGS;FLAGS;..." (one clusterdns per
@@ -51,6 +58,7 @@ import { attribute, loopSummary, readLoopLog, sampleCoreWait, subtract } from '.
 import { killAllSync, runCommand, startProcess, stopAll, stopProcess } from './lib/procs.mjs';
 import { machineInfo, machineLine } from './lib/report.mjs';
 import { clusterdnsServer, freePort, peers } from './lib/servers.mjs';
+import { buildCClient } from './lib/latency-client-build.mjs';
 import { makeWorkload, sampleRecords } from './lib/workload.mjs';
 import { scenarios } from './scenarios.mjs';
 
@@ -75,6 +83,7 @@ const { values: opt } = parseArgs({
     'server-node-args': { type: 'string', default: '' },
     variants: { type: 'string' },
     'client-priority': { type: 'string', default: 'auto' },
+    client: { type: 'string', default: 'auto' },
     'no-peer': { type: 'boolean', default: false },
     peers: { type: 'string', default: 'auto' },
     json: { type: 'string' },
@@ -105,6 +114,8 @@ const cfg = {
   rounds: Number(opt.rounds),
   gc: opt.gc,
   clientPriority: opt['client-priority'],
+  client: opt.client,
+  clients: [], // the clients measured with, set once the C one has built or not
   serverNodeArgs: opt['server-node-args'].split(/\s+/).filter(Boolean),
   // One clusterdns per variant (node flags, after --server-node-args), measured interleaved.
   variants: (opt.variants ?? '').split(';').map((v) => v.split(/\s+/).filter(Boolean)),
@@ -123,6 +134,7 @@ for (const n of cfg.scenarios) {
 if (cfg.clientPriority === 'auto') cfg.clientPriority = cfg.load === 'node' && cfg.pace === 'spin' ? 'normal' : 'nice';
 if (
   !['nice', 'normal'].includes(cfg.clientPriority) ||
+  !['auto', 'c', 'node', 'c,node', 'node,c'].includes(cfg.client) ||
   !['node', 'dnsperf'].includes(cfg.load) ||
   !['spin', 'timer'].includes(cfg.pace) ||
   !(cfg.seconds >= 1) ||
@@ -262,12 +274,12 @@ function peerNames(sc) {
   return [peers.some((p) => p.name === `unbound-${sc.name}`) ? `unbound-${sc.name}` : 'unbound', 'knot'];
 }
 
-let prio = [process.execPath];
+let prio = [];
 async function setClientPriority() {
   const want = cfg.clientPriority === 'nice' ? ['nice', '-n', '-10'] : [];
   if (want.length === 0) return;
   const probe = await runCommand(want[0], [...want.slice(1), 'true']).catch((e) => ({ code: 1, stderr: e.message }));
-  if (probe.code === 0) prio = [...want, process.execPath];
+  if (probe.code === 0) prio = want;
   else {
     log(`client priority ${cfg.clientPriority} not available (${probe.stderr.trim()}): running it as is`);
     cfg.clientPriority = 'normal';
@@ -296,8 +308,27 @@ async function startServer(def, ctx) {
   return proc;
 }
 
+/** The recording clients' commands: the C one when it builds (unless --client node), Node's. */
+const clientCmds = { node: [process.execPath, clientPath] };
+function chooseClient() {
+  const want = cfg.client.split(',');
+  if (want.includes('node') && want.length === 1) return void (cfg.clients = ['node']);
+  const built = buildCClient();
+  if (built.path) {
+    clientCmds.c = [built.path];
+    cfg.clients = cfg.client === 'auto' ? ['c'] : want;
+  } else if (cfg.client !== 'auto') throw new Error(`--client ${cfg.client}: ${built.error}`);
+  else {
+    log(`recording client: node (the C client did not build: ${built.error})`);
+    cfg.clients = ['node'];
+  }
+  cfg.client = cfg.clients.join(',');
+}
+/** A run's server, and with more than one client which one recorded it. */
+const label = (m) => (cfg.clients.length > 1 ? `${m.name} [${m.client.client} client]` : m.name);
+
 /** One measurement at `rate` against a started server: the client (and dnsperf) on CPU 0. */
-async function measure(name, proc, ctx, queryFile, rate, tag) {
+async function measure(name, proc, ctx, queryFile, rate, tag, clientKind) {
   const raw = join(tmp, `${tag}.raw`);
   const total = cfg.seconds + cfg.skip;
   const clientRate = cfg.load === 'node' ? rate : Math.min(cfg.sampleQps, rate);
@@ -311,11 +342,11 @@ async function measure(name, proc, ctx, queryFile, rate, tag) {
   // The client's sockets exist only while it runs: sample their drops just before it ends.
   let clientDrops = 0;
   const dropWatch = setInterval(() => (clientDrops = Math.max(clientDrops, udpDrops(ctx.port).client)), 200);
+  const argv = [...prio, ...clientCmds[clientKind]];
   const client = runCommand(
-    prio[0],
+    argv[0],
     [
-      ...prio.slice(1),
-      clientPath,
+      ...argv.slice(1),
       '--port',
       String(ctx.port),
       '--rate',
@@ -377,9 +408,10 @@ async function measure(name, proc, ctx, queryFile, rate, tag) {
   };
   const L = c.latencyMs;
   log(
-    `  ${name.padEnd(20)} ${rate} QPS: p50 ${L.p50} p90 ${L.p90} p99 ${L.p99} p99.9 ${L.p999} max ${L.max} ms, lost ${c.lost}/${c.sent}` +
+    `  ${name.padEnd(20)} ${cfg.clients.length > 1 ? `[${clientKind} client] ` : ''}${rate} QPS: p50 ${L.p50} p90 ${L.p90} p99 ${L.p99} p99.9 ${L.p999} max ${L.max} ms, lost ${c.lost}/${c.sent}` +
       `${dp ? ` (dnsperf: ${dp.sent} sent, ${dp.lost} lost, ${Math.round(dp.qps)} QPS)` : ''}; server CPU ${m.serverCpu.toFixed(0)}%, ` +
-      `client CPU ${c.clientCpuPercent}% (work ${c.clientWorkPercent ?? '?'}%)${dp ? `, client + dnsperf ${loadGenCpu.toFixed(0)}%` : ''}, send lag p99 ${c.sendLagMs.p99} ms, other work ${m.otherCpu.toFixed(0)}%, server waited ${serverRunQueueWaitMs.toFixed(0)} ms for its CPU, ` +
+      `client CPU ${c.clientCpuPercent}% (work ${c.clientWorkPercent ?? '?'}%)${dp ? `, client + dnsperf ${loadGenCpu.toFixed(0)}%` : ''}, send lag p99 ${c.sendLagMs.p99} ms, ` +
+      `client stalls ${c.stalls.count} (${c.stalls.totalMs} ms)${c.readLagMs ? `, answers read p99 ${c.readLagMs.p99} / max ${c.readLagMs.max} ms after they arrived (not counted)` : ''}, other work ${m.otherCpu.toFixed(0)}%, server waited ${serverRunQueueWaitMs.toFixed(0)} ms for its CPU, ` +
       `UDP receive-buffer drops: server socket ${serverDrops}, client sockets ${clientDrops} (whole machine ${m.udpRcvbufErrors})`,
   );
   return m;
@@ -514,28 +546,34 @@ async function runScenario(sc, workload) {
   );
 
   const all = [...mine, ...others];
-  const runs = Object.fromEntries(all.map((x) => [x.who, []]));
+  // With more than one recording client, one series per server and client.
+  const key = (who, kind) => (cfg.clients.length > 1 ? `${who} [${kind}]` : who);
+  const runs = Object.fromEntries(all.flatMap((x) => cfg.clients.map((kind) => [key(x.who, kind), []])));
   for (let round = 0; round < cfg.rounds; round++) {
     // The order rotates every round, so that no server always runs right after the same one.
     for (let k = 0; k < all.length; k++) {
       const { who, def, proc, ctx, gcLog, loopLog } = all[(round + k) % all.length];
-      const m = await measure(
-        def.name,
-        proc,
-        ctx,
-        def.queries(ctx),
-        rate,
-        `${sc.name}-${def.name.replace(/\W+/g, '_')}-r${round}`,
-      );
-      m.windows = windows(m.raw);
-      if (gcLog && cfg.gc) {
-        await sleep(1500); // the observer writes once a second
-        m.gc = gcReport(ctx, proc.pid, gcLog, m);
+      const kinds = round % 2 ? [...cfg.clients].reverse() : cfg.clients;
+      for (const kind of kinds) {
+        const m = await measure(
+          def.name,
+          proc,
+          ctx,
+          def.queries(ctx),
+          rate,
+          `${sc.name}-${def.name.replace(/\W+/g, '_')}-r${round}-${kind}`,
+          kind,
+        );
+        m.windows = windows(m.raw);
+        if (gcLog && cfg.gc) {
+          await sleep(1500); // the observer writes once a second
+          m.gc = gcReport(ctx, proc.pid, gcLog, m);
+        }
+        m.causes = tailCauses(m, gcLog && cfg.gc ? { pid: proc.pid, gcLog, loopLog } : null);
+        m.round = round;
+        runs[key(who, kind)].push(m);
+        await sleep(300);
       }
-      m.causes = tailCauses(m, gcLog && cfg.gc ? { pid: proc.pid, gcLog, loopLog } : null);
-      m.round = round;
-      runs[who].push(m);
-      await sleep(300);
     }
   }
   for (const c of mine) await stopProcess(c.proc);
@@ -561,7 +599,10 @@ function tailCauses(m, own) {
   const t0 = raw.startNs + raw.skipS * 1e9;
   const t1 = raw.startNs + (raw.send.length / raw.rate) * 1e9;
   const kinds = {
-    'client stall': { iv: raw.stalls.map(([s, e]) => [raw.startNs + s, raw.startNs + e]) },
+    // The C client's stalls hold back neither a query's send stamp nor its answer's: no cause.
+    ...(m.client.client === 'c'
+      ? {}
+      : { 'client stall': { iv: raw.stalls.map(([s, e]) => [raw.startNs + s, raw.startNs + e]) } }),
     'core wait': { iv: m.coreWait, weighted: true },
   };
   let loop = null;
@@ -719,9 +760,10 @@ function render(machine, results, elapsedS) {
     `Server \`taskset -c 1\` (clusterdns \`-workers 1\`${cfg.serverNodeArgs.length ? ` with node flags \`${cfg.serverNodeArgs.join(' ')}\`` : ''}, unbound 1 thread, Knot 1 UDP worker; a forwarding scenario's upstream on CPU 0); client \`taskset -c 0\`. Rate: ${cfg.loadPercent}% of clusterdns's ` +
       `maximum (${cfg.maxQps ? '--max-qps' : `dnsperf closed loop, ${cfg.probeSeconds} s`}), the same rate for every peer (measured in turn, interleaved). ` +
       (cfg.load === 'node'
-        ? `Load: the Node client alone, open loop, every query recorded (pace ${cfg.pace}, ${cfg.sockets} sockets).`
-        : `Load: \`dnsperf -Q <rate − ${cfg.sampleQps}> -q 1000\`, plus the Node client sending and recording ${cfg.sampleQps} QPS of it.`) +
-      ` Recording client priority: ${cfg.clientPriority === 'nice' ? 'nice -10' : 'normal'}.` +
+        ? `Load: the recording client alone, open loop, every query recorded (pace ${cfg.pace}, ${cfg.sockets} sockets).`
+        : `Load: \`dnsperf -Q <rate − ${cfg.sampleQps}> -q 1000\`, plus the recording client sending and recording ${cfg.sampleQps} QPS of it.`) +
+      ` Recording client: ${cfg.clients.map((k) => (k === 'c' ? "C (`bench/lib/latency-client.c`: send and answer times are the kernel's timestamps of the datagrams, so the client's own stalls are not counted)" : 'Node (`bench/lib/latency-client.mjs`: times its own send() and reads, its stalls included)')).join(' and ')}` +
+      `, priority ${cfg.clientPriority === 'nice' ? 'nice -10' : 'normal'}.` +
       ` ${cfg.rounds} round(s) × ${cfg.seconds} s (first ${cfg.skip} s of each not counted); lost = no answer within ${cfg.timeoutMs} ms. ` +
       'Percentiles over all recorded queries of all rounds. *client CPU*: the recording client process (a spinning one takes all it gets); ' +
       '*work*: its time in send() and in answer handling; *client + dnsperf CPU*: both load generators on CPU 0, in % of that core; ' +
@@ -742,7 +784,7 @@ function render(machine, results, elapsedS) {
       const p = pooled(ms);
       const dpLost = ms.reduce((a, m) => a + (m.dnsperf?.lost ?? 0), 0);
       L(
-        `| ${r.scenario} | ${ms[0].name} | ${who === 'clusterdns' ? r.maxQps : ''} | ${r.rate} | ${p.sent} | ${p.lost}${cfg.load === 'dnsperf' ? ` (+${dpLost} of dnsperf's)` : ''} | ` +
+        `| ${r.scenario} | ${label(ms[0])} | ${who.startsWith('clusterdns') ? r.maxQps : ''} | ${r.rate} | ${p.sent} | ${p.lost}${cfg.load === 'dnsperf' ? ` (+${dpLost} of dnsperf's)` : ''} | ` +
           `${f2(p.p50)} | ${f2(p.p90)} | ${f2(p.p99)} | ${f2(p.p999)} | ${f2(p.max)} | ` +
           `${f2(p.clean.p99)} / ${f2(p.clean.p999)} / ${f2(p.clean.max)} (${p.clean.excludedPercent.toFixed(1)}%) | ${med(ms.map((m) => m.serverCpu)).toFixed(0)}% | ` +
           `${med(ms.map((m) => m.client.clientCpuPercent)).toFixed(0)}% (${med(ms.map((m) => m.client.clientWorkPercent)).toFixed(0)}%) | ${med(ms.map((m) => m.loadGenCpu)).toFixed(0)}% | ` +
@@ -758,7 +800,7 @@ function render(machine, results, elapsedS) {
           .filter((w) => r.runs[w].length)
           .map(
             (w) =>
-              `${r.runs[w][0].name} ${r.runs[w].map((m) => m.windows.map((x) => `${f2(x.p99Ms)}/${f2(x.maxMs)}`).join(' ')).join(' | ')}`,
+              `${label(r.runs[w][0])} ${r.runs[w].map((m) => m.windows.map((x) => `${f2(x.p99Ms)}/${f2(x.maxMs)}`).join(' ')).join(' | ')}`,
           )
           .join('; '),
     );
@@ -766,7 +808,7 @@ function render(machine, results, elapsedS) {
       .flat()
       .map(
         (m) =>
-          `${m.name} ${m.serverSocketDrops} / ${m.clientSocketDrops} / ${Math.max(0, (m.udpRcvbufErrors ?? 0) - m.serverSocketDrops - m.clientSocketDrops)}`,
+          `${label(m)} ${m.serverSocketDrops} / ${m.clientSocketDrops} / ${Math.max(0, (m.udpRcvbufErrors ?? 0) - m.serverSocketDrops - m.clientSocketDrops)}`,
       )
       .join(', ');
     L(
@@ -793,7 +835,7 @@ function render(machine, results, elapsedS) {
         ? `${t.incrementalSteps.cycles} cycles, ${t.incrementalSteps.totalMs} ms, biggest ${t.incrementalSteps.biggestStepMs} ms`
         : 'none';
       L(
-        `| ${r.scenario} | ${m.name} | ${m.gc.seconds} s | ${t.count} | ${t.perSecond} | ${f2((1e5 * t.perSecond) / m.rate)} | ${t.totalMs} | ${t.shareOfRunPercent}% | ${t.maxMs} | ${t.p99Ms} | ${t.over1ms} | ${t.over10ms} | ${inc} | ${m.gc.observer.count} / ${m.gc.observer.totalMs} / ${m.gc.observer.maxMs} |`,
+        `| ${r.scenario} | ${label(m)} | ${m.gc.seconds} s | ${t.count} | ${t.perSecond} | ${f2((1e5 * t.perSecond) / m.rate)} | ${t.totalMs} | ${t.shareOfRunPercent}% | ${t.maxMs} | ${t.p99Ms} | ${t.over1ms} | ${t.over10ms} | ${inc} | ${m.gc.observer.count} / ${m.gc.observer.totalMs} / ${m.gc.observer.maxMs} |`,
       );
     }
     for (const { r, m } of gcs) {
@@ -802,7 +844,7 @@ function render(machine, results, elapsedS) {
         .join(', ');
       L('');
       L(
-        `${r.scenario}, ${m.name}, round ${m.round + 1}: ${kinds}; any pause > 10 ms: **${m.gc.trace.over10ms > 0 || m.gc.observer.over10ms > 0 ? 'yes' : 'no'}** ` +
+        `${r.scenario}, ${label(m)}, round ${m.round + 1}: ${kinds}; any pause > 10 ms: **${m.gc.trace.over10ms > 0 || m.gc.observer.over10ms > 0 ? 'yes' : 'no'}** ` +
           `(trace lines put on the client's clock: ${m.gc.alignment.matched} of ${m.gc.alignment.of} matched, spread ${m.gc.alignment.spreadMs} ms).`,
       );
       for (const [label, c] of [
@@ -846,7 +888,8 @@ function renderCauses(L, results) {
       "clusterdns's own *GC pause* (PerformanceObserver), *batch* (one onBatch call of the native UDP path: every datagram of it waits for all of it " +
       'before the one sendmmsg) and *other loop work* (active time of the event loop between batches: timers, other sockets, V8 tasks), ' +
       "the last two without the GC pauses inside them and only their stretches ≥ 0.1 ms. A query's cause is the kind it overlapped longest, if that covers ≥ ¼ of its latency; " +
-      '*met*: overlapped ≥ 0.25 ms. A pause preempted by other processes counts as both its own kind and core wait (the larger wins).',
+      '*met*: overlapped ≥ 0.25 ms. A pause preempted by other processes counts as both its own kind and core wait (the larger wins). ' +
+      "With the C recording client, whose times are the kernel's stamps of the datagrams, its stalls are no cause (—).",
   );
   L('');
   L(
@@ -866,7 +909,7 @@ function renderCauses(L, results) {
           )
           .join(' / ');
         L(
-          `| ${r.scenario} | ${m.name} | ${round + 1} | ${f2(c.p50Ms)} / ${f2(c.p99Ms)} / ${f2(c.p999Ms)} | ${cause(c.atLeastP99)} | ${cause(c.atLeastP999)} | ${met} |`,
+          `| ${r.scenario} | ${label(m)} | ${round + 1} | ${f2(c.p50Ms)} / ${f2(c.p99Ms)} / ${f2(c.p999Ms)} | ${cause(c.atLeastP99)} | ${cause(c.atLeastP999)} | ${met} |`,
         );
       });
     }
@@ -892,7 +935,7 @@ function renderCauses(L, results) {
     const l = m.causes.loop;
     const round = m.round + 1;
     L(
-      `| ${r.scenario} | ${m.name} | ${round} | ${l.batches} | ${f2(l.perBatch)} | ${f2(l.batchMs.p50)} / ${f2(l.batchMs.p99)} / ${f2(l.batchMs.p999)} / ${f2(l.batchMs.max)} | ${l.batchShareOfRunPercent}% | ${l.answeredLaterPercent}% | ` +
+      `| ${r.scenario} | ${label(m)} | ${round} | ${l.batches} | ${f2(l.perBatch)} | ${f2(l.batchMs.p50)} / ${f2(l.batchMs.p99)} / ${f2(l.batchMs.p999)} / ${f2(l.batchMs.max)} | ${l.batchShareOfRunPercent}% | ${l.answeredLaterPercent}% | ` +
         `${f2(l.other.perSecondMs)} | ${l.other.over1ms} | ${f2(l.other.p99Ms)} / ${f2(l.other.maxMs)} | ${l.timers.map((t) => `\`${t.name}\` (${t.calls}, ${t.totalMs} / ${t.cpuMs} / ${t.maxMs})`).join('; ') || 'none ≥ 20 µs'} | ${f2(m.serverUserMsPerS)} / ${f2(m.serverSysMsPerS)} | ${l.youngMB ? `${l.youngMB.min}–${l.youngMB.max}` : '—'} | ${f2(m.serverRssMB)} |`,
     );
   }
@@ -904,6 +947,8 @@ async function main() {
   const workload = makeWorkload(tmp);
   const machine = await machineInfo();
   log(`machine: ${machineLine(machine)}; temp dir ${tmp}`);
+  chooseClient();
+  log(`recording client: ${cfg.clients.map((k) => `${k} (${clientCmds[k].join(' ')})`).join(', ')}`);
   await setClientPriority();
   const results = [];
   for (const name of cfg.scenarios)

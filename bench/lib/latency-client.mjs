@@ -240,6 +240,7 @@ const rc = {};
 rcodes.forEach((v, i) => v && (rc[rcodeNames[i] ?? `RCODE${i}`] = v));
 const sendSeconds = sendEndNs / 1e9;
 const summary = {
+  client: 'node',
   port,
   rate,
   seconds,
