@@ -101,7 +101,7 @@ class Flight {
 
 const SWEEP_INTERVAL_MS = 1000;
 /** A sweep's work per turn of the loop (store.sweepStep's units): a fraction of a millisecond, so queries wait little. */
-export const SWEEP_SLICE = 512;
+export const SWEEP_SLICE = 256;
 /** Time allowed between a hit's reply and the addon keeping it (a GC pause at worst). */
 const FAST_MARGIN_MS = 5;
 
