@@ -85,9 +85,8 @@ export class ManifestSource implements KubeSource {
     this.timer = null;
   }
 
+  /** A directory's manifest files, in name order. */
   private async files(): Promise<string[]> {
-    const s = await stat(this.o.path);
-    if (!s.isDirectory()) return [this.o.path];
     const names = await readdir(this.o.path);
     return names
       .filter((n) => EXTENSIONS.has(extname(n).toLowerCase()) && !n.startsWith('.'))
@@ -103,10 +102,17 @@ export class ManifestSource implements KubeSource {
       let files: string[];
       const stamps: string[] = [];
       try {
-        files = await this.files();
-        for (const f of files) {
-          const s = await stat(f);
-          stamps.push(`${f}:${s.mtimeMs}:${s.size}:${s.ino}`);
+        // One file (the usual case): its one stat is the whole poll.
+        const top = await stat(this.o.path);
+        if (top.isDirectory()) {
+          files = await this.files();
+          for (const f of files) {
+            const s = await stat(f);
+            stamps.push(`${f}:${s.mtimeMs}:${s.size}:${s.ino}`);
+          }
+        } else {
+          files = [this.o.path];
+          stamps.push(`${this.o.path}:${top.mtimeMs}:${top.size}:${top.ino}`);
         }
       } catch (err) {
         if (!this.missing) {

@@ -184,17 +184,28 @@ export class FastTable {
     const h = this.hits;
     const kinds = this.kinds;
     const fast = this.stats.fastAnswers;
+    const counting = this.stats.enabled;
+    const naming = this.names.enabled;
+    // Kinds of one server follow each other: its total is added to the Map once per run, not per kind.
+    let server: string | null = null;
+    let sum = 0;
     for (let i = 0; i < kinds.length; i++) {
       const n = h[i]!;
       if (n === 0) continue;
       h[i] = 0;
       const k = kinds[i]!;
-      fast.set(k.server, (fast.get(k.server) ?? 0) + n);
+      if (k.server !== server) {
+        if (server !== null) fast.set(server, (fast.get(server) ?? 0) + sum);
+        server = k.server;
+        sum = 0;
+      }
+      sum += n;
       if (k.extra !== null) k.extra(n);
-      if (k.zone === null || !this.stats.enabled) continue;
+      if (k.zone === null || !counting) continue;
       // A repeat is answered in microseconds: the first duration bucket, adding nothing to the sum.
-      k.zone.record(0, k.family, k.qtype, k.dnssecOk, k.reqSize, k.respSize, k.rcode, k.plugin, 0, n);
-      if (k.name !== null && this.names.enabled) this.names.record(k.name, k.rcode, n);
+      k.zone.recordRepeats(k.family, k.qtype, k.dnssecOk, k.reqSize, k.respSize, k.rcode, k.plugin, n);
+      if (k.name !== null && naming) this.names.record(k.name, k.rcode, n);
     }
+    if (server !== null) fast.set(server, (fast.get(server) ?? 0) + sum);
   };
 }

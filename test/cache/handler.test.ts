@@ -10,6 +10,8 @@ import { advanceClock, freezeClock } from '../../src/server/clock.js';
 import { buildQuery, query, sendTcp, sendUdp } from '../helpers/dns.js';
 import { dependenciesOnly } from '../../src/server/prepared-reply.js';
 import type { Request, Response } from '../../src/server/request.js';
+import { SWEEP_SLICE } from '../../src/plugins/cache/handler.js';
+import { SWEEP_REMOVAL_COST } from '../../src/plugins/cache/store.js';
 import {
   answerTo,
   forwardTo,
@@ -558,6 +560,32 @@ describe('cache over sockets', () => {
       advanceClock(31_000);
       c.handler.sweep();
       assert.equal(c.handler.entries('success'), 0);
+    });
+
+    test("the second's sweep goes a bounded slice per turn, and still removes every expired entry", async () => {
+      const c = await rig('cache 30 sweep.example.org', 'sweep.example.org');
+      for (let i = 0; i < 600; i++) await query(c.port, `n${i}.sweep.example.org.`, QType.A);
+      assert.equal(c.handler.entries('success'), 600);
+      advanceClock(31_000);
+      // Turn by turn (an immediate alternates with each of the sweep's), what is left.
+      const left: number[] = [];
+      const deadline = Date.now() + 3000;
+      while (c.handler.entries('success') > 0 && Date.now() < deadline) {
+        await new Promise((r) => setImmediate(r));
+        left.push(c.handler.entries('success'));
+      }
+      assert.equal(c.handler.entries('success'), 0, 'every expired entry is gone within the sweep interval');
+      const slice = Math.ceil(SWEEP_SLICE / (1 + SWEEP_REMOVAL_COST));
+      let most = 0;
+      for (let i = 1; i < left.length; i++) most = Math.max(most, left[i - 1]! - left[i]!);
+      most = Math.max(most, 600 - left.find((n) => n < 600)!);
+      assert.ok(most <= slice, `one turn removed ${most} entries (at most ${slice})`);
+      assert.ok(new Set(left).size >= Math.floor(600 / slice), `spread over turns: ${left.join(' ')}`);
+      const text = await rigServices.metrics().metrics();
+      assert.ok(
+        text.includes('coredns_cache_entries{server="dns://:53",type="success",zones="sweep.example.org.",view=""} 0'),
+        'the entries metric follows',
+      );
     });
   });
 

@@ -2,7 +2,7 @@
 // tree behind invalidation.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { CacheEntry, CacheStore, EntryKind, parentName } from '../../src/plugins/cache/store.js';
+import { CacheEntry, CacheStore, EntryKind, parentName, SWEEP_REMOVAL_COST } from '../../src/plugins/cache/store.js';
 import { PreparedAnswer } from '../../src/server/prepared-reply.js';
 import { AnswerStore } from '../../src/server/answer-store.js';
 
@@ -129,6 +129,33 @@ describe('cache store', () => {
     assert.equal(removed, 5000);
     assert.equal(s.size(EntryKind.Success), 0);
     assert.equal(s.size(EntryKind.Denial), 5000);
+  });
+
+  test('a sweep round goes in bounded steps, resuming where the last stopped', () => {
+    const s = new CacheStore(
+      { successCapacity: 200_000, denialCapacity: 10_000, maxBytes: Infinity },
+      new AnswerStore(),
+    );
+    for (let i = 0; i < 100_000; i++)
+      s.insert(entry(`n${i}.`, 1, EntryKind.Success, i % 2 === 0 ? 5_000 : 500_000), -1, noEviction);
+    s.beginSweep(100_000);
+    let removed = 0;
+    let steps = 0;
+    while (s.sweeping) {
+      const r = s.sweepStep(6_000, 512);
+      // 512 units: a visit is one, a removal SWEEP_REMOVAL_COST more.
+      assert.ok(r <= Math.ceil(512 / (1 + SWEEP_REMOVAL_COST)), `one step removed ${r}`);
+      removed += r;
+      steps++;
+    }
+    assert.equal(removed, 50_000);
+    assert.equal(s.size(EntryKind.Success), 50_000);
+    // A step stops once past 512 units: by at most one removal's cost.
+    assert.ok(steps >= (50_000 * (1 + SWEEP_REMOVAL_COST) + 50_000) / (512 + SWEEP_REMOVAL_COST), `${steps} steps`);
+    // The next round with a smaller budget visits only that many: nothing dead is left to find.
+    s.beginSweep(1000);
+    assert.equal(s.sweepStep(1_000_000, 1e9), 1000);
+    assert.equal(s.sweeping, false);
   });
 
   test('one entry per key: storing again replaces, a denial replaces a success', () => {

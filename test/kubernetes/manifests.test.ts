@@ -10,11 +10,11 @@ import type { ClusterEvent } from '../../src/cluster/events.js';
 import { ManifestError, ManifestSource } from '../../src/cluster/manifests.js';
 import { parseLabelSelector } from '../../src/cluster/selector.js';
 
-function source(path: string): { src: ManifestSource; events: ClusterEvent[]; warnings: string[] } {
+function source(path: string, pollMs = 0): { src: ManifestSource; events: ClusterEvent[]; warnings: string[] } {
   const warnings: string[] = [];
   const src = new ManifestSource({
     path,
-    pollMs: 0,
+    pollMs,
     labels: parseLabelSelector(''),
     namespaceLabels: parseLabelSelector(''),
     includeSlices: true,
@@ -96,6 +96,41 @@ describe('kubernetes manifests source', () => {
           'upsert Namespace other',
         ].sort(),
       );
+      await src.stop();
+    } finally {
+      restore();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('one file: its poll sees an edit within the poll interval, and sends nothing while it is unchanged', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'clusterdns-manifests-file-'));
+    const restore = setLogSink(() => {});
+    const file = join(dir, 'cluster.json');
+    const svc = (ip: string) =>
+      JSON.stringify({
+        kind: 'List',
+        items: [{ kind: 'Service', metadata: { name: 'web', namespace: 'shop' }, spec: { clusterIP: ip } }],
+      });
+    try {
+      writeFileSync(file, svc('10.0.0.1'));
+      const { src } = source(file, 50);
+      const events: ClusterEvent[] = [];
+      await src.start((e) => events.push(e));
+      assert.deepEqual(events.map(brief), ['upsert Service shop/web', 'synced']);
+      events.length = 0;
+      await new Promise((r) => setTimeout(r, 300));
+      assert.deepEqual(events, [], 'six polls of an unchanged file send nothing');
+      writeFileSync(`${file}.tmp`, svc('10.0.0.9'));
+      renameSync(`${file}.tmp`, file);
+      const t0 = Date.now();
+      while (events.length === 0 && Date.now() - t0 < 5000) await new Promise((r) => setTimeout(r, 10));
+      assert.deepEqual(events.map(brief), ['upsert Service shop/web']);
+      assert.ok(Date.now() - t0 < 2000, `seen after ${Date.now() - t0} ms`);
+      rmSync(file);
+      events.length = 0;
+      while (events.length === 0 && Date.now() - t0 < 5000) await new Promise((r) => setTimeout(r, 10));
+      assert.deepEqual(events.map(brief), ['connection false'], 'a vanished file is an outage');
       await src.stop();
     } finally {
       restore();

@@ -124,3 +124,69 @@ test('what is not offered: SERVFAIL, TC, an error, a veto, a dropped reply, a CO
     r.done();
   }
 });
+
+test('a fold counts what JS would have: every kind, each server its own total, in any order', () => {
+  const r = rig();
+  try {
+    const zone = r.stats.zone('dns://:53', 'example.');
+    const other = r.stats.zone('dns://:5353', 'example.');
+    const stats: number[] = [];
+    // Kinds of two servers, interleaved, with different names (sizes), qtypes, rcodes and plugins.
+    const shapes: Array<[string, number, number, string, 'dns://:53' | 'dns://:5353']> = [
+      ['a.example.', QType.A, 0, 'hosts', 'dns://:53'],
+      ['longer-name.example.', QType.AAAA, 0, 'hosts', 'dns://:5353'],
+      ['b.example.', QType.TXT, 3, 'kubernetes', 'dns://:53'],
+      ['c.example.', QType.A, 0, 'cache', 'dns://:5353'],
+      ['d.example.', QType.MX, 3, 'hosts', 'dns://:53'],
+    ];
+    shapes.forEach(([name, qtype, rcode, plugin, server], i) => {
+      const req = request(buildQuery(name, qtype, { id: i + 1 }));
+      req.server = server;
+      const out = answer(req, rcode);
+      const res = Response.wire(out, plugin);
+      res.fastMs = 500;
+      r.table.keep(i, req, res, out, server === 'dns://:53' ? zone : other);
+      stats.push(r.puts[r.puts.length - 1]!.stat);
+    });
+    assert.equal(new Set(stats).size, shapes.length);
+    // What JS would have counted for the same hits, one record() per query.
+    const want = new ServerStats();
+    want.count();
+    const counts = [7, 1, 3, 0, 11];
+    shapes.forEach(([name, qtype, rcode, plugin, server], i) => {
+      r.hits()[stats[i]!] = counts[i]!;
+      const req = request(buildQuery(name, qtype, { id: i + 1 }));
+      const out = answer(req, rcode);
+      const z = want.zone(server, 'example.');
+      for (let k = 0; k < counts[i]!; k++) z.record(0, 1, qtype, false, req.raw.length, out.length, rcode, plugin, 0);
+    });
+    r.stats.fold();
+    assert.equal(r.stats.fastAnswers.get('dns://:53'), 7 + 3 + 11);
+    assert.equal(r.stats.fastAnswers.get('dns://:5353'), 1);
+    for (const server of ['dns://:53', 'dns://:5353']) {
+      const got = r.stats.zone(server, 'example.');
+      const exp = want.zone(server, 'example.');
+      for (const field of [
+        'requests',
+        'durations',
+        'durationSums',
+        'requestSizes',
+        'requestSizeSums',
+        'responseSizes',
+        'responseSizeSums',
+      ] as const)
+        assert.deepEqual([...got[field]], [...exp[field]], `${server} ${field}`);
+      assert.equal(got.doRequests, exp.doRequests);
+      assert.deepEqual(
+        [...got.responses].filter(([, row]) => row.some((x) => x > 0)).map(([p, row]) => [p, [...row]]),
+        [...exp.responses].map(([p, row]) => [p, [...row]]),
+        `${server} responses`,
+      );
+    }
+    // Nothing new: a second fold adds nothing.
+    r.stats.fold();
+    assert.equal(r.stats.fastAnswers.get('dns://:53'), 21);
+  } finally {
+    r.done();
+  }
+});

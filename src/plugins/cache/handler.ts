@@ -100,6 +100,8 @@ class Flight {
 }
 
 const SWEEP_INTERVAL_MS = 1000;
+/** A sweep's work per turn of the loop (store.sweepStep's units): a fraction of a millisecond, so queries wait little. */
+export const SWEEP_SLICE = 256;
 /** Time allowed between a hit's reply and the addon keeping it (a GC pause at worst). */
 const FAST_MARGIN_MS = 5;
 
@@ -149,6 +151,7 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
   private readonly flights = new Map<string, Flight>();
   private readonly bypassBoth: boolean;
   private sweepTimer: NodeJS.Timeout | null = null;
+  private sweepSlice: NodeJS.Immediate | null = null;
   private detach: (() => void) | null = null;
   /** Drops entries when what they were built from changes: the configuration's (start), else the handler's own. */
   invalidation = new Invalidation();
@@ -184,7 +187,7 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
     retainClock();
     this.metrics.track(this);
     this.detach = this.invalidation.attach(this);
-    this.sweepTimer = setInterval(() => this.sweep(), SWEEP_INTERVAL_MS);
+    this.sweepTimer = setInterval(this.beginSweep, SWEEP_INTERVAL_MS);
     this.sweepTimer.unref();
   }
 
@@ -196,6 +199,8 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
     releaseClock();
     if (this.sweepTimer !== null) clearInterval(this.sweepTimer);
     this.sweepTimer = null;
+    if (this.sweepSlice !== null) clearImmediate(this.sweepSlice);
+    this.sweepSlice = null;
   }
 
   entries(type: 'success' | 'denial'): number {
@@ -555,9 +560,29 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
 
   // ------------------------------------------------------------------ housekeeping
 
-  /** Drops entries past their TTL and any stale window, a slice of each queue per tick. */
+  /** Drops entries past their TTL and any stale window: one second's round at once (tests). */
   sweep(): number {
-    const budget = Math.max(1024, Math.ceil(Math.max(this.opts.success.capacity, this.opts.denial.capacity) / 8));
-    return this.store.sweep(clock.ms - this.opts.staleMs, budget);
+    return this.store.sweep(clock.ms - this.opts.staleMs, this.sweepBudget());
   }
+
+  /** Entries of each queue a round visits: all of a small store, an eighth of a big one. */
+  private sweepBudget(): number {
+    return Math.max(1024, Math.ceil(Math.max(this.opts.success.capacity, this.opts.denial.capacity) / 8));
+  }
+
+  /** Every second: a round of the sweep, done a slice per turn so queries are answered in between. */
+  private readonly beginSweep = (): void => {
+    this.store.beginSweep(this.sweepBudget());
+    if (this.sweepSlice === null) this.sweepStep();
+  };
+
+  /** One slice of the round; the next runs after the loop has polled for queries again. */
+  private readonly sweepStep = (): void => {
+    this.sweepSlice = null;
+    this.store.sweepStep(clock.ms - this.opts.staleMs, SWEEP_SLICE);
+    if (this.store.sweeping && this.detach !== null) {
+      this.sweepSlice = setImmediate(this.sweepStep);
+      this.sweepSlice.unref();
+    }
+  };
 }

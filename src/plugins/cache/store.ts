@@ -108,6 +108,8 @@ export class SieveQueue {
   oldest: CacheEntry | null = null;
   private hand: CacheEntry | null = null;
   private sweepAt: CacheEntry | null = null;
+  /** Entries this sweep round may still visit in this queue (0: the round is over here). */
+  sweepLeft = 0;
   size = 0;
   /** Sum of the entries' `bytes`. */
   bytes = 0;
@@ -150,16 +152,19 @@ export class SieveQueue {
     return o;
   }
 
-  /** Up to `budget` entries from where the last sweep stopped, oldest first, that are dead. */
-  collectDead(deadBefore: number, budget: number, out: CacheEntry[]): void {
-    let o = this.sweepAt ?? this.oldest;
-    for (let n = 0; o !== null && n < budget; n++) {
-      if (o.expiresMs <= deadBefore) out.push(o);
-      o = o.newer;
-    }
-    this.sweepAt = o;
+  /** The next entry a sweep visits (null: the oldest); the queue's end finishes a round. */
+  sweepNext(): CacheEntry | null {
+    return this.sweepAt ?? this.oldest;
+  }
+
+  /** Where the sweep goes on from (null: the oldest, next round). */
+  sweepFrom(e: CacheEntry | null): void {
+    this.sweepAt = e;
   }
 }
+
+/** A removal's cost in a sweep's work units, against one for visiting a live entry (about what each takes). */
+export const SWEEP_REMOVAL_COST = 8;
 
 export interface StoreLimits {
   successCapacity: number;
@@ -296,10 +301,47 @@ export class CacheStore implements AnswerHolder {
 
   /** Removes up to `budget` entries per queue that are dead before `deadBefore`; returns how many. */
   sweep(deadBefore: number, budget: number): number {
-    const dead: CacheEntry[] = [];
-    for (const q of this.queues) q.collectDead(deadBefore, budget, dead);
-    for (const e of dead) this.remove(e);
-    return dead.length;
+    this.beginSweep(budget);
+    return this.sweepStep(deadBefore, Infinity);
+  }
+
+  /** Starts a sweep round: each queue's next `budget` entries from where the last round stopped (or to its end). */
+  beginSweep(budget: number): void {
+    for (const q of this.queues) q.sweepLeft = budget;
+  }
+
+  /** True while the round begun last has entries left to visit. */
+  get sweeping(): boolean {
+    return (
+      (this.queues[0].sweepLeft > 0 && this.queues[0].sweepNext() !== null) ||
+      (this.queues[1].sweepLeft > 0 && this.queues[1].sweepNext() !== null)
+    );
+  }
+
+  /**
+   * Goes on with the round for at most `work` units (a visit is one, a removal SWEEP_REMOVAL_COST
+   * more), so that one turn of the loop does a bounded slice of it; returns the entries removed.
+   */
+  sweepStep(deadBefore: number, work: number): number {
+    let removed = 0;
+    let used = 0;
+    for (const q of this.queues) {
+      let o = q.sweepNext();
+      while (o !== null && q.sweepLeft > 0 && used < work) {
+        const next = o.newer;
+        q.sweepLeft--;
+        used++;
+        if (o.expiresMs <= deadBefore) {
+          this.remove(o);
+          removed++;
+          used += SWEEP_REMOVAL_COST;
+        }
+        o = next;
+      }
+      q.sweepFrom(o);
+      if (o === null) q.sweepLeft = 0;
+    }
+    return removed;
   }
 
   /** Names in the tree (entries' names and their ancestors), for tests of pruning. */
