@@ -16,6 +16,8 @@ import type { ForwardMetrics } from './metrics.js';
 import type { Policy } from '../../upstream/policy.js';
 import type { Upstream } from './upstream.js';
 import type { UpstreamHealth } from '../../status/sources.js';
+import type { DirectHandler, Dispatcher, Send } from '../../server/dispatcher.js';
+import type { RoutedBlock } from '../../server/router.js';
 import { answerCount, emptyTruncated, FLAG_TC, headerRcode, randomBelow, recordsFit } from '../../upstream/wire.js';
 
 /** An OPT record without options. */
@@ -51,7 +53,7 @@ export interface ForwardOptions {
   metrics: ForwardMetrics;
 }
 
-export class Forward implements Handler {
+export class Forward implements Handler, DirectHandler {
   readonly name = 'forward';
   /** Queries being forwarded now (for max_concurrent). */
   inflight = 0;
@@ -79,7 +81,20 @@ export class Forward implements Handler {
       return Response.rcode(Rcode.REFUSED, this.name, this.limitError);
     }
     this.inflight++;
-    return new ForwardCall(this, req, next).promise;
+    return new ForwardCall(this, req, next, null, null, null, 0).promise!;
+  }
+
+  /**
+   * The block's only plugin, called by the dispatcher: the answer goes back through
+   * `Dispatcher.answerLater`, with no Promise. Anything but a query to forward takes serveDNS's way.
+   */
+  serveDirect(req: Request, d: Dispatcher, send: Send, block: RoutedBlock, start: number): HandlerResult | null {
+    const max = this.opts.maxConcurrent;
+    if (!this.matches(req.name) || (max > 0 && this.inflight >= max) || this.opts.nextIsForward)
+      return block.chain(req);
+    this.inflight++;
+    new ForwardCall(this, req, null, d, send, block, start);
+    return null;
   }
 
   stop(): void {
@@ -104,8 +119,9 @@ function resumeCall(call: ForwardCall): void {
 
 /** One client query on its way through the upstreams. */
 class ForwardCall extends OutstandingQuery {
-  readonly promise: Promise<Response>;
-  private resolve!: (r: HandlerResult) => void;
+  /** Its answer, unless the dispatcher takes it directly (`dispatcher` set). */
+  readonly promise: Promise<Response> | null = null;
+  private resolve: ((r: HandlerResult) => void) | null = null;
   private readonly list: readonly Upstream[];
   private readonly deadline: number;
   /** Position in `list`, and CoreDNS's count of upstreams skipped as down. */
@@ -131,17 +147,25 @@ class ForwardCall extends OutstandingQuery {
   constructor(
     private readonly fwd: Forward,
     private readonly req: Request,
-    private readonly next: Next,
+    private readonly next: Next | null,
+    /** Given by the dispatcher to a direct call: where the answer goes instead of a Promise. */
+    private readonly dispatcher: Dispatcher | null,
+    private readonly send: Send | null,
+    private readonly block: RoutedBlock | null,
+    private readonly start: number,
   ) {
-    super(req.raw, req.questionEnd);
-    // The upstream may send as much over UDP as the client takes, but never less than 512.
+    // A direct call's query is seen by no other plugin: the tries' IDs are written into it and
+    // the client's put back at the end, instead of copying it. (A size below 512 is raised in a copy.)
     const edns = req.edns;
+    super(req.raw, req.questionEnd, dispatcher !== null && (edns === null || edns.udpSize >= 512));
+    // The upstream may send as much over UDP as the client takes, but never less than 512.
     if (edns !== null && edns.udpSize < 512) this.query.writeUInt16BE(512, edns.optOffset + 3);
     this.udpSize = edns === null || edns.udpSize < 512 ? 512 : edns.udpSize;
     this.overTcp = this.startsOverTcp();
-    this.promise = new Promise<Response>((resolve) => {
-      this.resolve = resolve;
-    });
+    if (dispatcher === null)
+      this.promise = new Promise<Response>((resolve) => {
+        this.resolve = resolve;
+      });
     this.list = fwd.opts.policy.order(fwd.opts.upstreams);
     this.passStart = performance.now();
     // Every try's timer ends by the deadline, so only a client that can leave earlier needs the signal.
@@ -269,7 +293,7 @@ class ForwardCall extends OutstandingQuery {
     ) {
       let r: HandlerResult;
       try {
-        r = this.next(this.req);
+        r = this.next!(this.req);
       } catch (e) {
         // We are in a socket callback here: hand the failure to the server as a rejection.
         r = Promise.reject(e);
@@ -302,6 +326,8 @@ class ForwardCall extends OutstandingQuery {
   onMismatch(): void {
     if (this.done) return;
     this.pending = null;
+    // The bare reply copies the query's header: the client's ID first.
+    this.req.raw.writeUInt16BE(this.req.id, 0);
     this.finish(Response.wire(bareReply(this.req, Rcode.FORMERR), 'forward'));
   }
 
@@ -310,6 +336,13 @@ class ForwardCall extends OutstandingQuery {
     this.done = true;
     if (this.signal !== null) this.signal.removeEventListener('abort', this);
     this.fwd.inflight--;
-    this.resolve(r);
+    const d = this.dispatcher;
+    if (d === null) {
+      this.resolve!(r);
+      return;
+    }
+    // The tries' IDs went into the client's query: a reply built from it (SERVFAIL) needs its own.
+    this.req.raw.writeUInt16BE(this.req.id, 0);
+    d.answerLater(this.req, r, this.send!, this.block!, this.start);
   }
 }
