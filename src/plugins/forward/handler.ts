@@ -23,6 +23,9 @@ import { answerCount, emptyTruncated, FLAG_TC, headerRcode, randomBelow, records
 /** An OPT record without options. */
 const OPT_LEN = 11;
 
+/** What the reused direct answer holds between answers (so it keeps no reply alive). */
+const NO_ANSWER = Buffer.alloc(12);
+
 /** Longest pause between passes over the upstreams when every try failed at once. */
 const MAX_PASS_GAP_MS = 1000;
 
@@ -59,6 +62,8 @@ export class Forward implements Handler, DirectHandler {
   inflight = 0;
   stopped = false;
   private readonly limitError: string;
+  /** The Response of every UDP/TCP answer given to the dispatcher directly (ForwardCall.onAnswer). */
+  readonly directAnswer = Response.wire(NO_ANSWER, 'forward');
 
   constructor(readonly opts: ForwardOptions) {
     this.limitError = `concurrent queries exceeded maximum ${opts.maxConcurrent}`;
@@ -81,7 +86,9 @@ export class Forward implements Handler, DirectHandler {
       return Response.rcode(Rcode.REFUSED, this.name, this.limitError);
     }
     this.inflight++;
-    return new ForwardCall(this, req, next, null, null, null, 0).promise!;
+    return new Promise<Response>((resolve) => {
+      new ForwardCall(this, req, next, resolve, null, null, null, 0);
+    });
   }
 
   /**
@@ -93,7 +100,7 @@ export class Forward implements Handler, DirectHandler {
     if (!this.matches(req.name) || (max > 0 && this.inflight >= max) || this.opts.nextIsForward)
       return block.chain(req);
     this.inflight++;
-    new ForwardCall(this, req, null, d, send, block, start);
+    new ForwardCall(this, req, null, null, d, send, block, start);
     return null;
   }
 
@@ -113,31 +120,33 @@ export class Forward implements Handler, DirectHandler {
 }
 
 function resumeCall(call: ForwardCall): void {
-  call.gapTimer = null;
+  call.trouble!.gapTimer = null;
   call.loop();
+}
+
+/** What only a query that fails over, is retried or can be left by its client keeps (most are answered at once). */
+class Trouble {
+  failovers = 0;
+  attempts = 0;
+  lastError: string | undefined = undefined;
+  /** The pause before the next pass over the upstreams. */
+  gapTimer: NodeJS.Timeout | null = null;
+  /** The request's signal, listened to while the client can leave before the deadline. */
+  signal: AbortSignal | null = null;
 }
 
 /** One client query on its way through the upstreams. */
 class ForwardCall extends OutstandingQuery {
-  /** Its answer, unless the dispatcher takes it directly (`dispatcher` set). */
-  readonly promise: Promise<Response> | null = null;
-  private resolve: ((r: HandlerResult) => void) | null = null;
   private readonly list: readonly Upstream[];
-  private readonly deadline: number;
   /** Position in `list`, and CoreDNS's count of upstreams skipped as down. */
   private i = 0;
   private fails = 0;
-  private failovers = 0;
-  private attempts = 0;
-  private lastError: string | undefined = undefined;
   private upstream: Upstream | null = null;
   /** Where the current try waits for its answer, and how many tries went out. */
   private pending: PendingTry | null = null;
   private tries = 0;
-  /** The pause before the next pass over the upstreams. */
-  gapTimer: NodeJS.Timeout | null = null;
-  /** The request's signal, listened to while the client can leave before the deadline. */
-  private signal: AbortSignal | null = null;
+  /** Made on the first failure, failover or for a client that can leave. */
+  trouble: Trouble | null = null;
   private done = false;
   private proto: UpstreamProto = 'udp';
   private overTcp: boolean;
@@ -148,7 +157,8 @@ class ForwardCall extends OutstandingQuery {
     private readonly fwd: Forward,
     private readonly req: Request,
     private readonly next: Next | null,
-    /** Given by the dispatcher to a direct call: where the answer goes instead of a Promise. */
+    /** Where the answer goes: the Promise's, or (a direct call) the dispatcher's. */
+    private readonly resolve: ((r: HandlerResult) => void) | null,
     private readonly dispatcher: Dispatcher | null,
     private readonly send: Send | null,
     private readonly block: RoutedBlock | null,
@@ -162,14 +172,9 @@ class ForwardCall extends OutstandingQuery {
     if (edns !== null && edns.udpSize < 512) this.query.writeUInt16BE(512, edns.optOffset + 3);
     this.udpSize = edns === null || edns.udpSize < 512 ? 512 : edns.udpSize;
     this.overTcp = this.startsOverTcp();
-    if (dispatcher === null)
-      this.promise = new Promise<Response>((resolve) => {
-        this.resolve = resolve;
-      });
     this.list = fwd.opts.policy.order(fwd.opts.upstreams);
     this.passStart = performance.now();
     // Every try's timer ends by the deadline, so only a client that can leave earlier needs the signal.
-    this.deadline = req.deadline;
     if (req.mayLeave) {
       const signal = req.signal;
       if (signal.aborted) {
@@ -177,9 +182,13 @@ class ForwardCall extends OutstandingQuery {
         return;
       }
       signal.addEventListener('abort', this);
-      this.signal = signal;
+      this.troubled().signal = signal;
     }
     this.loop();
+  }
+
+  private troubled(): Trouble {
+    return (this.trouble ??= new Trouble());
   }
 
   /** The client left: the try in flight is taken back and no other one goes out. */
@@ -187,9 +196,10 @@ class ForwardCall extends OutstandingQuery {
     if (this.done) return;
     this.pending?.cancel(this);
     this.pending = null;
-    if (this.gapTimer !== null) clearTimeout(this.gapTimer);
-    this.gapTimer = null;
-    this.finish(Response.rcode(Rcode.SERVFAIL, 'forward', (this.signal!.reason as Error).message));
+    const t = this.trouble!;
+    if (t.gapTimer !== null) clearTimeout(t.gapTimer);
+    t.gapTimer = null;
+    this.finish(Response.rcode(Rcode.SERVFAIL, 'forward', (t.signal!.reason as Error).message));
   }
 
   /** force_tcp wins, then prefer_udp, else the client's own transport. */
@@ -206,15 +216,15 @@ class ForwardCall extends OutstandingQuery {
     const n = o.upstreams.length;
     for (;;) {
       const now = performance.now();
-      if (now >= this.deadline || this.fwd.stopped) break;
-      if (o.maxConnectAttempts > 0 && this.attempts >= o.maxConnectAttempts) break;
+      if (now >= this.req.deadline || this.fwd.stopped) break;
+      if (o.maxConnectAttempts > 0 && this.trouble !== null && this.trouble.attempts >= o.maxConnectAttempts) break;
       if (this.i >= this.list.length) {
         // Upstreams that fail at once (connection refused) would be retried in a tight loop
         // until marked down; start passes at most once per read timeout (1 s at most) instead.
         const gap = Math.min(o.readTimeoutMs, MAX_PASS_GAP_MS) - (now - this.passStart);
         if (gap > 0) {
-          if (now + gap >= this.deadline) break;
-          this.gapTimer = setTimeout(resumeCall, gap, this);
+          if (now + gap >= this.req.deadline) break;
+          this.troubled().gapTimer = setTimeout(resumeCall, gap, this);
           return;
         }
         this.passStart = now;
@@ -234,14 +244,14 @@ class ForwardCall extends OutstandingQuery {
       this.attempt(up, now);
       return;
     }
-    this.finish(Response.rcode(Rcode.SERVFAIL, 'forward', this.lastError ?? 'no healthy proxies'));
+    this.finish(Response.rcode(Rcode.SERVFAIL, 'forward', this.trouble?.lastError ?? 'no healthy proxies'));
   }
 
   private attempt(up: Upstream, now: number): void {
     this.upstream = up;
     this.proto = up.protoFor(this.overTcp ? 'tcp' : 'udp');
     this.tryStart = now;
-    const left = this.deadline - now;
+    const left = this.req.deadline - now;
     const timeout = left < this.fwd.opts.readTimeoutMs ? Math.max(1, Math.ceil(left)) : this.fwd.opts.readTimeoutMs;
     const tryNo = ++this.tries;
     const pending = up.send(this, this.proto, timeout);
@@ -278,12 +288,16 @@ class ForwardCall extends OutstandingQuery {
     if ((msg[2]! & FLAG_TC) !== 0 && this.proto === 'udp' && o.preferUdp && !o.forceTcp) {
       // prefer_udp: a truncated answer is asked again over TCP, same upstream.
       this.overTcp = true;
-      if (now < this.deadline) {
+      if (now < this.req.deadline) {
         this.attempt(up, now);
         return;
       }
     }
-    if (o.failoverRcodes !== 0 && (o.failoverRcodes & (1 << rcode)) !== 0 && ++this.failovers < o.upstreams.length) {
+    if (
+      o.failoverRcodes !== 0 &&
+      (o.failoverRcodes & (1 << rcode)) !== 0 &&
+      ++this.troubled().failovers < o.upstreams.length
+    ) {
       this.loop();
       return;
     }
@@ -302,7 +316,15 @@ class ForwardCall extends OutstandingQuery {
       return;
     }
     msg.writeUInt16BE(this.req.id, 0);
-    this.finish(Response.wire(msg, 'forward'));
+    if (this.dispatcher === null) {
+      this.finish(Response.wire(msg, 'forward'));
+      return;
+    }
+    // The dispatcher is done with the answer when answerLater returns: one Response serves them all.
+    const res = this.fwd.directAnswer;
+    res.setWire(msg);
+    this.finish(res);
+    res.setWire(NO_ANSWER);
   }
 
   onFailure(error: string, cachedClosed: boolean): void {
@@ -311,14 +333,15 @@ class ForwardCall extends OutstandingQuery {
     const up = this.upstream!;
     const o = this.fwd.opts;
     const now = performance.now();
-    if (cachedClosed && now < this.deadline && !this.fwd.stopped) {
+    if (cachedClosed && now < this.req.deadline && !this.fwd.stopped) {
       // The upstream closed a pooled connection under us: CoreDNS retries, not counting it.
       this.attempt(up, now);
       return;
     }
-    this.lastError = error;
+    const t = this.troubled();
+    t.lastError = error;
     if (o.maxFails !== 0) up.healthcheck();
-    if (o.maxConnectAttempts > 0) this.attempts++;
+    if (o.maxConnectAttempts > 0) t.attempts++;
     if (this.fails < o.upstreams.length) this.loop();
     else this.finish(Response.rcode(Rcode.SERVFAIL, 'forward', error));
   }
@@ -334,7 +357,7 @@ class ForwardCall extends OutstandingQuery {
   private finish(r: HandlerResult): void {
     if (this.done) return;
     this.done = true;
-    if (this.signal !== null) this.signal.removeEventListener('abort', this);
+    if (this.trouble?.signal) this.trouble.signal.removeEventListener('abort', this);
     this.fwd.inflight--;
     const d = this.dispatcher;
     if (d === null) {
