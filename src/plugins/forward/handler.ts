@@ -151,7 +151,8 @@ class ForwardCall extends OutstandingQuery {
   private proto: UpstreamProto = 'udp';
   private overTcp: boolean;
   private tryStart = 0;
-  private passStart: number;
+  /** When the current pass over the upstreams started (0: not yet, the first loop sets it). */
+  private passStart = 0;
 
   constructor(
     private readonly fwd: Forward,
@@ -173,7 +174,6 @@ class ForwardCall extends OutstandingQuery {
     this.udpSize = edns === null || edns.udpSize < 512 ? 512 : edns.udpSize;
     this.overTcp = this.startsOverTcp();
     this.list = fwd.opts.policy.order(fwd.opts.upstreams);
-    this.passStart = performance.now();
     // Every try's timer ends by the deadline, so only a client that can leave earlier needs the signal.
     if (req.mayLeave) {
       const signal = req.signal;
@@ -216,6 +216,7 @@ class ForwardCall extends OutstandingQuery {
     const n = o.upstreams.length;
     for (;;) {
       const now = performance.now();
+      if (this.passStart === 0) this.passStart = now;
       if (now >= this.req.deadline || this.fwd.stopped) break;
       if (o.maxConnectAttempts > 0 && this.trouble !== null && this.trouble.attempts >= o.maxConnectAttempts) break;
       if (this.i >= this.list.length) {
