@@ -10,7 +10,7 @@ import { isSubdomain } from '../../dns/name.js';
 import { bareReply, writeOptEcho } from '../../server/reply.js';
 import { copyBytes } from '../../dns/bytes.js';
 import { Response, type Handler, type HandlerResult, type Next, type Request } from '../../server/request.js';
-import { OutstandingQuery, type PendingTry, type UpstreamProto } from '../../upstream/exchange.js';
+import { OutstandingQuery, type PendingTry } from '../../upstream/exchange.js';
 import type { ForwardMetrics } from './metrics.js';
 
 import type { Policy } from '../../upstream/policy.js';
@@ -148,7 +148,6 @@ class ForwardCall extends OutstandingQuery {
   /** Made on the first failure, failover or for a client that can leave. */
   trouble: Trouble | null = null;
   private done = false;
-  private proto: UpstreamProto = 'udp';
   private overTcp: boolean;
   private tryStart = 0;
   /** When the current pass over the upstreams started (0: not yet, the first loop sets it). */
@@ -250,12 +249,11 @@ class ForwardCall extends OutstandingQuery {
 
   private attempt(up: Upstream, now: number): void {
     this.upstream = up;
-    this.proto = up.protoFor(this.overTcp ? 'tcp' : 'udp');
     this.tryStart = now;
     const left = this.req.deadline - now;
     const timeout = left < this.fwd.opts.readTimeoutMs ? Math.max(1, Math.ceil(left)) : this.fwd.opts.readTimeoutMs;
     const tryNo = ++this.tries;
-    const pending = up.send(this, this.proto, timeout);
+    const pending = up.send(this, up.protoFor(this.overTcp ? 'tcp' : 'udp'), timeout);
     // A try that failed at once (inside send) may already have been followed by another.
     if (tryNo === this.tries && !this.done) this.pending = pending;
   }
@@ -286,7 +284,7 @@ class ForwardCall extends OutstandingQuery {
     const now = performance.now();
     const rcode = headerRcode(msg);
     up.stats.observe(rcode, (now - this.tryStart) / 1000);
-    if ((msg[2]! & FLAG_TC) !== 0 && this.proto === 'udp' && o.preferUdp && !o.forceTcp) {
+    if ((msg[2]! & FLAG_TC) !== 0 && !this.overTcp && !up.isTls && o.preferUdp && !o.forceTcp) {
       // prefer_udp: a truncated answer is asked again over TCP, same upstream.
       this.overTcp = true;
       if (now < this.req.deadline) {
