@@ -173,6 +173,22 @@ describe('forward as the only plugin of a block (the direct path), real binary',
     assert.ok(ports.size >= 7, `${ports.size} source ports for ${n} queries (replaced after 100 each)`);
   });
 
+  it('an upstream answer longer than the receive slot: an empty TC answer echoing the client’s OPT, at once', async () => {
+    up.reset();
+    up.behaviour = queriesOnly((q, r) =>
+      r.send(answer(q, { txt: Array.from({ length: 25 }, (_, i) => `${i}`.padEnd(250, 'x')) })),
+    );
+    const t0 = performance.now();
+    const { replies } = await askMany(srv.port, ['big.example.org.'], 1, 3000);
+    const m = replies.get(1)!;
+    assert.ok(performance.now() - t0 < 480, 'not after the read timeout (500 ms)');
+    assert.equal(m.rcode, Rcode.NOERROR);
+    assert.equal(m.tc, true);
+    assert.equal(m.answers.length, 0);
+    assert.equal(m.questions[0]!.name, 'big.example.org.');
+    assert.equal(m.edns?.udpSize, 1232, 'OPT echoed');
+  });
+
   it('an upstream that fails answers SERVFAIL with the client’s ID (the query bytes given back)', async () => {
     up.reset();
     up.behaviour = queriesOnly(() => {});
