@@ -5,7 +5,7 @@ import { QClass, Rcode } from '../dns/constants.js';
 import { parseQuery, QueryProblem, scratchQuery } from '../dns/query.js';
 import { logger } from '../log.js';
 import { bareReply, finalizeReply } from './reply.js';
-import { Request, type ClientInfo, type HandlerResult } from './request.js';
+import { Request, type ClientInfo, type HandlerResult, type Response } from './request.js';
 import type { RoutedBlock, Router } from './router.js';
 import { ServerStats, type ZoneStats } from './stats.js';
 import { QueryNames } from '../status/names.js';
@@ -20,6 +20,15 @@ const parsed = scratchQuery();
  * one function can serve every client of a socket instead of a closure per query.
  */
 export type Send = (out: Buffer | null, client: ClientInfo) => void;
+
+/**
+ * A block's only plugin when it can answer later without a Promise (forward): it keeps `send`,
+ * `block` and `start`, and gives its answer back with `Dispatcher.answerLater`; it returns null
+ * when it will, or an answer (a Response or a Promise) as `serveDNS` would.
+ */
+export interface DirectHandler {
+  serveDirect(req: Request, d: Dispatcher, send: Send, block: RoutedBlock, start: number): HandlerResult | null;
+}
 
 /** State shared by all listeners of a server: the current routing tables and counters. */
 export class Dispatcher {
@@ -66,7 +75,19 @@ export class Dispatcher {
     req.server = block.serverLabel;
     let result: HandlerResult;
     try {
-      result = block.chain(req);
+      const direct = block.direct;
+      if (direct !== undefined && direct.chain === block.chain) {
+        // No Promise and no closures per query: the plugin calls answerLater (a config gate swaps the chain).
+        this.inflight++;
+        let r: HandlerResult | null | undefined;
+        try {
+          r = direct.handler.serveDirect(req, this, send, block, counting ? start : -1);
+        } finally {
+          if (r !== null) this.inflight--;
+        }
+        if (r === null) return;
+        result = r;
+      } else result = block.chain(req);
     } catch (e) {
       req.settle();
       this.panic(req, e);
@@ -79,29 +100,10 @@ export class Dispatcher {
       req.answersLater();
       this.inflight++;
       const b = block;
+      const from = counting ? start : -1;
       result.then(
-        (res) => {
-          req.settle();
-          if (res.dropped || client.gone === true) {
-            // Nothing to send: `acl`'s drop, or a TCP client that left while its answer was worked out.
-            send(null, client);
-            this.done();
-            return;
-          }
-          const out = finalizeReply(req, res);
-          send(out, client);
-          if (res.more !== null && client.sendMore) for (const m of res.more) client.sendMore(m);
-          if (counting && b.stats) this.count(b.stats, req, out, res.plugin, start);
-          this.done();
-        },
-        (e: unknown) => {
-          req.settle();
-          this.panic(req, e);
-          const out = bareReply(req, Rcode.SERVFAIL);
-          send(out, client);
-          if (counting && b.stats) this.count(b.stats, req, out, '', start);
-          this.done();
-        },
+        (res) => this.answered(req, res, send, b, from),
+        (e: unknown) => this.failed(req, e, send, b, from),
       );
       return;
     }
@@ -117,6 +119,43 @@ export class Dispatcher {
     // A repeat of this exact query may be answered by the native table (fast-answers.ts).
     if (result.fastMs > 0 && client.keep !== undefined && block.fast === true && router!.views === false)
       client.keep(req, result, out, block.stats);
+  }
+
+  /** The answer of a direct handler (`start` -1: not counted); once per query it was given. */
+  answerLater(req: Request, r: HandlerResult, send: Send, block: RoutedBlock, start: number): void {
+    if (r instanceof Promise) {
+      r.then(
+        (res) => this.answered(req, res, send, block, start),
+        (e: unknown) => this.failed(req, e, send, block, start),
+      );
+      return;
+    }
+    this.answered(req, r, send, block, start);
+  }
+
+  private answered(req: Request, res: Response, send: Send, b: RoutedBlock, start: number): void {
+    const client = req.client;
+    req.settle();
+    if (res.dropped || client.gone === true) {
+      // Nothing to send: `acl`'s drop, or a TCP client that left while its answer was worked out.
+      send(null, client);
+      this.done();
+      return;
+    }
+    const out = finalizeReply(req, res);
+    send(out, client);
+    if (res.more !== null && client.sendMore) for (const m of res.more) client.sendMore(m);
+    if (start >= 0 && b.stats) this.count(b.stats, req, out, res.plugin, start);
+    this.done();
+  }
+
+  private failed(req: Request, e: unknown, send: Send, b: RoutedBlock, start: number): void {
+    req.settle();
+    this.panic(req, e);
+    const out = bareReply(req, Rcode.SERVFAIL);
+    send(out, req.client);
+    if (start >= 0 && b.stats) this.count(b.stats, req, out, '', start);
+    this.done();
   }
 
   private count(stats: ZoneStats, req: Request, out: Buffer, plugin: string, start: number): void {

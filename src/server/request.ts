@@ -393,6 +393,16 @@ export class Response {
     this.rcode = m.rcode;
   }
 
+  /**
+   * Replace the content with a complete reply's bytes (ID already the request's). For a plugin
+   * that gives the dispatcher's answerLater one Response after another: it is done with each then.
+   */
+  setWire(bytes: Buffer): void {
+    this.msg = null;
+    this.bytes = bytes;
+    this.rcode = bytes.length >= 4 ? bytes[3]! & 0xf : Rcode.SERVFAIL;
+  }
+
   peekWire(): Buffer | null {
     return this.bytes;
   }

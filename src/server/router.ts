@@ -1,6 +1,7 @@
 // Routing a query to its server block: the longest zone containing the name, then the block's view.
 
 import type { Request, HandlerResult } from './request.js';
+import type { DirectHandler } from './dispatcher.js';
 import type { ServerStats, ZoneStats } from './stats.js';
 
 /** A server block as the listener sees it. */
@@ -18,6 +19,8 @@ export interface RoutedBlock {
   nextView?: RoutedBlock;
   /** Every plugin of the chain is pure (FAST_SAFE_PLUGINS): the native table may keep its answers. */
   fast?: boolean;
+  /** The chain's only plugin when it answers the dispatcher directly; used while `chain` is still this chain. */
+  direct?: { chain: (req: Request) => HandlerResult; handler: DirectHandler };
 }
 
 /** Up to this many zones of one length are compared one by one; more are looked up by suffix. */

@@ -13,6 +13,7 @@ import { didYouMean, insteadHint } from '../corefile/suggest.js';
 import type { BlockInfo, PluginInstance, SetupContext } from '../plugins/plugin.js';
 import { logger } from '../log.js';
 import type { HttpServices } from './http.js';
+import type { DirectHandler } from './dispatcher.js';
 import { listenerKey } from './listeners.js';
 import { Router, type RoutedBlock } from './router.js';
 import { Response, type HandlerResult, type Next, type Request } from './request.js';
@@ -215,6 +216,8 @@ export class Runtime {
       if (handlers.length > 0) {
         chain = compose(handlers);
         rb.chain = chain;
+        const only = handlers.length === 1 ? (handlers[0]!.handler as Partial<DirectHandler>) : null;
+        if (only?.serveDirect !== undefined) rb.direct = { chain, handler: only as DirectHandler };
       }
       if (instances.some((i) => i.anyClass === true)) rb.anyClass = true;
       rb.fast = handlers.every((i) => FAST_SAFE_PLUGINS.has(i.name));

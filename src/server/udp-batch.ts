@@ -15,6 +15,7 @@ import {
   type UdpBatchSocket,
 } from './udp-native.js';
 import { FAST_ANSWERS_ENABLED, FastTable } from './fast-answers.js';
+import { atBatchEnd, enterBatch, leaveBatch } from './batch-end.js';
 import type { Request, Response } from './request.js';
 import type { ZoneStats } from './stats.js';
 
@@ -109,6 +110,7 @@ export class NativeUdp {
     this.outCount = done | 0;
     this.outOff = doneBytes | 0;
     this.inBatch = true;
+    enterBatch();
     try {
       for (let i = 0; i < n; i++) {
         const m = i * META_INTS;
@@ -144,6 +146,7 @@ export class NativeUdp {
       }
     } finally {
       this.inBatch = false;
+      leaveBatch();
     }
     return this.outCount;
   };
@@ -171,7 +174,7 @@ export class NativeUdp {
     this.lateOff = at + out.length;
     if (!this.lateQueued) {
       this.lateQueued = true;
-      void settled.then(this.lateTask);
+      if (!atBatchEnd(this.lateTask)) void settled.then(this.lateTask);
     }
   }
 

@@ -48,16 +48,35 @@ export abstract class OutstandingQuery implements Outstanding {
   timer: NodeJS.Timeout | null = null;
   reused = false;
   udpSize = 65535;
-  readonly frame: Buffer;
-  readonly query: Buffer;
+  private framed: Buffer | null;
+  query: Buffer;
 
+  /**
+   * `shared`: send `message` itself (its owner lets the transports write IDs into it) and make
+   * the TCP frame only if a try goes over TCP; otherwise it is copied into a frame at once.
+   */
   constructor(
     message: Buffer,
     readonly questionEnd: number,
+    shared = false,
   ) {
-    const f = frameFor(message);
-    this.frame = f.frame;
-    this.query = f.query;
+    if (shared) {
+      this.framed = null;
+      this.query = message;
+    } else {
+      const frame = framed(message);
+      this.framed = frame;
+      this.query = frame.subarray(2);
+    }
+  }
+
+  /** The query with its TCP length prefix; from then on the ID is written into the frame. */
+  get frame(): Buffer {
+    if (this.framed === null) {
+      this.framed = framed(this.query);
+      this.query = this.framed.subarray(2);
+    }
+    return this.framed;
   }
 
   abstract onAnswer(reply: Buffer): void;
@@ -83,13 +102,13 @@ export function takeBack(pending: Map<number, Outstanding>, o: Outstanding): boo
   return true;
 }
 
-/** A frame for `message`: two bytes of room for the TCP length, then the message. */
-export function frameFor(message: Buffer, from = 0, to = message.length): { frame: Buffer; query: Buffer } {
-  const len = to - from;
+/** A copy of `message` behind its two-octet TCP length. */
+function framed(message: Buffer): Buffer {
+  const len = message.length;
   const frame = Buffer.allocUnsafe(len + 2);
   frame.writeUInt16BE(len, 0);
-  copyBytes(message, from, to, frame, 2);
-  return { frame, query: frame.subarray(2) };
+  copyBytes(message, 0, len, frame, 2);
+  return frame;
 }
 
 /** "127.0.0.1:53", "[::1]:53": how Go (and so CoreDNS's labels and errors) writes an address. */

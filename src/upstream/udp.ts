@@ -13,6 +13,7 @@ import {
   type UdpBatchAddon,
   type UdpBatchSocket,
 } from '../server/udp-native.js';
+import { atBatchEnd, enterBatch, leaveBatch } from '../server/batch-end.js';
 import { answersQuestion, emptyTruncated, randomBelow, randomId } from './wire.js';
 import { goErrorText, joinHostPort, type ConnStats, type Outstanding, type PendingTry } from './exchange.js';
 
@@ -311,7 +312,7 @@ export const nativeSendStats = { datagrams: 0, calls: 0 };
 const dirty: Array<NativeUdpChannel | null> = [];
 let dirtyLen = 0;
 let flushQueued = false;
-/** Schedules the flush as a microtask without queueMicrotask's AsyncResource and bound function per call. */
+/** Schedules the flush outside a batch callback as a microtask without queueMicrotask's AsyncResource and bound function per call. */
 const settled = Promise.resolve();
 
 /** Sends what every native socket gathered this turn, one sendmmsg per socket. */
@@ -393,7 +394,7 @@ export class NativeUdpChannel extends UdpQueries {
       dirty[dirtyLen++] = this;
       if (!flushQueued) {
         flushQueued = true;
-        void settled.then(flushAll);
+        if (!atBatchEnd(flushAll)) void settled.then(flushAll);
       }
     }
   }
@@ -455,14 +456,20 @@ export class NativeUdpChannel extends UdpQueries {
     }
     const meta = this.meta!;
     const inBuf = this.inBuf!;
-    for (let i = 0; i < n && !this.closed; i++) {
-      const m = i * META_INTS;
-      const len = meta[m]!;
-      const at = i * this.slotSize;
-      // A copy: the slot is read into again while the answer may still be on its way out.
-      const msg = Buffer.allocUnsafe(len);
-      copyBytes(inBuf, at, at + len, msg, 0);
-      this.deliver(msg, (meta[m + 1]! & FLAG_TRUNCATED) !== 0);
+    // The client answers (and retries) these complete leave when the batch ends, in one sendmmsg per socket.
+    enterBatch();
+    try {
+      for (let i = 0; i < n && !this.closed; i++) {
+        const m = i * META_INTS;
+        const len = meta[m]!;
+        const at = i * this.slotSize;
+        // A copy: the slot is read into again while the answer may still be on its way out.
+        const msg = Buffer.allocUnsafe(len);
+        copyBytes(inBuf, at, at + len, msg, 0);
+        this.deliver(msg, (meta[m + 1]! & FLAG_TRUNCATED) !== 0);
+      }
+    } finally {
+      leaveBatch();
     }
     return 0;
   };

@@ -10,16 +10,21 @@ import { isSubdomain } from '../../dns/name.js';
 import { bareReply, writeOptEcho } from '../../server/reply.js';
 import { copyBytes } from '../../dns/bytes.js';
 import { Response, type Handler, type HandlerResult, type Next, type Request } from '../../server/request.js';
-import { OutstandingQuery, type PendingTry, type UpstreamProto } from '../../upstream/exchange.js';
+import { OutstandingQuery, type PendingTry } from '../../upstream/exchange.js';
 import type { ForwardMetrics } from './metrics.js';
 
 import type { Policy } from '../../upstream/policy.js';
 import type { Upstream } from './upstream.js';
 import type { UpstreamHealth } from '../../status/sources.js';
+import type { DirectHandler, Dispatcher, Send } from '../../server/dispatcher.js';
+import type { RoutedBlock } from '../../server/router.js';
 import { answerCount, emptyTruncated, FLAG_TC, headerRcode, randomBelow, recordsFit } from '../../upstream/wire.js';
 
 /** An OPT record without options. */
 const OPT_LEN = 11;
+
+/** What the reused direct answer holds between answers (so it keeps no reply alive). */
+const NO_ANSWER = Buffer.alloc(12);
 
 /** Longest pause between passes over the upstreams when every try failed at once. */
 const MAX_PASS_GAP_MS = 1000;
@@ -51,12 +56,14 @@ export interface ForwardOptions {
   metrics: ForwardMetrics;
 }
 
-export class Forward implements Handler {
+export class Forward implements Handler, DirectHandler {
   readonly name = 'forward';
   /** Queries being forwarded now (for max_concurrent). */
   inflight = 0;
   stopped = false;
   private readonly limitError: string;
+  /** The Response of every UDP/TCP answer given to the dispatcher directly (ForwardCall.onAnswer). */
+  readonly directAnswer = Response.wire(NO_ANSWER, 'forward');
 
   constructor(readonly opts: ForwardOptions) {
     this.limitError = `concurrent queries exceeded maximum ${opts.maxConcurrent}`;
@@ -79,7 +86,22 @@ export class Forward implements Handler {
       return Response.rcode(Rcode.REFUSED, this.name, this.limitError);
     }
     this.inflight++;
-    return new ForwardCall(this, req, next).promise;
+    return new Promise<Response>((resolve) => {
+      new ForwardCall(this, req, next, resolve, null, null, null, 0);
+    });
+  }
+
+  /**
+   * The block's only plugin, called by the dispatcher: the answer goes back through
+   * `Dispatcher.answerLater`, with no Promise. Anything but a query to forward takes serveDNS's way.
+   */
+  serveDirect(req: Request, d: Dispatcher, send: Send, block: RoutedBlock, start: number): HandlerResult | null {
+    const max = this.opts.maxConcurrent;
+    if (!this.matches(req.name) || (max > 0 && this.inflight >= max) || this.opts.nextIsForward)
+      return block.chain(req);
+    this.inflight++;
+    new ForwardCall(this, req, null, null, d, send, block, start);
+    return null;
   }
 
   stop(): void {
@@ -98,54 +120,60 @@ export class Forward implements Handler {
 }
 
 function resumeCall(call: ForwardCall): void {
-  call.gapTimer = null;
+  call.trouble!.gapTimer = null;
   call.loop();
+}
+
+/** What only a query that fails over, is retried or can be left by its client keeps (most are answered at once). */
+class Trouble {
+  failovers = 0;
+  attempts = 0;
+  lastError: string | undefined = undefined;
+  /** The pause before the next pass over the upstreams. */
+  gapTimer: NodeJS.Timeout | null = null;
+  /** The request's signal, listened to while the client can leave before the deadline. */
+  signal: AbortSignal | null = null;
 }
 
 /** One client query on its way through the upstreams. */
 class ForwardCall extends OutstandingQuery {
-  readonly promise: Promise<Response>;
-  private resolve!: (r: HandlerResult) => void;
   private readonly list: readonly Upstream[];
-  private readonly deadline: number;
   /** Position in `list`, and CoreDNS's count of upstreams skipped as down. */
   private i = 0;
   private fails = 0;
-  private failovers = 0;
-  private attempts = 0;
-  private lastError: string | undefined = undefined;
   private upstream: Upstream | null = null;
   /** Where the current try waits for its answer, and how many tries went out. */
   private pending: PendingTry | null = null;
   private tries = 0;
-  /** The pause before the next pass over the upstreams. */
-  gapTimer: NodeJS.Timeout | null = null;
-  /** The request's signal, listened to while the client can leave before the deadline. */
-  private signal: AbortSignal | null = null;
+  /** Made on the first failure, failover or for a client that can leave. */
+  trouble: Trouble | null = null;
   private done = false;
-  private proto: UpstreamProto = 'udp';
   private overTcp: boolean;
   private tryStart = 0;
-  private passStart: number;
+  /** When the current pass over the upstreams started (0: not yet, the first loop sets it). */
+  private passStart = 0;
 
   constructor(
     private readonly fwd: Forward,
     private readonly req: Request,
-    private readonly next: Next,
+    private readonly next: Next | null,
+    /** Where the answer goes: the Promise's, or (a direct call) the dispatcher's. */
+    private readonly resolve: ((r: HandlerResult) => void) | null,
+    private readonly dispatcher: Dispatcher | null,
+    private readonly send: Send | null,
+    private readonly block: RoutedBlock | null,
+    private readonly start: number,
   ) {
-    super(req.raw, req.questionEnd);
-    // The upstream may send as much over UDP as the client takes, but never less than 512.
+    // A direct call's query is seen by no other plugin: the tries' IDs are written into it and
+    // the client's put back at the end, instead of copying it. (A size below 512 is raised in a copy.)
     const edns = req.edns;
+    super(req.raw, req.questionEnd, dispatcher !== null && (edns === null || edns.udpSize >= 512));
+    // The upstream may send as much over UDP as the client takes, but never less than 512.
     if (edns !== null && edns.udpSize < 512) this.query.writeUInt16BE(512, edns.optOffset + 3);
     this.udpSize = edns === null || edns.udpSize < 512 ? 512 : edns.udpSize;
     this.overTcp = this.startsOverTcp();
-    this.promise = new Promise<Response>((resolve) => {
-      this.resolve = resolve;
-    });
     this.list = fwd.opts.policy.order(fwd.opts.upstreams);
-    this.passStart = performance.now();
     // Every try's timer ends by the deadline, so only a client that can leave earlier needs the signal.
-    this.deadline = req.deadline;
     if (req.mayLeave) {
       const signal = req.signal;
       if (signal.aborted) {
@@ -153,9 +181,13 @@ class ForwardCall extends OutstandingQuery {
         return;
       }
       signal.addEventListener('abort', this);
-      this.signal = signal;
+      this.troubled().signal = signal;
     }
     this.loop();
+  }
+
+  private troubled(): Trouble {
+    return (this.trouble ??= new Trouble());
   }
 
   /** The client left: the try in flight is taken back and no other one goes out. */
@@ -163,9 +195,10 @@ class ForwardCall extends OutstandingQuery {
     if (this.done) return;
     this.pending?.cancel(this);
     this.pending = null;
-    if (this.gapTimer !== null) clearTimeout(this.gapTimer);
-    this.gapTimer = null;
-    this.finish(Response.rcode(Rcode.SERVFAIL, 'forward', (this.signal!.reason as Error).message));
+    const t = this.trouble!;
+    if (t.gapTimer !== null) clearTimeout(t.gapTimer);
+    t.gapTimer = null;
+    this.finish(Response.rcode(Rcode.SERVFAIL, 'forward', (t.signal!.reason as Error).message));
   }
 
   /** force_tcp wins, then prefer_udp, else the client's own transport. */
@@ -182,15 +215,16 @@ class ForwardCall extends OutstandingQuery {
     const n = o.upstreams.length;
     for (;;) {
       const now = performance.now();
-      if (now >= this.deadline || this.fwd.stopped) break;
-      if (o.maxConnectAttempts > 0 && this.attempts >= o.maxConnectAttempts) break;
+      if (this.passStart === 0) this.passStart = now;
+      if (now >= this.req.deadline || this.fwd.stopped) break;
+      if (o.maxConnectAttempts > 0 && this.trouble !== null && this.trouble.attempts >= o.maxConnectAttempts) break;
       if (this.i >= this.list.length) {
         // Upstreams that fail at once (connection refused) would be retried in a tight loop
         // until marked down; start passes at most once per read timeout (1 s at most) instead.
         const gap = Math.min(o.readTimeoutMs, MAX_PASS_GAP_MS) - (now - this.passStart);
         if (gap > 0) {
-          if (now + gap >= this.deadline) break;
-          this.gapTimer = setTimeout(resumeCall, gap, this);
+          if (now + gap >= this.req.deadline) break;
+          this.troubled().gapTimer = setTimeout(resumeCall, gap, this);
           return;
         }
         this.passStart = now;
@@ -210,17 +244,16 @@ class ForwardCall extends OutstandingQuery {
       this.attempt(up, now);
       return;
     }
-    this.finish(Response.rcode(Rcode.SERVFAIL, 'forward', this.lastError ?? 'no healthy proxies'));
+    this.finish(Response.rcode(Rcode.SERVFAIL, 'forward', this.trouble?.lastError ?? 'no healthy proxies'));
   }
 
   private attempt(up: Upstream, now: number): void {
     this.upstream = up;
-    this.proto = up.protoFor(this.overTcp ? 'tcp' : 'udp');
     this.tryStart = now;
-    const left = this.deadline - now;
+    const left = this.req.deadline - now;
     const timeout = left < this.fwd.opts.readTimeoutMs ? Math.max(1, Math.ceil(left)) : this.fwd.opts.readTimeoutMs;
     const tryNo = ++this.tries;
-    const pending = up.send(this, this.proto, timeout);
+    const pending = up.send(this, up.protoFor(this.overTcp ? 'tcp' : 'udp'), timeout);
     // A try that failed at once (inside send) may already have been followed by another.
     if (tryNo === this.tries && !this.done) this.pending = pending;
   }
@@ -251,15 +284,19 @@ class ForwardCall extends OutstandingQuery {
     const now = performance.now();
     const rcode = headerRcode(msg);
     up.stats.observe(rcode, (now - this.tryStart) / 1000);
-    if ((msg[2]! & FLAG_TC) !== 0 && this.proto === 'udp' && o.preferUdp && !o.forceTcp) {
+    if ((msg[2]! & FLAG_TC) !== 0 && !this.overTcp && !up.isTls && o.preferUdp && !o.forceTcp) {
       // prefer_udp: a truncated answer is asked again over TCP, same upstream.
       this.overTcp = true;
-      if (now < this.deadline) {
+      if (now < this.req.deadline) {
         this.attempt(up, now);
         return;
       }
     }
-    if (o.failoverRcodes !== 0 && (o.failoverRcodes & (1 << rcode)) !== 0 && ++this.failovers < o.upstreams.length) {
+    if (
+      o.failoverRcodes !== 0 &&
+      (o.failoverRcodes & (1 << rcode)) !== 0 &&
+      ++this.troubled().failovers < o.upstreams.length
+    ) {
       this.loop();
       return;
     }
@@ -269,7 +306,7 @@ class ForwardCall extends OutstandingQuery {
     ) {
       let r: HandlerResult;
       try {
-        r = this.next(this.req);
+        r = this.next!(this.req);
       } catch (e) {
         // We are in a socket callback here: hand the failure to the server as a rejection.
         r = Promise.reject(e);
@@ -278,7 +315,15 @@ class ForwardCall extends OutstandingQuery {
       return;
     }
     msg.writeUInt16BE(this.req.id, 0);
-    this.finish(Response.wire(msg, 'forward'));
+    if (this.dispatcher === null) {
+      this.finish(Response.wire(msg, 'forward'));
+      return;
+    }
+    // The dispatcher is done with the answer when answerLater returns: one Response serves them all.
+    const res = this.fwd.directAnswer;
+    res.setWire(msg);
+    this.finish(res);
+    res.setWire(NO_ANSWER);
   }
 
   onFailure(error: string, cachedClosed: boolean): void {
@@ -287,14 +332,15 @@ class ForwardCall extends OutstandingQuery {
     const up = this.upstream!;
     const o = this.fwd.opts;
     const now = performance.now();
-    if (cachedClosed && now < this.deadline && !this.fwd.stopped) {
+    if (cachedClosed && now < this.req.deadline && !this.fwd.stopped) {
       // The upstream closed a pooled connection under us: CoreDNS retries, not counting it.
       this.attempt(up, now);
       return;
     }
-    this.lastError = error;
+    const t = this.troubled();
+    t.lastError = error;
     if (o.maxFails !== 0) up.healthcheck();
-    if (o.maxConnectAttempts > 0) this.attempts++;
+    if (o.maxConnectAttempts > 0) t.attempts++;
     if (this.fails < o.upstreams.length) this.loop();
     else this.finish(Response.rcode(Rcode.SERVFAIL, 'forward', error));
   }
@@ -302,14 +348,23 @@ class ForwardCall extends OutstandingQuery {
   onMismatch(): void {
     if (this.done) return;
     this.pending = null;
+    // The bare reply copies the query's header: the client's ID first.
+    this.req.raw.writeUInt16BE(this.req.id, 0);
     this.finish(Response.wire(bareReply(this.req, Rcode.FORMERR), 'forward'));
   }
 
   private finish(r: HandlerResult): void {
     if (this.done) return;
     this.done = true;
-    if (this.signal !== null) this.signal.removeEventListener('abort', this);
+    if (this.trouble?.signal) this.trouble.signal.removeEventListener('abort', this);
     this.fwd.inflight--;
-    this.resolve(r);
+    const d = this.dispatcher;
+    if (d === null) {
+      this.resolve!(r);
+      return;
+    }
+    // The tries' IDs went into the client's query: a reply built from it (SERVFAIL) needs its own.
+    this.req.raw.writeUInt16BE(this.req.id, 0);
+    d.answerLater(this.req, r, this.send!, this.block!, this.start);
   }
 }
