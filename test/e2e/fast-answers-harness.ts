@@ -10,7 +10,7 @@ import { typeToString } from '../../src/dns/constants.js';
 import { buildQuery, sendTcp, type QueryOptions } from '../helpers/dns.js';
 import { freePort } from '../helpers/ports.js';
 import { childrenOf } from '../helpers/procs.js';
-import { startServer, type RunningServer, type StartOptions } from '../helpers/server.js';
+import { isPortTaken, startServer, type RunningServer, type StartOptions } from '../helpers/server.js';
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -36,14 +36,27 @@ export interface Pair {
  */
 export async function startPair(corefile: string, o: Omit<StartOptions, 'corefile'> = {}): Promise<Pair> {
   const one = async (name: 'off' | 'on'): Promise<Mode> => {
-    const metricsPort = await freePort();
     const env = { ...o.env, ...(name === 'off' ? { CLUSTERDNS_FAST_ANSWERS: '0' } : {}) };
-    const s = await startServer({ ...o, env, corefile: corefile.replaceAll('METRICS', String(metricsPort)) });
-    return { name, s, port: s.port, metricsPort };
+    // The metrics port, like the DNS port, may be taken by a parallel test before the server binds it.
+    for (let attempt = 1; ; attempt++) {
+      const metricsPort = await freePort();
+      try {
+        const s = await startServer({ ...o, env, corefile: corefile.replaceAll('METRICS', String(metricsPort)) });
+        return { name, s, port: s.port, metricsPort };
+      } catch (e) {
+        if (attempt >= 3 || !isPortTaken(e)) throw e;
+      }
+    }
   };
   // A CLUSTERDNS_FAST_ANSWERS in the test's own environment would make both runs alike.
   delete process.env.CLUSTERDNS_FAST_ANSWERS;
-  const [off, on] = await Promise.all([one('off'), one('on')]);
+  const started = await Promise.allSettled([one('off'), one('on')]);
+  if (started[0].status === 'rejected' || started[1].status === 'rejected') {
+    // Stop the one that did start, or its process keeps the test file alive until its timeout.
+    await Promise.all(started.map((r) => (r.status === 'fulfilled' ? r.value.s.stop() : undefined)));
+    throw started[0].status === 'rejected' ? started[0].reason : (started[1] as PromiseRejectedResult).reason;
+  }
+  const [off, on] = [started[0].value, started[1].value];
   return {
     off,
     on,

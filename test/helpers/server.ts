@@ -37,7 +37,21 @@ export interface StartOptions {
   launcher?: boolean;
 }
 
+/** The server could not bind a port it was given: another process took it after freePort(). */
+export const isPortTaken = (e: unknown): boolean => e instanceof Error && /address already in use/.test(e.message);
+
 export async function startServer(o: StartOptions): Promise<RunningServer> {
+  // A port freePort() found can be taken by a parallel test before the server binds it: try another.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(o);
+    } catch (e) {
+      if (o.port !== undefined || attempt >= 3 || !isPortTaken(e)) throw e;
+    }
+  }
+}
+
+async function startOnce(o: StartOptions): Promise<RunningServer> {
   const port = o.port ?? (await freePort());
   const dir = mkdtempSync(join(tmpdir(), 'clusterdns-e2e-'));
   for (const [name, content] of Object.entries(o.files ?? {}))
@@ -100,6 +114,17 @@ export async function startServer(o: StartOptions): Promise<RunningServer> {
     },
   };
   if (o.noWait) return s;
+  try {
+    await waitUntilServing(s, o, () => exited !== undefined);
+  } catch (e) {
+    await s.stop('SIGKILL'); // a server that never answered is not left running
+    throw e;
+  }
+  return s;
+}
+
+async function waitUntilServing(s: RunningServer, o: StartOptions, hasExited: () => boolean): Promise<void> {
+  const port = s.port;
   if (o.probe) {
     const deadline = Date.now() + 15000;
     for (;;) {
@@ -107,13 +132,12 @@ export async function startServer(o: StartOptions): Promise<RunningServer> {
         await sendUdp(port, buildQuery(o.probe, 1), 300);
         break;
       } catch (e) {
-        if (exited !== undefined || Date.now() > deadline) {
-          throw new Error(`server did not answer: ${(e as Error).message}\n${out}`, { cause: e });
+        if (hasExited() || Date.now() > deadline) {
+          throw new Error(`server did not answer: ${(e as Error).message}\n${s.output()}`, { cause: e });
         }
       }
     }
   } else {
     await s.waitFor(/clusterdns-\d/, 15000);
   }
-  return s;
 }
