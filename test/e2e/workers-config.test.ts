@@ -178,7 +178,9 @@ test(
         Date.now() < end &&
         !(childrenOf(s.proc.pid!).length === 2 && !childrenOf(s.proc.pid!).includes(victim!))
       ) {
-        await read();
+        // While the replacement starts a scrape may fail outright (on CI's loaded cores for over 3 s):
+        // what is read must never fall; the reads after it must all succeed.
+        await read().catch(() => undefined);
         await sleep(200);
       }
       for (let i = 0; i < 5; i++) {
