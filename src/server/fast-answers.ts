@@ -203,7 +203,7 @@ export class FastTable {
       if (k.extra !== null) k.extra(n);
       if (k.zone === null || !counting) continue;
       // A repeat is answered in microseconds: the first duration bucket, adding nothing to the sum.
-      k.zone.recordRepeats(k.family, k.qtype, k.dnssecOk, k.reqSize, k.respSize, k.rcode, k.plugin, n);
+      k.zone.record(0, k.family, k.qtype, k.dnssecOk, k.reqSize, k.respSize, k.rcode, k.plugin, 0, n);
       if (k.name !== null && naming) this.names.record(k.name, k.rcode, n);
     }
     if (server !== null) fast.set(server, (fast.get(server) ?? 0) + sum);

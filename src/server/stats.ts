@@ -51,13 +51,6 @@ const NB = DURATION_BUCKETS.length;
 const NS = SIZE_BUCKETS.length;
 const RCODES = 24;
 
-/** The UDP slot of a size histogram (SIZE_BUCKETS, then +Inf) that `size` falls in. */
-function sizeBucket(size: number): number {
-  let s = 0;
-  while (s < NS && size > SIZE_BUCKETS[s]!) s++;
-  return s;
-}
-
 export class ZoneStats {
   /** [proto(udp=0,tcp=1)][family(1,2 → 0,1)][type] */
   readonly requests = new Float64Array(2 * 2 * NT);
@@ -71,9 +64,6 @@ export class ZoneStats {
   readonly responseSizeSums = new Float64Array(2);
   /** plugin name → counts by rcode */
   readonly responses = new Map<string, Float64Array>();
-  /** The row recordRepeats used last: a fold's kinds mostly share one plugin. */
-  private lastPlugin = '';
-  private lastRow: Float64Array | undefined = undefined;
 
   constructor(
     readonly server: string,
@@ -109,35 +99,6 @@ export class ZoneStats {
     this.responseSizeSums[proto]! += respSize * n;
     let byRcode = this.responses.get(plugin);
     if (byRcode === undefined) this.responses.set(plugin, (byRcode = new Float64Array(RCODES)));
-    byRcode[rcode < RCODES ? rcode : RCODES - 1]! += n;
-  }
-
-  /**
-   * `n` UDP queries the native answer table repeated: as record() with a duration of 0, without
-   * its bucket searches for the duration (the first bucket) and with the last plugin's row kept.
-   */
-  recordRepeats(
-    family: 1 | 2,
-    qtype: number,
-    dnssecOk: boolean,
-    reqSize: number,
-    respSize: number,
-    rcode: number,
-    plugin: string,
-    n: number,
-  ): void {
-    const t = typeIndexTable[qtype]!;
-    this.requests[(family - 1) * NT + t]! += n;
-    if (dnssecOk) this.doRequests += n;
-    this.durations[t * (NB + 1)]! += n;
-    this.requestSizes[sizeBucket(reqSize)]! += n;
-    this.requestSizeSums[0]! += reqSize * n;
-    this.responseSizes[sizeBucket(respSize)]! += n;
-    this.responseSizeSums[0]! += respSize * n;
-    let byRcode = this.lastPlugin === plugin ? this.lastRow : this.responses.get(plugin);
-    if (byRcode === undefined) this.responses.set(plugin, (byRcode = new Float64Array(RCODES)));
-    this.lastPlugin = plugin;
-    this.lastRow = byRcode;
     byRcode[rcode < RCODES ? rcode : RCODES - 1]! += n;
   }
 }
