@@ -42,7 +42,8 @@
 // --timeout-ms MS (2000: no answer by then = lost), --server-node-args=FLAGS (more node flags
 // for clusterdns, e.g. "--single-threaded-gc"), --variants="FLAGS;FLAGS;..." (one clusterdns per
 // entry, an empty entry for none, each measured in the same interleaved rounds: a flag's effect
-// on the tail before/after in one run). Writes bench/results/latency-latest.md.
+// on the tail before/after in one run; a NAME=VALUE token goes in that clusterdns's environment).
+// Writes bench/results/latency-latest.md.
 
 import { printHeaderHelp } from './lib/help.mjs';
 import { mkdtempSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -55,7 +56,7 @@ import { cpuSnapshot, otherCpuPercent, serverCpuPercent } from './lib/cpu.mjs';
 import { runDnsperf } from './lib/dnsperf.mjs';
 import { correlate, overlapping, parseTraceGc, readGcLog, readRaw, summarizeTrace } from './lib/gc-trace.mjs';
 import { attribute, loopSummary, readLoopLog, sampleCoreWait, subtract } from './lib/tail-causes.mjs';
-import { killAllSync, runCommand, startProcess, stopAll, stopProcess } from './lib/procs.mjs';
+import { killAllSync, pinThreads, runCommand, startProcess, stopAll, stopProcess } from './lib/procs.mjs';
 import { machineInfo, machineLine } from './lib/report.mjs';
 import { clusterdnsServer, freePort, peers } from './lib/servers.mjs';
 import { buildCClient } from './lib/latency-client-build.mjs';
@@ -446,14 +447,20 @@ async function runScenario(sc, workload) {
   // One clusterdns per --variants entry (one with none), each with its own logs and port; the
   // first's setup (manifest file, upstream) serves them all, and its maximum sets the rate.
   const mine = [];
-  for (const [i, flags] of cfg.variants.entries()) {
+  for (const [i, tokens] of cfg.variants.entries()) {
+    // NAME=VALUE tokens are the variant's environment, the rest its node flags.
+    const isEnv = (t) => /^[A-Z][A-Z0-9_]*=/.test(t);
+    const flags = tokens.filter((t) => !isEnv(t));
+    const varEnv = Object.fromEntries(
+      tokens.filter(isEnv).map((t) => [t.slice(0, t.indexOf('=')), t.slice(t.indexOf('=') + 1)]),
+    );
     const gcLog = join(tmp, `gc-${sc.name}-v${i}.log`);
     const loopLog = join(tmp, `loop-${sc.name}-v${i}.bin`);
     const def =
       cfg.variants.length > 1
         ? {
             ...base,
-            name: `${base.name} [${flags.join(' ') || 'as deployed'}]`,
+            name: `${base.name} [${tokens.join(' ') || 'as deployed'}]`,
             ...(i > 0 ? { setup: undefined } : {}),
           }
         : base;
@@ -480,7 +487,10 @@ async function runScenario(sc, workload) {
             ]
           : []),
       ],
-      env: cfg.gc ? { ...process.env, CLUSTERDNS_GC_LOG: gcLog, CLUSTERDNS_LOOP_LOG: loopLog } : undefined,
+      env:
+        cfg.gc || tokens.some(isEnv)
+          ? { ...process.env, ...(cfg.gc ? { CLUSTERDNS_GC_LOG: gcLog, CLUSTERDNS_LOOP_LOG: loopLog } : {}), ...varEnv }
+          : undefined,
     };
     const proc = await startServer(def, ctx);
     mine.push({ who: i === 0 ? 'clusterdns' : `clusterdns#${i + 1}`, def, proc, ctx, gcLog, loopLog });
@@ -757,7 +767,7 @@ function render(machine, results, elapsedS) {
   );
   L('');
   L(
-    `Server \`taskset -c 1\` (clusterdns \`-workers 1\`${cfg.serverNodeArgs.length ? ` with node flags \`${cfg.serverNodeArgs.join(' ')}\`` : ''}, unbound 1 thread, Knot 1 UDP worker; a forwarding scenario's upstream on CPU 0); client \`taskset -c 0\`. Rate: ${cfg.loadPercent}% of clusterdns's ` +
+    `Server \`taskset -c 1\` (clusterdns \`-workers 1\`${cfg.serverNodeArgs.length ? ` with node flags \`${cfg.serverNodeArgs.join(' ')}\`` : ''}, unbound 1 thread, Knot 1 UDP worker; a forwarding scenario's upstream on CPU 0); client \`taskset -c 0\`, the bench's own process too. Rate: ${cfg.loadPercent}% of clusterdns's ` +
       `maximum (${cfg.maxQps ? '--max-qps' : `dnsperf closed loop, ${cfg.probeSeconds} s`}), the same rate for every peer (measured in turn, interleaved). ` +
       (cfg.load === 'node'
         ? `Load: the recording client alone, open loop, every query recorded (pace ${cfg.pace}, ${cfg.sockets} sockets).`
@@ -947,6 +957,9 @@ async function main() {
   const workload = makeWorkload(tmp);
   const machine = await machineInfo();
   log(`machine: ${machineLine(machine)}; temp dir ${tmp}`);
+  // This process samples every server's schedstat each ~1 ms and parses the clients' output: on the
+  // servers' core it would take turns with the server under test (its own tail), so it keeps to the clients'.
+  await pinThreads(process.pid, 0);
   chooseClient();
   log(`recording client: ${cfg.clients.map((k) => `${k} (${clientCmds[k].join(' ')})`).join(', ')}`);
   await setClientPriority();
