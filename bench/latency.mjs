@@ -38,7 +38,8 @@
 //   answer late) do not land in the figures; node: lib/latency-client.mjs, which times its own
 //   send() and 'message' callbacks. A failed build falls back to node, saying why. c,node: every
 //   server measured with each client in turn, in the same rounds (what the client adds, paired).
-// Other options: --probe-seconds S (10), --skip S (1 s of each run not counted), --sockets N (4),
+// Other options: --probe-seconds S (10), --skip S (1 s of each run not counted), --warmup S (5 s of
+// dnsperf at the measured rate for every server before the first round), --sockets N (4),
 // --timeout-ms MS (2000: no answer by then = lost), --server-node-args=FLAGS (more node flags
 // for clusterdns, e.g. "--single-threaded-gc"), --variants="FLAGS;FLAGS;..." (one clusterdns per
 // entry, an empty entry for none, each measured in the same interleaved rounds: a flag's effect
@@ -78,6 +79,7 @@ const { values: opt } = parseArgs({
     'sample-qps': { type: 'string', default: '2000' },
     sockets: { type: 'string', default: '4' },
     skip: { type: 'string', default: '1' },
+    warmup: { type: 'string', default: '5' },
     'timeout-ms': { type: 'string', default: '2000' },
     rounds: { type: 'string', default: '1' },
     gc: { type: 'boolean', default: false },
@@ -111,6 +113,7 @@ const cfg = {
   sampleQps: Number(opt['sample-qps']),
   sockets: Number(opt.sockets),
   skip: Number(opt.skip),
+  warmup: Number(opt.warmup),
   timeoutMs: Number(opt['timeout-ms']),
   rounds: Number(opt.rounds),
   gc: opt.gc,
@@ -556,6 +559,17 @@ async function runScenario(sc, workload) {
   );
 
   const all = [...mine, ...others];
+  // Every server warmed at the measured rate first: otherwise the first one measured meets what
+  // follows the closed-loop warm-up (its JIT settling at this rate, V8's memory reducer) alone.
+  if (cfg.warmup > 0)
+    for (const x of all)
+      await runDnsperf({
+        port: x.ctx.port,
+        queryFile: x.def.queries(x.ctx),
+        seconds: cfg.warmup,
+        pin: 0,
+        maxQps: rate,
+      });
   // With more than one recording client, one series per server and client.
   const key = (who, kind) => (cfg.clients.length > 1 ? `${who} [${kind}]` : who);
   const runs = Object.fromEntries(all.flatMap((x) => cfg.clients.map((kind) => [key(x.who, kind), []])));
@@ -774,7 +788,7 @@ function render(machine, results, elapsedS) {
         : `Load: \`dnsperf -Q <rate − ${cfg.sampleQps}> -q 1000\`, plus the recording client sending and recording ${cfg.sampleQps} QPS of it.`) +
       ` Recording client: ${cfg.clients.map((k) => (k === 'c' ? "C (`bench/lib/latency-client.c`: send and answer times are the kernel's timestamps of the datagrams, so the client's own stalls are not counted)" : 'Node (`bench/lib/latency-client.mjs`: times its own send() and reads, its stalls included)')).join(' and ')}` +
       `, priority ${cfg.clientPriority === 'nice' ? 'nice -10' : 'normal'}.` +
-      ` ${cfg.rounds} round(s) × ${cfg.seconds} s (first ${cfg.skip} s of each not counted); lost = no answer within ${cfg.timeoutMs} ms. ` +
+      ` ${cfg.warmup > 0 ? `Every server first warmed by ${cfg.warmup} s of dnsperf at the rate. ` : ''}${cfg.rounds} round(s) × ${cfg.seconds} s (first ${cfg.skip} s of each not counted); lost = no answer within ${cfg.timeoutMs} ms. ` +
       'Percentiles over all recorded queries of all rounds. *client CPU*: the recording client process (a spinning one takes all it gets); ' +
       '*work*: its time in send() and in answer handling; *client + dnsperf CPU*: both load generators on CPU 0, in % of that core; ' +
       '*send lag*: how late the recording client sent against its schedule (its own stalls: GC, other work on CPU 0). ' +
