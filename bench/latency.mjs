@@ -121,8 +121,14 @@ const cfg = {
   client: opt.client,
   clients: [], // the clients measured with, set once the C one has built or not
   serverNodeArgs: opt['server-node-args'].split(/\s+/).filter(Boolean),
-  // One clusterdns per variant (node flags, after --server-node-args), measured interleaved.
-  variants: (opt.variants ?? '').split(';').map((v) => v.split(/\s+/).filter(Boolean)),
+  // One clusterdns per variant (node flags, after --server-node-args; NAME=VALUE tokens its
+  // environment), measured interleaved.
+  variants: (opt.variants ?? '').split(';').map((v) => {
+    const tokens = v.split(/\s+/).filter(Boolean);
+    const isEnv = (t) => /^[A-Z][A-Z0-9_]*=/.test(t);
+    const env = Object.fromEntries(tokens.filter(isEnv).map((t) => t.split(/=(.*)/s).slice(0, 2)));
+    return { label: tokens.join(' '), flags: tokens.filter((t) => !isEnv(t)), env };
+  }),
   peer: !opt['no-peer'],
   peers: opt.peers
     .split(',')
@@ -450,20 +456,14 @@ async function runScenario(sc, workload) {
   // One clusterdns per --variants entry (one with none), each with its own logs and port; the
   // first's setup (manifest file, upstream) serves them all, and its maximum sets the rate.
   const mine = [];
-  for (const [i, tokens] of cfg.variants.entries()) {
-    // NAME=VALUE tokens are the variant's environment, the rest its node flags.
-    const isEnv = (t) => /^[A-Z][A-Z0-9_]*=/.test(t);
-    const flags = tokens.filter((t) => !isEnv(t));
-    const varEnv = Object.fromEntries(
-      tokens.filter(isEnv).map((t) => [t.slice(0, t.indexOf('=')), t.slice(t.indexOf('=') + 1)]),
-    );
+  for (const [i, { label, flags, env: varEnv }] of cfg.variants.entries()) {
     const gcLog = join(tmp, `gc-${sc.name}-v${i}.log`);
     const loopLog = join(tmp, `loop-${sc.name}-v${i}.bin`);
     const def =
       cfg.variants.length > 1
         ? {
             ...base,
-            name: `${base.name} [${tokens.join(' ') || 'as deployed'}]`,
+            name: `${base.name} [${label || 'as deployed'}]`,
             ...(i > 0 ? { setup: undefined } : {}),
           }
         : base;
@@ -490,10 +490,7 @@ async function runScenario(sc, workload) {
             ]
           : []),
       ],
-      env:
-        cfg.gc || tokens.some(isEnv)
-          ? { ...process.env, ...(cfg.gc ? { CLUSTERDNS_GC_LOG: gcLog, CLUSTERDNS_LOOP_LOG: loopLog } : {}), ...varEnv }
-          : undefined,
+      env: { ...process.env, ...(cfg.gc ? { CLUSTERDNS_GC_LOG: gcLog, CLUSTERDNS_LOOP_LOG: loopLog } : {}), ...varEnv },
     };
     const proc = await startServer(def, ctx);
     mine.push({ who: i === 0 ? 'clusterdns' : `clusterdns#${i + 1}`, def, proc, ctx, gcLog, loopLog });

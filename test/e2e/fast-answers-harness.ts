@@ -10,7 +10,7 @@ import { typeToString } from '../../src/dns/constants.js';
 import { buildQuery, sendTcp, type QueryOptions } from '../helpers/dns.js';
 import { freePort } from '../helpers/ports.js';
 import { childrenOf } from '../helpers/procs.js';
-import { isPortTaken, startServer, type RunningServer, type StartOptions } from '../helpers/server.js';
+import { retryWhilePortTaken, startServer, type RunningServer, type StartOptions } from '../helpers/server.js';
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -38,15 +38,11 @@ export async function startPair(corefile: string, o: Omit<StartOptions, 'corefil
   const one = async (name: 'off' | 'on'): Promise<Mode> => {
     const env = { ...o.env, ...(name === 'off' ? { CLUSTERDNS_FAST_ANSWERS: '0' } : {}) };
     // The metrics port, like the DNS port, may be taken by a parallel test before the server binds it.
-    for (let attempt = 1; ; attempt++) {
+    return retryWhilePortTaken(async () => {
       const metricsPort = await freePort();
-      try {
-        const s = await startServer({ ...o, env, corefile: corefile.replaceAll('METRICS', String(metricsPort)) });
-        return { name, s, port: s.port, metricsPort };
-      } catch (e) {
-        if (attempt >= 3 || !isPortTaken(e)) throw e;
-      }
-    }
+      const s = await startServer({ ...o, env, corefile: corefile.replaceAll('METRICS', String(metricsPort)) });
+      return { name, s, port: s.port, metricsPort };
+    });
   };
   // A CLUSTERDNS_FAST_ANSWERS in the test's own environment would make both runs alike.
   delete process.env.CLUSTERDNS_FAST_ANSWERS;

@@ -38,17 +38,25 @@ export interface StartOptions {
 }
 
 /** The server could not bind a port it was given: another process took it after freePort(). */
-export const isPortTaken = (e: unknown): boolean => e instanceof Error && /address already in use/.test(e.message);
+const isPortTaken = (e: unknown): boolean => e instanceof Error && /address already in use/.test(e.message);
 
-export async function startServer(o: StartOptions): Promise<RunningServer> {
-  // A port freePort() found can be taken by a parallel test before the server binds it: try another.
+/**
+ * Runs `start` (which picks its ports with freePort()) up to 3 times while it fails because a
+ * parallel test took a port between freePort() and the bind.
+ */
+export async function retryWhilePortTaken<T>(start: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await startOnce(o);
+      return await start();
     } catch (e) {
-      if (o.port !== undefined || attempt >= 3 || !isPortTaken(e)) throw e;
+      if (attempt >= 3 || !isPortTaken(e)) throw e;
     }
   }
+}
+
+export async function startServer(o: StartOptions): Promise<RunningServer> {
+  // A port the caller chose is not retried; one freePort() found may be taken before the bind.
+  return o.port !== undefined ? startOnce(o) : retryWhilePortTaken(() => startOnce(o));
 }
 
 async function startOnce(o: StartOptions): Promise<RunningServer> {
