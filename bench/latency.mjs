@@ -44,6 +44,11 @@
 // for clusterdns, e.g. "--single-threaded-gc"), --variants="FLAGS;FLAGS;..." (one clusterdns per
 // entry, an empty entry for none, each measured in the same interleaved rounds: a flag's effect
 // on the tail before/after in one run; a NAME=VALUE token goes in that clusterdns's environment).
+// --trace-returns: `perf record` (Debian's linux-perf, root) of each server's serving thread during
+// every run: the gaps after its wakeups (lib/return-stalls.mjs), lined up with the slow queries as
+// *return stall*. --pause-damon: the kernel's DAMON monitors (kdamond) off for the run and back on
+// at the end (root): what they cost every server (BENCHMARKS.md, "DAMON"). The machine line says
+// whether DAMON runs.
 // Writes bench/results/latency-latest.md.
 
 import { printHeaderHelp } from './lib/help.mjs';
@@ -59,6 +64,7 @@ import { correlate, overlapping, parseTraceGc, readGcLog, readRaw, summarizeTrac
 import { attribute, loopSummary, readLoopLog, sampleCoreWait, subtract } from './lib/tail-causes.mjs';
 import { killAllSync, pinThreads, runCommand, startProcess, stopAll, stopProcess } from './lib/procs.mjs';
 import { machineInfo, machineLine } from './lib/report.mjs';
+import { damonLine, pauseDamon, perfUnavailable, readReturnStalls, startReturnTrace } from './lib/return-stalls.mjs';
 import { clusterdnsServer, freePort, peers } from './lib/servers.mjs';
 import { buildCClient } from './lib/latency-client-build.mjs';
 import { makeWorkload, sampleRecords } from './lib/workload.mjs';
@@ -83,6 +89,8 @@ const { values: opt } = parseArgs({
     'timeout-ms': { type: 'string', default: '2000' },
     rounds: { type: 'string', default: '1' },
     gc: { type: 'boolean', default: false },
+    'trace-returns': { type: 'boolean', default: false },
+    'pause-damon': { type: 'boolean', default: false },
     'server-node-args': { type: 'string', default: '' },
     variants: { type: 'string' },
     'client-priority': { type: 'string', default: 'auto' },
@@ -117,6 +125,8 @@ const cfg = {
   timeoutMs: Number(opt['timeout-ms']),
   rounds: Number(opt.rounds),
   gc: opt.gc,
+  traceReturns: opt['trace-returns'],
+  pauseDamon: opt['pause-damon'],
   clientPriority: opt['client-priority'],
   client: opt.client,
   clients: [], // the clients measured with, set once the C one has built or not
@@ -161,9 +171,12 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 let tmp = null;
 let cleaning = null;
+let restoreDamon = null; // --pause-damon: puts the machine's DAMON monitors back
+process.on('exit', () => restoreDamon?.());
 function cleanup() {
   cleaning ??= (async () => {
     await stopAll();
+    restoreDamon?.();
     if (tmp && (opt.keep || process.exitCode)) log(`kept ${tmp} (configs, server logs, raw latencies)`);
     else if (tmp) rmSync(tmp, { recursive: true, force: true });
   })();
@@ -349,6 +362,8 @@ async function measure(name, proc, ctx, queryFile, rate, tag, clientKind) {
   const tid = busiestThread(proc.pid);
   const wait0 = runQueueWaitMs(proc.pid, tid);
   const stopCoreWait = sampleCoreWait(proc.pid, tid);
+  const traceFile = join(tmp, `${tag}.perf`);
+  const stopTrace = cfg.traceReturns ? startReturnTrace(tid, traceFile) : null;
   // The client's sockets exist only while it runs: sample their drops just before it ends.
   let clientDrops = 0;
   const dropWatch = setInterval(() => (clientDrops = Math.max(clientDrops, udpDrops(ctx.port).client)), 200);
@@ -385,6 +400,7 @@ async function measure(name, proc, ctx, queryFile, rate, tag, clientKind) {
   const [res, dp] = await Promise.all([client, perf]);
   clearInterval(dropWatch);
   const coreWait = stopCoreWait();
+  const traced = stopTrace ? await stopTrace() : null;
   const after = cpuSnapshot(proc.pid);
   const loadGenCpu = (100 * (childrenCpuS() - children0)) / (Number(after.at - before.at) / 1e9);
   // Other work on the server's core shows as time its threads waited to run.
@@ -410,6 +426,8 @@ async function measure(name, proc, ctx, queryFile, rate, tag, clientKind) {
     loadGenCpu, // client + dnsperf, % of one core (CPU 0)
     serverRunQueueWaitMs,
     coreWait,
+    // --trace-returns: the serving thread's stalls after its wakeups (lib/return-stalls.mjs).
+    returnStalls: traced ? returnStalls(traceFile, traced) : undefined,
     serverRssMB,
     otherCpu: otherCpuPercent(before, after),
     udpRcvbufErrors: udp0 && udp1 ? udp1.RcvbufErrors - udp0.RcvbufErrors : null,
@@ -425,6 +443,15 @@ async function measure(name, proc, ctx, queryFile, rate, tag, clientKind) {
       `UDP receive-buffer drops: server socket ${serverDrops}, client sockets ${clientDrops} (whole machine ${m.udpRcvbufErrors})`,
   );
   return m;
+}
+
+function returnStalls(file, traced) {
+  try {
+    return readReturnStalls(file);
+  } catch (e) {
+    log(`  --trace-returns: no trace (${e.message}; perf said: ${traced.err.trim().slice(0, 200)})`);
+    return undefined;
+  }
 }
 
 /** p99 and max per 5 s window (of the schedule), from the raw file. */
@@ -625,6 +652,7 @@ function tailCauses(m, own) {
       ? {}
       : { 'client stall': { iv: raw.stalls.map(([s, e]) => [raw.startNs + s, raw.startNs + e]) } }),
     'core wait': { iv: m.coreWait, weighted: true },
+    ...(m.returnStalls ? { 'return stall': { iv: m.returnStalls.stalls } } : {}),
   };
   let loop = null;
   if (own) {
@@ -771,7 +799,9 @@ const med = (xs) => {
 function render(machine, results, elapsedS) {
   const out = [];
   const L = (s) => out.push(s);
-  L(`Machine: ${machineLine(machine)}.`);
+  L(
+    `Machine: ${machineLine(machine)}; ${machine.damon}${cfg.pauseDamon ? ' (paused for this run with --pause-damon)' : ''}.`,
+  );
   L('');
   L(
     `Command: \`node bench/latency.mjs ${process.argv.slice(2).join(' ')}\` (whole run ${Math.round(elapsedS)} s, ${new Date().toISOString().slice(0, 10)}).`,
@@ -897,7 +927,7 @@ const ownRuns = (r) =>
     .filter(([who]) => who.startsWith('clusterdns'))
     .flatMap(([, ms]) => ms);
 
-const CAUSES = ['client stall', 'core wait', 'GC pause', 'batch', 'other loop work', 'none found'];
+const CAUSES = ['client stall', 'core wait', 'return stall', 'GC pause', 'batch', 'other loop work', 'none found'];
 
 function renderCauses(L, results) {
   L('');
@@ -905,7 +935,8 @@ function renderCauses(L, results) {
   L('');
   L(
     "Each recorded query's time in flight lined up with intervals of: *client stall* (the recording client's send loop stood still > 3 ms), " +
-      "*core wait* (the server's busiest thread runnable but not running: /proc schedstat sampled every ~1 ms by the bench), and with `--gc` " +
+      "*core wait* (the server's busiest thread runnable but not running: /proc schedstat sampled every ~1 ms by the bench), with `--trace-returns` " +
+      "*return stall* (that thread's gaps ≥ 0.2 ms between a wakeup's return from epoll/poll and its next system call, no context switch between: `perf record`, lib/return-stalls.mjs), and with `--gc` " +
       "clusterdns's own *GC pause* (PerformanceObserver), *batch* (one onBatch call of the native UDP path: every datagram of it waits for all of it " +
       'before the one sendmmsg) and *other loop work* (active time of the event loop between batches: timers, other sockets, V8 tasks), ' +
       "the last two without the GC pauses inside them and only their stretches ≥ 0.1 ms. A query's cause is the kind it overlapped longest, if that covers ≥ ¼ of its latency; " +
@@ -914,7 +945,7 @@ function renderCauses(L, results) {
   );
   L('');
   L(
-    `| scenario | server | round | p50 / p99 / p99.9 ms | ≥ p99: cause % (${CAUSES.join(' / ')}) | ≥ p99.9: cause % | met by ≥ p99 % vs all % (core wait / GC / batch / other) |`,
+    `| scenario | server | round | p50 / p99 / p99.9 ms | ≥ p99: cause % (${CAUSES.join(' / ')}) | ≥ p99.9: cause % | met by ≥ p99 % vs all % (core wait / return stall / GC / batch / other) |`,
   );
   L('|---|---|---:|---|---|---|---|');
   const pc = (x) => (Number.isFinite(x) ? x.toFixed(x >= 10 ? 0 : 1) : '—');
@@ -924,7 +955,7 @@ function renderCauses(L, results) {
         const c = m.causes;
         if (!c) return;
         const cause = (g) => CAUSES.map((k) => pc(g.causePercent[k])).join(' / ');
-        const met = ['core wait', 'GC pause', 'batch', 'other loop work']
+        const met = ['core wait', 'return stall', 'GC pause', 'batch', 'other loop work']
           .map((k) =>
             k in c.atLeastP99.metPercent ? `${pc(c.atLeastP99.metPercent[k])} vs ${pc(c.all.metPercent[k])}` : '—',
           )
@@ -933,6 +964,29 @@ function renderCauses(L, results) {
           `| ${r.scenario} | ${label(m)} | ${round + 1} | ${f2(c.p50Ms)} / ${f2(c.p99Ms)} / ${f2(c.p999Ms)} | ${cause(c.atLeastP99)} | ${cause(c.atLeastP999)} | ${met} |`,
         );
       });
+    }
+  }
+  const traced = results.flatMap((r) =>
+    Object.values(r.runs)
+      .flat()
+      .filter((m) => m.returnStalls)
+      .map((m) => ({ r, m })),
+  );
+  if (traced.length) {
+    L('');
+    L(
+      "Every server's serving thread (`--trace-returns`: `perf record -k mono -t <tid>` of its system calls and context switches, on CPU 0): " +
+        "*wakeups*: returns of its wait call (epoll_wait, epoll_pwait, poll) with events; *return stalls*: the gaps ≥ 0.2 ms from such a return to the thread's next system call " +
+        'with no context switch between (its datagrams wait meanwhile); *spacing*: the median time from one to the next.',
+    );
+    L('');
+    L('| scenario | server | round | wakeups / s | return stalls | per s | p50 / max ms | spacing s |');
+    L('|---|---|---:|---:|---:|---:|---|---:|');
+    for (const { r, m } of traced) {
+      const s = m.returnStalls.summary;
+      L(
+        `| ${r.scenario} | ${label(m)} | ${m.round + 1} | ${s.seconds ? Math.round(s.wakeups / s.seconds) : '—'} | ${s.count} | ${f2(s.perSecond)} | ${s.count ? `${f2(s.p50Ms)} / ${f2(s.maxMs)}` : '—'} | ${s.spacingS ?? '—'} |`,
+      );
     }
   }
   const loops = results.flatMap((r) =>
@@ -968,6 +1022,15 @@ async function main() {
   const workload = makeWorkload(tmp);
   const machine = await machineInfo();
   log(`machine: ${machineLine(machine)}; temp dir ${tmp}`);
+  if (cfg.traceReturns) {
+    const why = perfUnavailable();
+    if (why) throw new Error(`--trace-returns: ${why}`);
+  }
+  machine.damon = damonLine();
+  if (cfg.pauseDamon) {
+    restoreDamon = pauseDamon();
+    log(`--pause-damon: ${machine.damon}: off for this run, back on at the end`);
+  }
   // This process samples every server's schedstat each ~1 ms and parses the clients' output: on the
   // servers' core it would take turns with the server under test (its own tail), so it keeps to the clients'.
   await pinThreads(process.pid, 0);
@@ -988,7 +1051,12 @@ async function main() {
   writeFileSync(join(root, 'bench/results/latency-latest.md'), md + '\n');
   log('wrote bench/results/latency-latest.md');
   if (opt.json) {
-    const strip = (m) => ({ ...m, raw: undefined, coreWait: undefined });
+    const strip = (m) => ({
+      ...m,
+      raw: undefined,
+      coreWait: undefined,
+      returnStalls: m.returnStalls ? m.returnStalls.summary : undefined,
+    });
     writeFileSync(
       opt.json,
       JSON.stringify(
