@@ -183,6 +183,14 @@ test(
         await read().catch(() => undefined);
         await sleep(200);
       }
+      // The replacement process exists; it serves once it has read the configuration, which on CI's
+      // loaded cores has taken over 3 s: wait for a full reading before the ones that must all succeed.
+      await until('the replacement serves /metrics and /status.json', 20000, () =>
+        read().then(
+          () => true,
+          () => false,
+        ),
+      );
       for (let i = 0; i < 5; i++) {
         await read();
         await sleep(200);
