@@ -451,6 +451,8 @@ function returnStalls(file, traced) {
   } catch (e) {
     log(`  --trace-returns: no trace (${e.message}; perf said: ${traced.err.trim().slice(0, 200)})`);
     return undefined;
+  } finally {
+    if (!opt.keep) rmSync(file, { force: true }); // ~20 MB a run
   }
 }
 

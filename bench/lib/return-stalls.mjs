@@ -16,9 +16,10 @@
 // damonState() reads /sys/kernel/mm/damon/admin; pauseDamon() turns every running kdamond off
 // and returns what puts them back.
 
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { startProcess, stopProcess } from './procs.mjs';
 
 /** System calls a serving thread sleeps in (x86_64): poll, select, epoll_wait, pselect6, ppoll, epoll_pwait, epoll_pwait2. */
 const WAIT_CALLS = new Set([7, 23, 232, 270, 271, 281, 441]);
@@ -33,39 +34,25 @@ export function perfUnavailable() {
 }
 
 /**
- * Records thread `tid`'s system calls and context switches into `file` until stop() (which
- * resolves once perf has written the file).
+ * Records thread `tid`'s system calls and context switches into `file` (perf's messages into
+ * `${file}.log`) until stop(), which resolves once perf has written the file (it finishes on
+ * SIGTERM as on SIGINT). Started like the servers (lib/procs.mjs), so an aborted bench stops it too.
  */
 export function startReturnTrace(tid, file) {
-  const child = spawn(
-    'taskset',
-    [
-      '-c',
-      '0',
-      'perf',
-      'record',
-      '-q',
-      '-k',
-      'mono',
-      '-t',
-      String(tid),
-      '-e',
-      'raw_syscalls:sys_enter',
-      '-e',
-      'raw_syscalls:sys_exit',
-      '-e',
-      'sched:sched_switch',
-      '-o',
-      file,
-    ],
-    { stdio: ['ignore', 'ignore', 'pipe'] },
-  );
-  let err = '';
-  child.stderr.on('data', (d) => (err += d));
-  const done = new Promise((resolve) => child.on('close', (code) => resolve({ code, err })));
+  const events = ['raw_syscalls:sys_enter', 'raw_syscalls:sys_exit', 'sched:sched_switch'].flatMap((e) => ['-e', e]);
+  const proc = startProcess('perf', 'perf', ['record', '-q', '-k', 'mono', '-t', String(tid), ...events, '-o', file], {
+    pin: 0,
+    logFile: `${file}.log`,
+  });
   return async () => {
-    child.kill('SIGINT');
-    return done;
+    await stopProcess(proc, 10_000);
+    let err = '';
+    try {
+      err = readFileSync(`${file}.log`, 'utf8');
+    } catch {
+      /* perf wrote nothing */
+    }
+    return { err };
   };
 }
 
