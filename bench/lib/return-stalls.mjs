@@ -157,6 +157,7 @@ export function damonState() {
 
 /** One line for the report: "DAMON off", or each running monitor's operations and intervals. */
 export function damonLine(state = damonState()) {
+  if (state.some((d) => d.state === null)) return 'DAMON present, its state unreadable (not root)';
   const on = state.filter((d) => d.state === 'on');
   if (!on.length) return state.length ? 'DAMON present, off' : 'no DAMON';
   return on
@@ -172,13 +173,15 @@ export function damonLine(state = damonState()) {
  * again with the configuration they had (sysfs keeps it while off). Throws when it cannot.
  */
 export function pauseDamon() {
-  const on = damonState().filter((d) => d.state === 'on');
-  for (const d of on) writeFileSync(join(DAMON, String(d.index), 'state'), 'off');
+  const all = damonState();
+  if (all.some((d) => d.state === null)) throw new Error('--pause-damon: cannot read the DAMON monitors (root needed)');
+  const on = all.filter((d) => d.state === 'on');
+  const off = [];
   let restored = false;
-  return () => {
+  const restore = () => {
     if (restored) return;
     restored = true;
-    for (const d of on) {
+    for (const d of off) {
       try {
         writeFileSync(join(DAMON, String(d.index), 'state'), 'on');
       } catch (e) {
@@ -186,4 +189,14 @@ export function pauseDamon() {
       }
     }
   };
+  try {
+    for (const d of on) {
+      writeFileSync(join(DAMON, String(d.index), 'state'), 'off');
+      off.push(d);
+    }
+  } catch (e) {
+    restore(); // the ones already off (a second monitor refused): none stays off
+    throw new Error(`--pause-damon: ${e.message}`, { cause: e });
+  }
+  return restore;
 }

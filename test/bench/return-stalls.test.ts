@@ -76,4 +76,5 @@ test('return stalls: the report names each running DAMON monitor, or says there 
   const on = { index: 0, state: 'on', operations: 'paddr', sampleUs: 500000, aggrUs: 5000000, actions: ['pageout'] };
   assert.equal(damonLine([on]), 'DAMON kdamond.0 on (paddr, sample 500 ms, aggregate 5000 ms, schemes: pageout)');
   assert.equal(damonLine([{ ...on, state: 'off' }]), 'DAMON present, off');
+  assert.equal(damonLine([{ ...on, state: null }]), 'DAMON present, its state unreadable (not root)');
 });
