@@ -30,6 +30,10 @@ if (files.length === 0) {
 }
 // A file's whole run is bounded too: the fuzz file needs ~75 s of a core alone, and on CI's two
 // shared cores it took over 120 s; tests that can hang carry their own tighter timeouts.
-const args = ['--test', '--test-concurrency=2', '--test-timeout=300000', ...files];
+// TAP as before, and after it a list of the failures alone (scripts/failures-reporter.mjs).
+const failures = new URL('./failures-reporter.mjs', import.meta.url).pathname;
+const reporters = ['--test-reporter=tap', '--test-reporter-destination=stdout'];
+reporters.push(`--test-reporter=${failures}`, '--test-reporter-destination=stdout');
+const args = ['--test', '--test-concurrency=2', '--test-timeout=300000', ...reporters, ...files];
 const r = spawnSync(process.execPath, args, { stdio: 'inherit' });
 process.exit(r.status ?? 1);
