@@ -134,13 +134,17 @@ test(
       corefile: `.:PORT {\n    bind 127.0.0.1\n    prometheus 127.0.0.1:${metricsPort}\n    health 127.0.0.1:${healthPort} {\n        status\n    }\n    hosts {\n        10.0.0.1 a.example\n    }\n}\n`,
       workers: 2,
     });
-    const statusTotal = async () =>
-      ((await (await fetch(`http://127.0.0.1:${healthPort}/status.json`)).json()) as { queries: { total: number } })
-        .queries.total;
+    const statusTotal = async () => {
+      const r = await fetch(`http://127.0.0.1:${healthPort}/status.json`);
+      const text = await r.text();
+      if (r.status !== 200) throw new Error(`/status.json: HTTP ${r.status}: ${text.slice(0, 300)}`);
+      return (JSON.parse(text) as { queries: { total: number } }).queries.total;
+    };
+    let running = true;
+    let loops: Array<Promise<void>> = [];
     try {
       let answered = 0;
       let lost = 0;
-      let running = true;
       const loop = async () => {
         while (running) {
           const r = await query(s.port, 'a.example.', QType.A, { timeoutMs: 1000 }).catch(() => null);
@@ -148,7 +152,7 @@ test(
           else lost++;
         }
       };
-      const loops = Array.from({ length: 4 }, loop);
+      loops = Array.from({ length: 4 }, loop);
       const readings: number[] = [];
       const statusReadings: number[] = [];
       // A connection the killed worker had accepted (or was handed by the primary before it saw the
@@ -185,12 +189,20 @@ test(
       }
       // The replacement process exists; it serves once it has read the configuration, which on CI's
       // loaded cores has taken over 3 s: wait for a full reading before the ones that must all succeed.
+      let lastFailure = '';
       await until('the replacement serves /metrics and /status.json', 20000, () =>
         read().then(
           () => true,
-          () => false,
+          (e: Error) => {
+            lastFailure = String((e.cause as Error | undefined)?.message ?? e.message);
+            return false;
+          },
         ),
-      );
+      ).catch((e: Error) => {
+        throw new Error(
+          `${e.message}; the last read failed with: ${lastFailure}\nserver output:\n${s.output().slice(-4000)}`,
+        );
+      });
       for (let i = 0; i < 5; i++) {
         await read();
         await sleep(200);
@@ -211,7 +223,10 @@ test(
       const text = await scrape(metricsPort);
       assert.match(text, /^process_start_time_seconds \d+/m);
     } finally {
+      // Also when an assertion failed: the query loops would otherwise keep the test file alive.
+      running = false;
       await s.stop();
+      await Promise.all(loops);
     }
   },
 );

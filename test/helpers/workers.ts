@@ -6,8 +6,12 @@ import { QType } from '../../src/dns/constants.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** The /metrics text; a status other than 200 throws with its body (an error text is no reading). */
 export async function scrape(port: number): Promise<string> {
-  return (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const r = await fetch(`http://127.0.0.1:${port}/metrics`);
+  const text = await r.text();
+  if (r.status !== 200) throw new Error(`/metrics: HTTP ${r.status}: ${text.slice(0, 300)}`);
+  return text;
 }
 
 /** The sum of every sample of `name` in an exposition text. */
