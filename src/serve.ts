@@ -385,6 +385,16 @@ function runPrimary(
         ...sockets?.env,
       });
       shardOfWorker.set(w.id, shard);
+      // A worker killed a moment ago still counts as connected until the primary reads its pipe's
+      // end; a message sent to it then (a metrics gather, a config step) fails with EPIPE as an
+      // 'error' event on the Worker, which unhandled would end the primary and every other worker.
+      // Its 'exit' follows and starts the replacement.
+      let said = false;
+      w.on('error', (e: Error) => {
+        if (said) return;
+        said = true;
+        coreLog.warn(`worker ${w.process.pid}: ${e.message}; it is going away`);
+      });
       const done = () => {
         clearTimeout(t);
         waiting.delete(onState);

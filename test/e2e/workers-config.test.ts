@@ -230,3 +230,46 @@ test(
     }
   },
 );
+
+test(
+  'a worker killed while the primary is sending to it does not take the server down (six kills under scrapes)',
+  { timeout: 90000 },
+  async () => {
+    const metricsPort = await freePort();
+    const s = await startServer({
+      corefile: `.:PORT {\n    bind 127.0.0.1\n    prometheus 127.0.0.1:${metricsPort}\n    hosts {\n        10.0.0.1 a.example\n    }\n}\n`,
+      workers: 2,
+    });
+    const primary = s.proc.pid!;
+    // Every scrape makes the primary message each worker (its numbers are gathered): with many
+    // at once, a worker SIGKILLed is sent to before the primary has seen it go (EPIPE on the Worker).
+    let running = true;
+    const loops = Array.from({ length: 16 }, async () => {
+      while (running) await scrape(metricsPort).catch(() => sleep(20));
+    });
+    try {
+      for (let kill = 0; kill < 6; kill++) {
+        await until('two workers serve', 20000, async () => childrenOf(primary).length === 2);
+        await sleep(500);
+        const [victim] = childrenOf(primary);
+        process.kill(victim!, 'SIGKILL');
+        await until(`worker ${victim} replaced`, 20000, async () => !childrenOf(primary).includes(victim!));
+        assert.equal(s.proc.exitCode, null, `the server ended after a worker was killed:\n${s.output().slice(-3000)}`);
+      }
+      await until('two workers serve', 20000, async () => childrenOf(primary).length === 2);
+      running = false;
+      await Promise.all(loops);
+      assert.equal(s.proc.exitCode, null, `the server ended:\n${s.output().slice(-3000)}`);
+      assert.doesNotMatch(s.output(), /Unhandled 'error' event/);
+      await until('the replaced workers serve /metrics', 20000, async () =>
+        /^coredns_build_info\{/m.test(await scrape(metricsPort)),
+      );
+      const m = await query(s.port, 'a.example.', QType.A, { timeoutMs: 2000 });
+      assert.equal(addressOf(m), '10.0.0.1');
+    } finally {
+      running = false;
+      await s.stop();
+      await Promise.all(loops);
+    }
+  },
+);
