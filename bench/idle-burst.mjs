@@ -25,10 +25,11 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { waitAnswering } from './lib/check.mjs';
 import { dnsperfArgs, parseDnsperf } from './lib/dnsperf.mjs';
-import { killAllSync, runCommand, startProcess, stopAll, stopProcess, statusKiB } from './lib/procs.mjs';
+import { killAllSync, runCommand, stopAll, stopProcess, statusKiB } from './lib/procs.mjs';
 import { machineInfo, machineLine } from './lib/report.mjs';
 import { damonLine } from './lib/return-stalls.mjs';
-import { freePort } from './lib/servers.mjs';
+import { clusterdnsServer, freePort } from './lib/servers.mjs';
+import { parseTraceGc } from './lib/gc-trace.mjs';
 import { makeWorkload } from './lib/workload.mjs';
 import { scenarios } from './scenarios.mjs';
 
@@ -57,40 +58,22 @@ if (!scenario) throw new Error(`no scenario ${opt.scenario}`);
 const idles = opt['idle-s'].split(',').map(Number);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-/** Full GCs in `--trace-gc` text: [{atMs (the process's clock), pauseMs, reduce, line}]. */
-function fullGcs(text) {
-  const out = [];
-  for (const line of text.split('\n')) {
-    const m = /\s(\d+) ms: (Mark-Compact|Mark-sweep)( \(reduce\))? .*?, ([\d.]+) \/ [\d.]+ ms/.exec(line);
-    if (m) out.push({ atMs: Number(m[1]), pauseMs: Number(m[4]), reduce: Boolean(m[3]), line: line.trim() });
-  }
-  return out;
-}
-
-/** The slowest answer in dnsperf's output, ms ("Average Latency (s): … (min …, max S)"). */
-function maxLatencyMs(text) {
-  const m = /Average Latency \(s\):.*max ([\d.]+)\)/.exec(text);
-  return m ? Number(m[1]) * 1000 : NaN;
-}
-
 async function runVariant(flags, ctx) {
-  const port = await freePort();
-  const corefile = join(ctx.dir, `Corefile-${port}`);
-  writeFileSync(corefile, scenario.corefile({ ...ctx, port }));
-  const log = join(ctx.dir, `server-${port}.log`);
-  const bin = join(root, 'bin/clusterdns');
-  const args = ['--max-semi-space-size=2', '--min-semi-space-size=2', '--trace-gc', ...flags, bin];
+  const def = clusterdnsServer(scenario);
+  const vctx = { ...ctx, port: await freePort(), mode: `idle-${ctx.variant++}`, nodeArgs: ['--trace-gc', ...flags] };
   // --trace-gc's clock starts with the process's V8 isolate, a few ms after this.
   const startedAt = Date.now();
-  const server = startProcess('clusterdns', process.execPath, [...args, '-conf', corefile, '-quiet'], {
-    pin: 1,
-    logFile: log,
-  });
-  await waitAnswering(port, ctx.sample, 60_000, () => server.child.exitCode === null);
+  const server = def.start(vctx);
+  await waitAnswering(vctx.port, ctx.sample, 60_000, () => server.child.exitCode === null);
   const load = async (seconds) => {
-    const a = dnsperfArgs({ port, queryFile: ctx.queries, seconds, maxQps: Number(opt.rate), outstanding: 1000 });
-    const r = await runCommand('dnsperf', a, { pin: 0, timeoutMs: (seconds + 30) * 1000 });
-    return { ...parseDnsperf(r.stdout), maxMs: maxLatencyMs(r.stdout) };
+    const a = dnsperfArgs({
+      port: vctx.port,
+      queryFile: ctx.queries,
+      seconds,
+      maxQps: Number(opt.rate),
+      outstanding: 1000,
+    });
+    return parseDnsperf((await runCommand('dnsperf', a, { pin: 0, timeoutMs: (seconds + 30) * 1000 })).stdout);
   };
   await load(Number(opt['warmup-s']));
   const cycles = [];
@@ -101,13 +84,15 @@ async function runVariant(flags, ctx) {
     const rssMiB = statusKiB(server.pid, 'VmRSS') / 1024;
     const burstFrom = Date.now() - startedAt;
     const r = await load(Number(opt['burst-s']));
-    const gcs = fullGcs(readFileSync(log, 'utf8')).filter((g) => g.atMs >= quietFrom);
+    const gcs = parseTraceGc(readFileSync(join(ctx.dir, `${def.name}-${vctx.mode}.log`), 'utf8')).filter(
+      (g) => g.atMs >= quietFrom && /^Mark-(Compact|sweep)/.test(g.kind),
+    );
     cycles.push({
       idleS: idle,
       rssMiB,
-      maxMs: r.maxMs,
+      maxMs: r.maxLatencyS * 1000,
       lost: r.lost,
-      gcs: gcs.map((g) => ({ ...g, inBurst: g.atMs >= burstFrom })),
+      gcs: gcs.map((g) => ({ ...g, reduce: g.kind.includes('(reduce)'), inBurst: g.atMs >= burstFrom })),
     });
   }
   await stopProcess(server);
@@ -118,7 +103,7 @@ async function main() {
   const dir = mkdtempSync(join(tmpdir(), 'clusterdns-idle-burst-'));
   mkdirSync(join(root, 'bench/results'), { recursive: true });
   const workload = makeWorkload(dir);
-  const ctx = { dir, workload, port: 0 };
+  const ctx = { root, dir, workload, port: 0, pin: 1, workers: 1, variant: 0 };
   const skipped = await scenario.setup?.(ctx);
   if (typeof skipped === 'string') throw new Error(`${scenario.name}: ${skipped}`);
   ctx.queries = scenario.queries(ctx);

@@ -54,6 +54,7 @@ export function parseDnsperf(text) {
     lost: num(/Queries lost:\s+(\d+)/),
     qps: num(/Queries per second:\s+([\d.]+)/),
     avgLatencyS: num(/Average Latency \(s\):\s+([\d.]+)/),
+    maxLatencyS: num(/Average Latency \(s\):.*max ([\d.]+)\)/),
     runTimeS: num(/Run time \(s\):\s+([\d.]+)/),
     rcodes,
   };
