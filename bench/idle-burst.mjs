@@ -56,6 +56,14 @@ if (opt.help) {
 const scenario = scenarios.find((s) => s.name === opt.scenario);
 if (!scenario) throw new Error(`no scenario ${opt.scenario}`);
 const idles = opt['idle-s'].split(',').map(Number);
+for (const [name, values] of [
+  ['--idle-s', idles],
+  ['--cycles', [Number(opt.cycles)]],
+  ['--burst-s', [Number(opt['burst-s'])]],
+  ['--rate', [Number(opt.rate)]],
+]) {
+  if (values.some((v) => !(v > 0))) throw new Error(`${name} takes positive numbers (got ${values.join(',')})`);
+}
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 async function runVariant(flags, ctx) {
