@@ -53,8 +53,14 @@ if (opt.help) {
   process.exit(0);
 }
 
+/** A bad option: said in one line, exit 2. */
+function refuse(message) {
+  console.error(`idle-burst: ${message}`);
+  process.exit(2);
+}
+
 const scenario = scenarios.find((s) => s.name === opt.scenario);
-if (!scenario) throw new Error(`no scenario ${opt.scenario}`);
+if (!scenario) refuse(`no scenario ${opt.scenario} (there are: ${scenarios.map((s) => s.name).join(', ')})`);
 const idles = opt['idle-s'].split(',').map(Number);
 for (const [name, values] of [
   ['--idle-s', idles],
@@ -62,7 +68,7 @@ for (const [name, values] of [
   ['--burst-s', [Number(opt['burst-s'])]],
   ['--rate', [Number(opt.rate)]],
 ]) {
-  if (values.some((v) => !(v > 0))) throw new Error(`${name} takes positive numbers (got ${values.join(',')})`);
+  if (values.some((v) => !(v > 0))) refuse(`${name} takes positive numbers (got ${values.join(',')})`);
 }
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
