@@ -49,6 +49,10 @@
 // *return stall*. --pause-damon: the kernel's DAMON monitors (kdamond) off for the run and back on
 // at the end (root): what they cost every server (BENCHMARKS.md, "DAMON"). The machine line says
 // whether DAMON runs.
+// Every run also samples CPU 1's steal (/proc/stat, lib/steal.mjs: the hypervisor giving the
+// server's core to another guest, which nothing inside the machine sees): per run (*CPU 1
+// stolen*), per 5 s window beside its p99 and max, the rank correlation of the two, and each
+// server's p99 / p99.9 over the windows where the host took ≤ 50 ms (1%) of CPU 1.
 // Writes bench/results/latency-latest.md.
 
 import { printHeaderHelp } from './lib/help.mjs';
@@ -62,6 +66,7 @@ import { cpuSnapshot, otherCpuPercent, serverCpuPercent } from './lib/cpu.mjs';
 import { runDnsperf } from './lib/dnsperf.mjs';
 import { correlate, overlapping, parseTraceGc, readGcLog, readRaw, summarizeTrace } from './lib/gc-trace.mjs';
 import { attribute, loopSummary, readLoopLog, sampleCoreWait, subtract } from './lib/tail-causes.mjs';
+import { sampleSteal, spearman, stealIn } from './lib/steal.mjs';
 import { killAllSync, pinThreads, runCommand, startProcess, stopAll, stopProcess } from './lib/procs.mjs';
 import { machineInfo, machineLine } from './lib/report.mjs';
 import { damonLine, pauseDamon, perfUnavailable, readReturnStalls, startReturnTrace } from './lib/return-stalls.mjs';
@@ -362,6 +367,8 @@ async function measure(name, proc, ctx, queryFile, rate, tag, clientKind) {
   const tid = busiestThread(proc.pid);
   const wait0 = runQueueWaitMs(proc.pid, tid);
   const stopCoreWait = sampleCoreWait(proc.pid, tid);
+  // The host taking CPU 1 away (a VM's steal): invisible to the guest's own accounting.
+  const stopSteal = sampleSteal(1);
   const traceFile = join(tmp, `${tag}.perf`);
   const stopTrace = cfg.traceReturns ? startReturnTrace(tid, traceFile) : null;
   // The client's sockets exist only while it runs: sample their drops just before it ends.
@@ -400,6 +407,7 @@ async function measure(name, proc, ctx, queryFile, rate, tag, clientKind) {
   const [res, dp] = await Promise.all([client, perf]);
   clearInterval(dropWatch);
   const coreWait = stopCoreWait();
+  const steal = stopSteal();
   const traced = stopTrace ? await stopTrace() : null;
   const after = cpuSnapshot(proc.pid);
   const loadGenCpu = (100 * (childrenCpuS() - children0)) / (Number(after.at - before.at) / 1e9);
@@ -426,6 +434,7 @@ async function measure(name, proc, ctx, queryFile, rate, tag, clientKind) {
     loadGenCpu, // client + dnsperf, % of one core (CPU 0)
     serverRunQueueWaitMs,
     coreWait,
+    steal,
     // --trace-returns: the serving thread's stalls after its wakeups (lib/return-stalls.mjs).
     returnStalls: traced ? returnStalls(traceFile, traced) : undefined,
     serverRssMB,
@@ -439,7 +448,7 @@ async function measure(name, proc, ctx, queryFile, rate, tag, clientKind) {
     `  ${name.padEnd(20)} ${cfg.clients.length > 1 ? `[${clientKind} client] ` : ''}${rate} QPS: p50 ${L.p50} p90 ${L.p90} p99 ${L.p99} p99.9 ${L.p999} max ${L.max} ms, lost ${c.lost}/${c.sent}` +
       `${dp ? ` (dnsperf: ${dp.sent} sent, ${dp.lost} lost, ${Math.round(dp.qps)} QPS)` : ''}; server CPU ${m.serverCpu.toFixed(0)}%, ` +
       `client CPU ${c.clientCpuPercent}% (work ${c.clientWorkPercent ?? '?'}%)${dp ? `, client + dnsperf ${loadGenCpu.toFixed(0)}%` : ''}, send lag p99 ${c.sendLagMs.p99} ms, ` +
-      `client stalls ${c.stalls.count} (${c.stalls.totalMs} ms)${c.readLagMs ? `, answers read p99 ${c.readLagMs.p99} / max ${c.readLagMs.max} ms after they arrived (not counted)` : ''}, other work ${m.otherCpu.toFixed(0)}%, server waited ${serverRunQueueWaitMs.toFixed(0)} ms for its CPU, ` +
+      `client stalls ${c.stalls.count} (${c.stalls.totalMs} ms)${c.readLagMs ? `, answers read p99 ${c.readLagMs.p99} / max ${c.readLagMs.max} ms after they arrived (not counted)` : ''}, other work ${m.otherCpu.toFixed(0)}%, CPU 1 stolen by the host ${stealPct(m)}%, server waited ${serverRunQueueWaitMs.toFixed(0)} ms for its CPU, ` +
       `UDP receive-buffer drops: server socket ${serverDrops}, client sockets ${clientDrops} (whole machine ${m.udpRcvbufErrors})`,
   );
   return m;
@@ -456,8 +465,58 @@ function returnStalls(file, traced) {
   }
 }
 
-/** p99 and max per 5 s window (of the schedule), from the raw file. */
-function windows(rawFile, seconds = 5) {
+/**
+ * How far each server's p99 per 5 s window went with CPU 1's steal in the same window: Spearman's
+ * rank correlation over its windows, and over every server's windows of the scenario together.
+ */
+function stealLine(r) {
+  const ws = Object.keys(r.runs)
+    .filter((w) => r.runs[w].length)
+    .map((w) => [label(r.runs[w][0]), r.runs[w].flatMap((m) => m.windows).filter((x) => Number.isFinite(x.stealMs))]);
+  const rho = (xs) =>
+    spearman(
+      xs.map((x) => x.p99Ms),
+      xs.map((x) => x.stealMs),
+    );
+  const all = ws.flatMap(([, xs]) => xs);
+  if (!all.length) return 'no steal figures (no /proc/stat steal here)';
+  const f = (x) => (Number.isFinite(x) ? x.toFixed(2) : 'n/a');
+  return (
+    `rank correlation of a window's p99 with CPU 1's steal in it: ${ws.map(([who, xs]) => `${who} ${f(rho(xs))} (${xs.length} windows)`).join(', ')}; ` +
+    `all together ${f(rho(all))}`
+  );
+}
+
+/** A window is "quiet" when the host took at most this much of CPU 1 in it (1% of 5 s). */
+const QUIET_STEAL_MS = 50;
+
+/**
+ * p99 and p99.9 over the queries of the windows in which the host took ≤ QUIET_STEAL_MS of CPU 1:
+ * each server's tail with the machine's steal mostly left out, whichever minutes it drew.
+ */
+function quietWindows(ms, seconds = 5) {
+  const lat = [];
+  let windowsUsed = 0;
+  let windowsAll = 0;
+  for (const m of ms) {
+    const r = readRaw(m.raw);
+    const from = Math.ceil(r.skipS * r.rate);
+    const quiet = m.windows.map((w) => w.stealMs <= QUIET_STEAL_MS);
+    windowsAll += quiet.length;
+    windowsUsed += quiet.filter(Boolean).length;
+    for (let i = from; i < r.send.length; i++)
+      if (quiet[Math.floor((i - from) / (r.rate * seconds))] && !Number.isNaN(r.lat[i])) lat.push(r.lat[i]);
+  }
+  const s = Float64Array.from(lat).sort();
+  const p = (q) => (s.length ? s[Math.min(s.length - 1, Math.ceil((q / 100) * s.length) - 1)] / 1e6 : NaN);
+  return { p99: p(99), p999: p(99.9), windowsUsed, windowsAll, queries: s.length };
+}
+
+/** CPU 1's steal over a run, in % of it (NaN where /proc/stat has no steal). */
+const stealPct = (m) => ((100 * m.steal.totalMs) / 1000 / m.steal.seconds).toFixed(1);
+
+/** p99 and max per 5 s window (of the schedule), from the raw file, and CPU 1's steal in each (ms). */
+function windows(rawFile, steal, seconds = 5) {
   const r = readRaw(rawFile);
   const from = Math.ceil(r.skipS * r.rate);
   const out = [];
@@ -470,8 +529,10 @@ function windows(rawFile, seconds = 5) {
   return out.filter(Boolean).map((w, k) => {
     const s = Float64Array.from(w.lat).sort();
     const p = (q) => (s.length ? Math.round(s[Math.min(s.length - 1, Math.ceil(q * s.length) - 1)] / 1e4) / 100 : NaN);
+    const t0 = r.startNs + (r.skipS + k * seconds) * 1e9;
     return {
       fromS: k * seconds,
+      stealMs: steal ? stealIn(steal.samples, t0, t0 + seconds * 1e9) : NaN,
       p99Ms: p(0.99),
       maxMs: s.length ? Math.round(s[s.length - 1] / 1e4) / 100 : NaN,
       lost: w.lost,
@@ -614,7 +675,7 @@ async function runScenario(sc, workload) {
           `${sc.name}-${def.name.replace(/\W+/g, '_')}-r${round}-${kind}`,
           kind,
         );
-        m.windows = windows(m.raw);
+        m.windows = windows(m.raw, m.steal);
         if (gcLog && cfg.gc) {
           await sleep(1500); // the observer writes once a second
           m.gc = gcReport(ctx, proc.pid, gcLog, m);
@@ -823,13 +884,14 @@ function render(machine, results, elapsedS) {
       '*send lag*: how late the recording client sent against its schedule (its own stalls: GC, other work on CPU 0). ' +
       "*outside client stalls*: the same percentiles without the queries that were in flight while the client's send loop stood still " +
       "for more than 3 ms (their delay is at least partly the client's); the share set aside in parentheses. " +
-      "*server run-queue wait*: time the server's busiest thread (event loop; Knot's UDP worker) was ready to run but waited for CPU 1 (other work on its core, or its own helper threads), in % of the run.",
+      "*server run-queue wait*: time the server's busiest thread (event loop; Knot's UDP worker) was ready to run but waited for CPU 1 (other work on its core, or its own helper threads), in % of the run. " +
+      "*CPU 1 stolen*: time the hypervisor gave CPU 1 to something outside this machine (/proc/stat's steal; 0 on bare metal), in % of the run, median of the rounds: the server's thread stands still meanwhile and nothing inside the machine sees why.",
   );
   L('');
   L(
-    '| scenario | server | max QPS | rate | recorded | lost | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | outside client stalls: p99 / p99.9 / max ms (set aside) | server CPU | client CPU (work) | client + dnsperf CPU | send lag p99 / max ms | other work | server run-queue wait |',
+    '| scenario | server | max QPS | rate | recorded | lost | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | outside client stalls: p99 / p99.9 / max ms (set aside) | server CPU | client CPU (work) | client + dnsperf CPU | send lag p99 / max ms | other work | server run-queue wait | CPU 1 stolen |',
   );
-  L('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|');
+  L('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|');
   for (const r of results) {
     for (const who of Object.keys(r.runs)) {
       const ms = r.runs[who];
@@ -841,21 +903,31 @@ function render(machine, results, elapsedS) {
           `${f2(p.p50)} | ${f2(p.p90)} | ${f2(p.p99)} | ${f2(p.p999)} | ${f2(p.max)} | ` +
           `${f2(p.clean.p99)} / ${f2(p.clean.p999)} / ${f2(p.clean.max)} (${p.clean.excludedPercent.toFixed(1)}%) | ${med(ms.map((m) => m.serverCpu)).toFixed(0)}% | ` +
           `${med(ms.map((m) => m.client.clientCpuPercent)).toFixed(0)}% (${med(ms.map((m) => m.client.clientWorkPercent)).toFixed(0)}%) | ${med(ms.map((m) => m.loadGenCpu)).toFixed(0)}% | ` +
-          `${f2(med(ms.map((m) => m.client.sendLagMs.p99)))} / ${f2(Math.max(...ms.map((m) => m.client.sendLagMs.max)))} | ${med(ms.map((m) => m.otherCpu)).toFixed(0)}% | ${(ms.reduce((a, m) => a + m.serverRunQueueWaitMs, 0) / ms.length / cfg.seconds / 10).toFixed(1)}% |`,
+          `${f2(med(ms.map((m) => m.client.sendLagMs.p99)))} / ${f2(Math.max(...ms.map((m) => m.client.sendLagMs.max)))} | ${med(ms.map((m) => m.otherCpu)).toFixed(0)}% | ${(ms.reduce((a, m) => a + m.serverRunQueueWaitMs, 0) / ms.length / cfg.seconds / 10).toFixed(1)}% | ${med(ms.map((m) => Number(stealPct(m)))).toFixed(1)}% |`,
       );
     }
   }
   for (const r of results) {
     L('');
     L(
-      `${r.scenario}: p99 / max per 5 s window (ms): ` +
+      `${r.scenario}: p99 / max ms / CPU 1 stolen ms per 5 s window: ` +
         Object.keys(r.runs)
           .filter((w) => r.runs[w].length)
           .map(
             (w) =>
-              `${label(r.runs[w][0])} ${r.runs[w].map((m) => m.windows.map((x) => `${f2(x.p99Ms)}/${f2(x.maxMs)}`).join(' ')).join(' | ')}`,
+              `${label(r.runs[w][0])} ${r.runs[w].map((m) => m.windows.map((x) => `${f2(x.p99Ms)}/${f2(x.maxMs)}/${x.stealMs}`).join(' ')).join(' | ')}`,
           )
           .join('; '),
+    );
+    L(`${r.scenario}: ${stealLine(r)}`);
+    const q = Object.keys(r.runs)
+      .filter((w) => r.runs[w].length)
+      .map((w) => [label(r.runs[w][0]), quietWindows(r.runs[w])]);
+    L(
+      `${r.scenario}: p99 / p99.9 ms in the windows where the host took ≤ ${QUIET_STEAL_MS} ms of CPU 1: ` +
+        q
+          .map(([who, x]) => `${who} ${f2(x.p99)} / ${f2(x.p999)} (${x.windowsUsed} of ${x.windowsAll} windows)`)
+          .join(', '),
     );
     const drops = Object.values(r.runs)
       .flat()
@@ -1057,6 +1129,7 @@ async function main() {
       ...m,
       raw: undefined,
       coreWait: undefined,
+      steal: { totalMs: m.steal.totalMs, seconds: m.steal.seconds },
       returnStalls: m.returnStalls ? m.returnStalls.summary : undefined,
     });
     writeFileSync(
