@@ -487,6 +487,12 @@ function stealLine(r) {
   );
 }
 
+/** The median of the rounds' CPU 1 steal, '—' where /proc/stat has none. */
+function stealMedian(ms) {
+  const v = ms.map((m) => Number(stealPct(m))).filter(Number.isFinite);
+  return v.length ? `${med(v).toFixed(1)}%` : '—';
+}
+
 /** A window is "quiet" when the host took at most this much of CPU 1 in it (1% of 5 s). */
 const QUIET_STEAL_MS = 50;
 
@@ -513,7 +519,10 @@ function quietWindows(ms, seconds = 5) {
 }
 
 /** CPU 1's steal over a run, in % of it (NaN where /proc/stat has no steal). */
-const stealPct = (m) => ((100 * m.steal.totalMs) / 1000 / m.steal.seconds).toFixed(1);
+const stealPct = (m) => {
+  const pct = (100 * m.steal.totalMs) / 1000 / m.steal.seconds;
+  return Number.isFinite(pct) ? pct.toFixed(1) : '—';
+};
 
 /** p99 and max per 5 s window (of the schedule), from the raw file, and CPU 1's steal in each (ms). */
 function windows(rawFile, steal, seconds = 5) {
@@ -903,7 +912,7 @@ function render(machine, results, elapsedS) {
           `${f2(p.p50)} | ${f2(p.p90)} | ${f2(p.p99)} | ${f2(p.p999)} | ${f2(p.max)} | ` +
           `${f2(p.clean.p99)} / ${f2(p.clean.p999)} / ${f2(p.clean.max)} (${p.clean.excludedPercent.toFixed(1)}%) | ${med(ms.map((m) => m.serverCpu)).toFixed(0)}% | ` +
           `${med(ms.map((m) => m.client.clientCpuPercent)).toFixed(0)}% (${med(ms.map((m) => m.client.clientWorkPercent)).toFixed(0)}%) | ${med(ms.map((m) => m.loadGenCpu)).toFixed(0)}% | ` +
-          `${f2(med(ms.map((m) => m.client.sendLagMs.p99)))} / ${f2(Math.max(...ms.map((m) => m.client.sendLagMs.max)))} | ${med(ms.map((m) => m.otherCpu)).toFixed(0)}% | ${(ms.reduce((a, m) => a + m.serverRunQueueWaitMs, 0) / ms.length / cfg.seconds / 10).toFixed(1)}% | ${med(ms.map((m) => Number(stealPct(m)))).toFixed(1)}% |`,
+          `${f2(med(ms.map((m) => m.client.sendLagMs.p99)))} / ${f2(Math.max(...ms.map((m) => m.client.sendLagMs.max)))} | ${med(ms.map((m) => m.otherCpu)).toFixed(0)}% | ${(ms.reduce((a, m) => a + m.serverRunQueueWaitMs, 0) / ms.length / cfg.seconds / 10).toFixed(1)}% | ${stealMedian(ms)} |`,
       );
     }
   }
