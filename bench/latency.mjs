@@ -448,7 +448,7 @@ async function measure(name, proc, ctx, queryFile, rate, tag, clientKind) {
     `  ${name.padEnd(20)} ${cfg.clients.length > 1 ? `[${clientKind} client] ` : ''}${rate} QPS: p50 ${L.p50} p90 ${L.p90} p99 ${L.p99} p99.9 ${L.p999} max ${L.max} ms, lost ${c.lost}/${c.sent}` +
       `${dp ? ` (dnsperf: ${dp.sent} sent, ${dp.lost} lost, ${Math.round(dp.qps)} QPS)` : ''}; server CPU ${m.serverCpu.toFixed(0)}%, ` +
       `client CPU ${c.clientCpuPercent}% (work ${c.clientWorkPercent ?? '?'}%)${dp ? `, client + dnsperf ${loadGenCpu.toFixed(0)}%` : ''}, send lag p99 ${c.sendLagMs.p99} ms, ` +
-      `client stalls ${c.stalls.count} (${c.stalls.totalMs} ms)${c.readLagMs ? `, answers read p99 ${c.readLagMs.p99} / max ${c.readLagMs.max} ms after they arrived (not counted)` : ''}, other work ${m.otherCpu.toFixed(0)}%, CPU 1 stolen by the host ${stealPct(m)}%, server waited ${serverRunQueueWaitMs.toFixed(0)} ms for its CPU, ` +
+      `client stalls ${c.stalls.count} (${c.stalls.totalMs} ms)${c.readLagMs ? `, answers read p99 ${c.readLagMs.p99} / max ${c.readLagMs.max} ms after they arrived (not counted)` : ''}, other work ${m.otherCpu.toFixed(0)}%, CPU 1 stolen by the host ${f1(stealPercent(m))}%, server waited ${serverRunQueueWaitMs.toFixed(0)} ms for its CPU, ` +
       `UDP receive-buffer drops: server socket ${serverDrops}, client sockets ${clientDrops} (whole machine ${m.udpRcvbufErrors})`,
   );
   return m;
@@ -489,48 +489,41 @@ function stealLine(r) {
 
 /** The median of the rounds' CPU 1 steal, '—' where /proc/stat has none. */
 function stealMedian(ms) {
-  const v = ms.map((m) => Number(stealPct(m))).filter(Number.isFinite);
-  return v.length ? `${med(v).toFixed(1)}%` : '—';
+  const v = med(ms.map(stealPercent));
+  return Number.isFinite(v) ? `${v.toFixed(1)}%` : '—';
 }
+
+/** The length of the report's windows, s. */
+const WINDOW_S = 5;
 
 /** A window is "quiet" when the host took at most this much of CPU 1 in it (1% of 5 s). */
 const QUIET_STEAL_MS = 50;
 
 /**
- * p99 and p99.9 over the queries of the windows in which the host took ≤ QUIET_STEAL_MS of CPU 1:
- * each server's tail with the machine's steal mostly left out, whichever minutes it drew.
+ * pooled() over the windows in which the host took ≤ QUIET_STEAL_MS of CPU 1: each server's tail
+ * with the machine's steal mostly left out, whichever minutes it drew; and how many windows that was.
  */
-function quietWindows(ms, seconds = 5) {
-  const lat = [];
-  let windowsUsed = 0;
-  let windowsAll = 0;
-  for (const m of ms) {
-    const r = readRaw(m.raw);
-    const from = Math.ceil(r.skipS * r.rate);
-    const quiet = m.windows.map((w) => w.stealMs <= QUIET_STEAL_MS);
-    windowsAll += quiet.length;
-    windowsUsed += quiet.filter(Boolean).length;
-    for (let i = from; i < r.send.length; i++)
-      if (quiet[Math.floor((i - from) / (r.rate * seconds))] && !Number.isNaN(r.lat[i])) lat.push(r.lat[i]);
-  }
-  const s = Float64Array.from(lat).sort();
-  const p = (q) => (s.length ? s[Math.min(s.length - 1, Math.ceil((q / 100) * s.length) - 1)] / 1e6 : NaN);
-  return { p99: p(99), p999: p(99.9), windowsUsed, windowsAll, queries: s.length };
+function quietWindows(ms) {
+  const quiet = (m, w) => m.windows[w]?.stealMs <= QUIET_STEAL_MS;
+  return {
+    ...pooled(ms, quiet),
+    windowsUsed: ms.reduce((a, m) => a + m.windows.filter((_, w) => quiet(m, w)).length, 0),
+    windowsAll: ms.reduce((a, m) => a + m.windows.length, 0),
+  };
 }
 
 /** CPU 1's steal over a run, in % of it (NaN where /proc/stat has no steal). */
-const stealPct = (m) => {
-  const pct = (100 * m.steal.totalMs) / 1000 / m.steal.seconds;
-  return Number.isFinite(pct) ? pct.toFixed(1) : '—';
-};
+const stealPercent = (m) => (100 * m.steal.totalMs) / 1000 / m.steal.seconds;
+
+/** Which 5 s window (of the schedule, from the end of the skipped start) raw query i belongs to. */
+const windowOf = (r, i, seconds = WINDOW_S) => Math.floor((i - Math.ceil(r.skipS * r.rate)) / (r.rate * seconds));
 
 /** p99 and max per 5 s window (of the schedule), from the raw file, and CPU 1's steal in each (ms). */
-function windows(rawFile, steal, seconds = 5) {
+function windows(rawFile, steal, seconds = WINDOW_S) {
   const r = readRaw(rawFile);
-  const from = Math.ceil(r.skipS * r.rate);
   const out = [];
-  for (let i = from; i < r.send.length; i++) {
-    const w = Math.floor((i - from) / (r.rate * seconds));
+  for (let i = Math.ceil(r.skipS * r.rate); i < r.send.length; i++) {
+    const w = windowOf(r, i, seconds);
     out[w] ??= { lat: [], lost: 0 };
     if (Number.isNaN(r.lat[i])) out[w].lost++;
     else out[w].lat.push(r.lat[i]);
@@ -829,10 +822,11 @@ function gcReport(ctx, pid, gcLog, m) {
 }
 
 // ---- report ------------------------------------------------------------------------------
-function pooled(ms) {
+function pooled(ms, inWindow = null) {
   // Percentiles over every counted query of every round (from the raw files); and the same
   // without the queries in flight while the recording client itself stalled (its send loop
   // stopped for > 3 ms: other work on CPU 0, its GC), which are the client's delays, not the server's.
+  // inWindow(m, w), when given, keeps only the queries of the windows it says yes to.
   const lat = [];
   const clean = [];
   let lost = 0;
@@ -841,6 +835,7 @@ function pooled(ms) {
     const r = readRaw(m.raw);
     const stalled = overlapping(r, r.stalls, cfg.timeoutMs * 1e6);
     for (let i = Math.ceil(r.skipS * r.rate); i < r.send.length; i++) {
+      if (inWindow && !inWindow(m, windowOf(r, i))) continue;
       sent++;
       if (Number.isNaN(r.lat[i])) lost++;
       else {
@@ -862,6 +857,7 @@ function pooled(ms) {
   };
 }
 
+const f1 = (x) => (Number.isFinite(x) ? x.toFixed(1) : '—');
 const f2 = (x) => (Number.isFinite(x) ? (x >= 10 ? x.toFixed(1) : x.toFixed(2)) : '—');
 const med = (xs) => {
   const v = xs.filter(Number.isFinite).sort((a, b) => a - b);
