@@ -53,6 +53,12 @@
 // server's core to another guest, which nothing inside the machine sees): per run (*CPU 1
 // stolen*), per 5 s window beside its p99 and max, the rank correlation of the two, and each
 // server's p99 / p99.9 over the windows where the host took ≤ 50 ms (1%) of CPU 1.
+// Every run also reads how long the server's other threads ran (/proc schedstat of every thread
+// but the serving one: V8's GC and compiler helpers, libuv's pool; Knot's other workers), shown
+// per round beside its p99 and the serving thread's run-queue wait: pinned with the server, they
+// take its core while they run (BENCHMARKS.md, "V8's helpers on the server's core").
+// --settle S: clusterdns goes on at the rate S more seconds before round 1 (5 s turns among
+// variants): past the first minute's first-time deoptimizations and recompiles (same section).
 // Writes bench/results/latency-latest.md.
 
 import { printHeaderHelp } from './lib/help.mjs';
@@ -65,7 +71,15 @@ import { checkAnswers, waitAnswering } from './lib/check.mjs';
 import { cpuSnapshot, otherCpuPercent, serverCpuPercent } from './lib/cpu.mjs';
 import { runDnsperf } from './lib/dnsperf.mjs';
 import { correlate, overlapping, parseTraceGc, readGcLog, readRaw, summarizeTrace } from './lib/gc-trace.mjs';
-import { attribute, loopSummary, readLoopLog, sampleCoreWait, subtract } from './lib/tail-causes.mjs';
+import {
+  attribute,
+  loopSummary,
+  otherThreadsRunMs,
+  ranSince,
+  readLoopLog,
+  sampleCoreWait,
+  subtract,
+} from './lib/tail-causes.mjs';
 import { sampleSteal, spearman, stealIn } from './lib/steal.mjs';
 import { killAllSync, pinThreads, runCommand, startProcess, stopAll, stopProcess } from './lib/procs.mjs';
 import { machineInfo, machineLine } from './lib/report.mjs';
@@ -91,6 +105,7 @@ const { values: opt } = parseArgs({
     sockets: { type: 'string', default: '4' },
     skip: { type: 'string', default: '1' },
     warmup: { type: 'string', default: '5' },
+    settle: { type: 'string', default: '0' },
     'timeout-ms': { type: 'string', default: '2000' },
     rounds: { type: 'string', default: '1' },
     gc: { type: 'boolean', default: false },
@@ -127,6 +142,7 @@ const cfg = {
   sockets: Number(opt.sockets),
   skip: Number(opt.skip),
   warmup: Number(opt.warmup),
+  settle: Number(opt.settle),
   timeoutMs: Number(opt['timeout-ms']),
   rounds: Number(opt.rounds),
   gc: opt.gc,
@@ -165,6 +181,7 @@ if (
   !(cfg.seconds >= 1) ||
   !(cfg.loadPercent > 0) ||
   !(cfg.rounds >= 1) ||
+  !(cfg.settle >= 0) ||
   (cfg.maxQps !== null && !(cfg.maxQps > 0))
 ) {
   console.error('bad options; see --help');
@@ -366,6 +383,7 @@ async function measure(name, proc, ctx, queryFile, rate, tag, clientKind) {
   const children0 = childrenCpuS();
   const tid = busiestThread(proc.pid);
   const wait0 = runQueueWaitMs(proc.pid, tid);
+  const others0 = otherThreadsRunMs(proc.pid, tid);
   const stopCoreWait = sampleCoreWait(proc.pid, tid);
   // The host taking CPU 1 away (a VM's steal): invisible to the guest's own accounting.
   const stopSteal = sampleSteal(1);
@@ -413,6 +431,7 @@ async function measure(name, proc, ctx, queryFile, rate, tag, clientKind) {
   const loadGenCpu = (100 * (childrenCpuS() - children0)) / (Number(after.at - before.at) / 1e9);
   // Other work on the server's core shows as time its threads waited to run.
   const serverRunQueueWaitMs = runQueueWaitMs(proc.pid, tid) - wait0;
+  const otherThreadsMs = ranSince(others0, otherThreadsRunMs(proc.pid, tid));
   const serverRssMB = rssMB(proc.pid);
   const udp1 = udpCounters();
   const serverDrops = udpDrops(ctx.port).server - serverDrops0;
@@ -433,6 +452,7 @@ async function measure(name, proc, ctx, queryFile, rate, tag, clientKind) {
       before && after ? (10 * (after.serverSys - before.serverSys)) / (Number(after.at - before.at) / 1e9) : NaN,
     loadGenCpu, // client + dnsperf, % of one core (CPU 0)
     serverRunQueueWaitMs,
+    otherThreadsMs,
     coreWait,
     steal,
     // --trace-returns: the serving thread's stalls after its wakeups (lib/return-stalls.mjs).
@@ -448,7 +468,7 @@ async function measure(name, proc, ctx, queryFile, rate, tag, clientKind) {
     `  ${name.padEnd(20)} ${cfg.clients.length > 1 ? `[${clientKind} client] ` : ''}${rate} QPS: p50 ${L.p50} p90 ${L.p90} p99 ${L.p99} p99.9 ${L.p999} max ${L.max} ms, lost ${c.lost}/${c.sent}` +
       `${dp ? ` (dnsperf: ${dp.sent} sent, ${dp.lost} lost, ${Math.round(dp.qps)} QPS)` : ''}; server CPU ${m.serverCpu.toFixed(0)}%, ` +
       `client CPU ${c.clientCpuPercent}% (work ${c.clientWorkPercent ?? '?'}%)${dp ? `, client + dnsperf ${loadGenCpu.toFixed(0)}%` : ''}, send lag p99 ${c.sendLagMs.p99} ms, ` +
-      `client stalls ${c.stalls.count} (${c.stalls.totalMs} ms)${c.readLagMs ? `, answers read p99 ${c.readLagMs.p99} / max ${c.readLagMs.max} ms after they arrived (not counted)` : ''}, other work ${m.otherCpu.toFixed(0)}%, CPU 1 stolen by the host ${f1(stealPercent(m))}%, server waited ${serverRunQueueWaitMs.toFixed(0)} ms for its CPU, ` +
+      `client stalls ${c.stalls.count} (${c.stalls.totalMs} ms)${c.readLagMs ? `, answers read p99 ${c.readLagMs.p99} / max ${c.readLagMs.max} ms after they arrived (not counted)` : ''}, other work ${m.otherCpu.toFixed(0)}%, CPU 1 stolen by the host ${f1(stealPercent(m))}%, server waited ${serverRunQueueWaitMs.toFixed(0)} ms for its CPU, its other threads ran ${otherThreadsMs.toFixed(0)} ms, ` +
       `UDP receive-buffer drops: server socket ${serverDrops}, client sockets ${clientDrops} (whole machine ${m.udpRcvbufErrors})`,
   );
   return m;
@@ -517,6 +537,23 @@ const stealPercent = (m) => (100 * m.steal.totalMs) / 1000 / m.steal.seconds;
 
 /** Which 5 s window (of the schedule, from the end of the skipped start) raw query i belongs to. */
 const windowOf = (r, i, seconds = WINDOW_S) => Math.floor((i - Math.ceil(r.skipS * r.rate)) / (r.rate * seconds));
+
+/**
+ * Per round, the server's other threads' run time on CPU 1 beside the round's p99 and its
+ * serving thread's run-queue wait: which rounds V8's helpers (for clusterdns) took the core in.
+ */
+function otherThreadsLine(r) {
+  const ws = Object.keys(r.runs).filter((w) => r.runs[w].length);
+  return (
+    "p99 ms / serving thread's run-queue wait ms / the server's other threads' run ms, per round: " +
+    ws
+      .map(
+        (w) =>
+          `${label(r.runs[w][0])} ${r.runs[w].map((m) => `${f2(m.client.latencyMs.p99)}/${m.serverRunQueueWaitMs.toFixed(0)}/${Number.isFinite(m.otherThreadsMs) ? m.otherThreadsMs.toFixed(0) : '—'}`).join(' ')}`,
+      )
+      .join('; ')
+  );
+}
 
 /** p99 and max per 5 s window (of the schedule), from the raw file, and CPU 1's steal in each (ms). */
 function windows(rawFile, steal, seconds = WINDOW_S) {
@@ -656,6 +693,21 @@ async function runScenario(sc, workload) {
         port: x.ctx.port,
         queryFile: x.def.queries(x.ctx),
         seconds: cfg.warmup,
+        pin: 0,
+        maxQps: rate,
+      });
+  // --settle: clusterdns (every variant) goes on at the rate for S more seconds, in turns of at
+  // most 5 s so that none stands idle long enough for V8's memory reducer, then straight into
+  // round 1: past the first minute of a server's life, in which code paths first met (the
+  // first TTL expiries, the cache's first sweeps) deoptimize hot functions and V8 compiles them
+  // again on its helper threads, which share the server's core (BENCHMARKS.md, "V8's helpers
+  // on the server's core").
+  for (let done = 0; done < cfg.settle; done += 5)
+    for (const x of mine)
+      await runDnsperf({
+        port: x.ctx.port,
+        queryFile: x.def.queries(x.ctx),
+        seconds: Math.min(5, cfg.settle - done),
         pin: 0,
         maxQps: rate,
       });
@@ -925,6 +977,7 @@ function render(machine, results, elapsedS) {
           .join('; '),
     );
     L(`${r.scenario}: ${stealLine(r)}`);
+    L(`${r.scenario}: ${otherThreadsLine(r)}`);
     const q = Object.keys(r.runs)
       .filter((w) => r.runs[w].length)
       .map((w) => [label(r.runs[w][0]), quietWindows(r.runs[w])]);

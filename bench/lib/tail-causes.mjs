@@ -5,7 +5,7 @@
 // lib/gc-observer.mjs and lib/loop-observer.mjs: GC pauses, batches of the native UDP path
 // (the batching delay), and the loop's other work (timers, other sockets, V8 tasks).
 
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 
 const r2 = (x) => Math.round(x * 100) / 100;
 
@@ -59,6 +59,36 @@ export function sampleCoreWait(pid, tid, everyMs = 1) {
     clearInterval(timer);
     return out;
   };
+}
+
+/**
+ * Run time (ms, from /proc schedstat) of each of a process's threads but `tid`, by thread id:
+ * for clusterdns V8's helpers (parallel scavenges, concurrent marking and sweeping, TurboFan
+ * compiling) and libuv's pool; for Knot its other workers. Pinned with the server, they take
+ * CPU 1 from its serving thread while they run.
+ */
+export function otherThreadsRunMs(pid, tid) {
+  const out = new Map();
+  try {
+    for (const t of readdirSync(`/proc/${pid}/task`)) {
+      if (Number(t) === tid) continue;
+      try {
+        out.set(t, Number(readFileSync(`/proc/${pid}/task/${t}/schedstat`, 'latin1').split(' ')[0]) / 1e6);
+      } catch {
+        /* the thread ended */
+      }
+    }
+  } catch {
+    /* not Linux, or gone */
+  }
+  return out;
+}
+
+/** How long the threads of `after` ran since `before` (threads started since count from 0). */
+export function ranSince(before, after) {
+  let ms = 0;
+  for (const [t, v] of after) ms += v - (before.get(t) ?? 0);
+  return ms;
 }
 
 /** `intervals` ([start, end, ...], sorted by start) with the parts inside `cuts` (sorted, disjoint) removed. */

@@ -139,3 +139,47 @@ test(
     }
   },
 );
+
+test("other threads' run time: a process's threads but the serving one, from /proc schedstat", async (t) => {
+  if (!existsSync('/proc/self/task')) return t.skip('no /proc');
+  const { otherThreadsRunMs, ranSince } = await load('bench/lib/tail-causes.mjs');
+  // ranSince: threads present before count their growth, threads new since count in whole.
+  assert.equal(
+    ranSince(
+      new Map([
+        ['1', 5],
+        ['2', 7],
+      ]),
+      new Map([
+        ['1', 9],
+        ['2', 7],
+        ['3', 4],
+      ]),
+    ),
+    8,
+  );
+  // A child whose main thread spins ~300 ms, then a worker thread spins ~300 ms while main waits.
+  const src = `
+    const { Worker } = require('node:worker_threads');
+    const spin = (ms) => { const end = Date.now() + ms; while (Date.now() < end); };
+    const w = new Worker("const { parentPort } = require('node:worker_threads');" +
+      "const spin = (ms) => { const end = Date.now() + ms; while (Date.now() < end); };" +
+      "parentPort.on('message', () => { spin(300); parentPort.postMessage('spun'); });", { eval: true });
+    w.once('online', () => { spin(300); w.postMessage('go'); w.once('message', () => console.log('done')); });
+    setInterval(() => {}, 1000); // alive, worker too, until killed: their /proc entries are read after 'done'`;
+  const child = spawn(process.execPath, ['-e', src], { stdio: ['ignore', 'pipe', 'inherit'] });
+  try {
+    const pid = child.pid as number;
+    const all0 = otherThreadsRunMs(pid, -1);
+    const others0 = otherThreadsRunMs(pid, pid);
+    await new Promise<void>((done) => child.stdout.on('data', (b: Buffer) => b.toString().includes('done') && done()));
+    const all = ranSince(all0, otherThreadsRunMs(pid, -1));
+    const others = ranSince(others0, otherThreadsRunMs(pid, pid));
+    // The worker's spin is among the others; the main thread's is not. (CPU time, not wall:
+    // on a loaded machine each spin gets less than its 300 ms, hence the 100 ms bounds.)
+    assert.ok(others >= 100, `others ${others.toFixed(1)} ms`);
+    assert.ok(all - others >= 100, `main thread ${(all - others).toFixed(1)} ms`);
+  } finally {
+    child.kill('SIGKILL');
+  }
+});
