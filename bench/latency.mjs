@@ -935,7 +935,7 @@ function render(machine, results, elapsedS) {
         : `Load: \`dnsperf -Q <rate − ${cfg.sampleQps}> -q 1000\`, plus the recording client sending and recording ${cfg.sampleQps} QPS of it.`) +
       ` Recording client: ${cfg.clients.map((k) => (k === 'c' ? "C (`bench/lib/latency-client.c`: send and answer times are the kernel's timestamps of the datagrams, so the client's own stalls are not counted)" : 'Node (`bench/lib/latency-client.mjs`: times its own send() and reads, its stalls included)')).join(' and ')}` +
       `, priority ${cfg.clientPriority === 'nice' ? 'nice -10' : 'normal'}.` +
-      ` ${cfg.warmup > 0 ? `Every server first warmed by ${cfg.warmup} s of dnsperf at the rate. ` : ''}${cfg.rounds} round(s) × ${cfg.seconds} s (first ${cfg.skip} s of each not counted); lost = no answer within ${cfg.timeoutMs} ms. ` +
+      ` ${cfg.warmup > 0 ? `Every server first warmed by ${cfg.warmup} s of dnsperf at the rate. ` : ''}${cfg.settle > 0 ? `clusterdns then served ${cfg.settle} s more at the rate (--settle), straight into round 1. ` : ''}${cfg.rounds} round(s) × ${cfg.seconds} s (first ${cfg.skip} s of each not counted); lost = no answer within ${cfg.timeoutMs} ms. ` +
       'Percentiles over all recorded queries of all rounds. *client CPU*: the recording client process (a spinning one takes all it gets); ' +
       '*work*: its time in send() and in answer handling; *client + dnsperf CPU*: both load generators on CPU 0, in % of that core; ' +
       '*send lag*: how late the recording client sent against its schedule (its own stalls: GC, other work on CPU 0). ' +
