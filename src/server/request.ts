@@ -8,6 +8,17 @@ import type { Metadata } from './metadata.js';
 import type { PreparedAnswer } from './prepared-reply.js';
 import type { ZoneStats } from './stats.js';
 
+/**
+ * The latest Request and Response made, held so that V8 keeps their hidden classes through a
+ * quiet spell. Optimized code refers weakly to the hidden classes it was built for, and the
+ * memory reducer's collections (V8's, once allocation stops) keep none that no object uses: with
+ * no query in flight they took these, and with them the optimized code of the query path (35–49
+ * functions at once), so the next load ran slower code while V8 compiled it again on helper
+ * threads sharing the server's core (BENCHMARKS.md, "V8's helpers on the server's core"). One
+ * object of each keeps them. The forward path's ForwardCall and cache's Flight do the same.
+ */
+export const latest: { request: Request | null; response: Response | null } = { request: null, response: null };
+
 export type Transport = 'udp' | 'tcp';
 
 /**
@@ -100,6 +111,7 @@ export class Request {
     this.edns = q.edns;
     this.client = client;
     this.origin = origin === null ? null : (origin.origin ?? origin);
+    latest.request = this;
   }
 
   /**
@@ -342,6 +354,7 @@ export class Response {
     this.plugin = plugin;
     this.msg = msg;
     this.bytes = bytes;
+    latest.response = this;
   }
 
   static message(msg: Message, plugin: string): Response {

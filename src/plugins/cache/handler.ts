@@ -96,8 +96,13 @@ class Flight {
     readonly leader: Request,
     /** The answer store's epoch when the trip began (AnswerStore.changedSince). */
     readonly epoch: number,
-  ) {}
+  ) {
+    latestFlight.flight = this;
+  }
 }
+
+/** The latest Flight, held for its hidden class (server/request.ts `latest` says why). */
+const latestFlight: { flight: Flight | null } = { flight: null };
 
 const SWEEP_INTERVAL_MS = 1000;
 /** A sweep's work per turn of the loop (store.sweepStep's units): a fraction of a millisecond, so queries wait little. */

@@ -135,6 +135,9 @@ class Trouble {
   signal: AbortSignal | null = null;
 }
 
+/** The latest ForwardCall, held for its hidden class (request.ts `latest` says why). */
+const latestCall: { call: ForwardCall | null } = { call: null };
+
 /** One client query on its way through the upstreams. */
 class ForwardCall extends OutstandingQuery {
   private readonly list: readonly Upstream[];
@@ -173,6 +176,7 @@ class ForwardCall extends OutstandingQuery {
     this.udpSize = edns === null || edns.udpSize < 512 ? 512 : edns.udpSize;
     this.overTcp = this.startsOverTcp();
     this.list = fwd.opts.policy.order(fwd.opts.upstreams);
+    latestCall.call = this; // its hidden class through a quiet spell: request.ts `latest`
     // Every try's timer ends by the deadline, so only a client that can leave earlier needs the signal.
     if (req.mayLeave) {
       const signal = req.signal;
