@@ -62,7 +62,7 @@
 // Writes bench/results/latency-latest.md.
 
 import { printHeaderHelp } from './lib/help.mjs';
-import { mkdtempSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -79,6 +79,7 @@ import {
   readLoopLog,
   sampleCoreWait,
   subtract,
+  threadsRunMs,
 } from './lib/tail-causes.mjs';
 import { sampleSteal, spearman, stealIn } from './lib/steal.mjs';
 import { killAllSync, pinThreads, runCommand, startProcess, stopAll, stopProcess } from './lib/procs.mjs';
@@ -278,14 +279,7 @@ function rssMB(pid) {
 function busiestThread(pid) {
   let best = pid;
   let most = -1;
-  try {
-    for (const tid of readdirSync(`/proc/${pid}/task`)) {
-      const ran = Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'latin1').split(' ')[0]);
-      if (ran > most) [best, most] = [Number(tid), ran];
-    }
-  } catch {
-    /* not Linux, or gone */
-  }
+  for (const [tid, ran] of threadsRunMs(pid)) if (ran > most) [best, most] = [Number(tid), ran];
   return best;
 }
 

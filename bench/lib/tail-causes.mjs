@@ -61,17 +61,11 @@ export function sampleCoreWait(pid, tid, everyMs = 1) {
   };
 }
 
-/**
- * Run time (ms, from /proc schedstat) of each of a process's threads but `tid`, by thread id:
- * for clusterdns V8's helpers (parallel scavenges, concurrent marking and sweeping, TurboFan
- * compiling) and libuv's pool; for Knot its other workers. Pinned with the server, they take
- * CPU 1 from its serving thread while they run.
- */
-export function otherThreadsRunMs(pid, tid) {
+/** Run time (ms, from /proc schedstat) of each of a process's threads, by thread id (empty: not Linux, or gone). */
+export function threadsRunMs(pid) {
   const out = new Map();
   try {
     for (const t of readdirSync(`/proc/${pid}/task`)) {
-      if (Number(t) === tid) continue;
       try {
         out.set(t, Number(readFileSync(`/proc/${pid}/task/${t}/schedstat`, 'latin1').split(' ')[0]) / 1e6);
       } catch {
@@ -81,6 +75,17 @@ export function otherThreadsRunMs(pid, tid) {
   } catch {
     /* not Linux, or gone */
   }
+  return out;
+}
+
+/**
+ * threadsRunMs() of every thread but `tid`: for clusterdns V8's helpers (parallel scavenges,
+ * concurrent marking and sweeping, TurboFan compiling) and libuv's pool; for Knot its other
+ * workers. Pinned with the server, they take CPU 1 from its serving thread while they run.
+ */
+export function otherThreadsRunMs(pid, tid) {
+  const out = threadsRunMs(pid);
+  out.delete(String(tid));
   return out;
 }
 
