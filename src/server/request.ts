@@ -15,7 +15,8 @@ import type { ZoneStats } from './stats.js';
  * no query in flight they took these, and with them the optimized code of the query path (35–49
  * functions at once), so the next load ran slower code while V8 compiled it again on helper
  * threads sharing the server's core (BENCHMARKS.md, "V8's helpers on the server's core"). One
- * object of each keeps them. The forward path's ForwardCall and cache's Flight do the same.
+ * object of each keeps them. The forward path's ForwardCall, cache's Flight, kubernetes's
+ * AnswerWriter and the WireWriter do the same.
  */
 export const latest: { request: Request | null; response: Response | null } = { request: null, response: null };
 

@@ -56,6 +56,9 @@ export function soaAuthority(questionEnd: number, zone: string, ttl: number, ser
   return b;
 }
 
+/** The latest AnswerWriter, held for its hidden class (server/request.ts `latest` says why). */
+const latestAnswer: { writer: AnswerWriter | null } = { writer: null };
+
 /** Builds the records of one answer, with message offsets as they will be in the reply. */
 export class AnswerWriter {
   private writer: WireWriter | null = null;
@@ -80,6 +83,7 @@ export class AnswerWriter {
   ) {
     this.base = questionEnd;
     this.zoneOff = zoneOffset(questionEnd, zone);
+    latestAnswer.writer = this; // its hidden class through a quiet spell: server/request.ts `latest`
   }
 
   /** Made on first use: a query that ends in NXDOMAIN never writes here. */
