@@ -95,6 +95,14 @@ const named = new Set((flags.only ?? '').split(',').map((x) => x.trim()));
 servers = servers.filter(
   (s) => !s.forScenario || named.has(s.name) || servers.some((x) => x.name === `clusterdns-${s.forScenario}`),
 );
+// The before/after rows (`…-base`, served by another build) need BENCH_BASE_ROOT: without it
+// they are left out of the table, with one note saying so.
+const baseRows = servers.filter((s) => s.name.endsWith('-base') && s.name.startsWith('clusterdns-'));
+const baseNote =
+  !process.env.BENCH_BASE_ROOT && baseRows.length
+    ? `before/after rows (${baseRows.map((s) => s.name).join(', ')}) not measured: BENCH_BASE_ROOT is not set`
+    : null;
+if (baseNote) servers = servers.filter((s) => !baseRows.includes(s));
 // --variant=NAME=FLAGS: a copy of every selected clusterdns server with more node flags.
 for (const v of flags.variant ?? []) {
   const eq = v.indexOf('=');
@@ -164,7 +172,7 @@ async function main() {
   log(`machine: ${machineLine(machine)}`);
 
   const results = {}; // mode -> rows
-  const notes = [];
+  const notes = baseNote ? [baseNote] : [];
   for (const mode of modes) {
     results[mode] = await measureMode(mode, workload, notes);
   }
