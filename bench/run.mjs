@@ -95,9 +95,9 @@ const named = new Set((flags.only ?? '').split(',').map((x) => x.trim()));
 servers = servers.filter(
   (s) => !s.forScenario || named.has(s.name) || servers.some((x) => x.name === `clusterdns-${s.forScenario}`),
 );
-// The before/after rows (`…-base`, served by another build) need BENCH_BASE_ROOT: without it
-// they are left out of the table, with one note saying so.
-const baseRows = servers.filter((s) => s.name.endsWith('-base') && s.name.startsWith('clusterdns-'));
+// The before/after rows (`…-base`: a scenario served by another build, its `root`) need
+// BENCH_BASE_ROOT: without it they are left out of the table, with one note saying so.
+const baseRows = servers.filter((s) => s.scenario?.root !== undefined);
 const baseNote =
   !process.env.BENCH_BASE_ROOT && baseRows.length
     ? `before/after rows (${baseRows.map((s) => s.name).join(', ')}) not measured: BENCH_BASE_ROOT is not set`

@@ -11,7 +11,7 @@ import type { ZoneStats } from './stats.js';
 /**
  * The latest Request and Response made, held so that V8 keeps their hidden classes through a
  * quiet spell. Optimized code refers weakly to the hidden classes it was built for, and the
- * memory reducer's collections (V8's, once allocation stops) keep none that no object uses: with
+ * memory reducer's collections (V8's, when allocation is low) keep none that no object uses: with
  * no query in flight they took these, and with them the optimized code of the query path (35–49
  * functions at once), so the next load ran slower code while V8 compiled it again on helper
  * threads sharing the server's core (BENCHMARKS.md, "V8's helpers on the server's core"). One

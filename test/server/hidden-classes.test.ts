@@ -1,7 +1,9 @@
-// A query's objects (Request, Response, kubernetes's AnswerWriter, the WireWriter) keep their hidden
-// classes through a memory-reducing collection (issue 23 point 3): server/request.ts `latest`. V8's memory reducer, which runs once a server goes
-// quiet, keeps no hidden class that no object uses, and optimized code built for one is thrown
-// away with it; the query path was then compiled again on the server's core at the next load.
+// A query's objects (Request, Response, kubernetes's AnswerWriter, the WireWriter) keep their
+// hidden classes through a memory-reducing collection (issue 23 point 3): server/request.ts
+// `latest`. V8's memory reducer, which runs when JavaScript allocates little (a quiet spell, or
+// a load the native answer table serves), keeps no hidden class that no object uses, and
+// optimized code built for one is thrown away with it; the query path was then compiled again
+// on the server's core.
 // A heap snapshot makes the same kind of collection (all available garbage, reducing memory)
 // on demand, so a child process with --allow-natives-syntax can check the optimized code stays.
 import { test } from 'node:test';
