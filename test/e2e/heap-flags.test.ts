@@ -5,11 +5,8 @@
 // v8.setFlagsFromString and every GC that V8 reports as forced (gc(), not V8's own scheduling).
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { KubeApiServer } from '../helpers/kubeapi.js';
+import { nodeHook, type NodeHook } from '../helpers/node-hook.js';
 import { startServer, type RunningServer } from '../helpers/server.js';
 import { query } from '../helpers/dns.js';
 import { QType } from '../../src/dns/constants.js';
@@ -51,28 +48,20 @@ for (const workers of [1, 2]) {
   describe(`heap flags at start, none changed while serving (-workers ${workers})`, () => {
     let api: KubeApiServer;
     let s: RunningServer;
-    let out: string;
-    const lines = (): HookLine[] =>
-      readFileSync(out, 'utf8')
-        .split('\n')
-        .filter(Boolean)
-        .map((l) => JSON.parse(l) as HookLine);
+    let hook: NodeHook<HookLine>;
+    const lines = () => hook.lines();
 
     before(async () => {
       api = await KubeApiServer.create();
       api.apply(namespace('default'));
       // Enough objects that a list is a burst of garbage worth collecting.
       for (let i = 0; i < 400; i++) api.apply(service('default', `svc-${i}`, [`10.96.${i >> 8}.${i & 255}`]));
-      const dir = mkdtempSync(join(tmpdir(), 'clusterdns-heap-'));
-      const hook = join(dir, 'hook.mjs');
-      writeFileSync(hook, HOOK);
-      out = join(dir, 'hook.jsonl');
-      writeFileSync(out, '');
+      hook = nodeHook<HookLine>(HOOK, 'HEAP_HOOK_OUT');
       s = await startServer({
         launcher: true,
         workers,
         corefile: `cluster.local:PORT {\n  bind 127.0.0.1\n  kubernetes cluster.local {\n    endpoint ${api.url}\n  }\n}\n`,
-        env: { NODE_OPTIONS: `--import ${pathToFileURL(hook).href}`, HEAP_HOOK_OUT: out },
+        env: hook.env,
         probe: 'svc-399.default.svc.cluster.local.',
       });
     });
@@ -88,12 +77,14 @@ for (const workers of [1, 2]) {
       for (const l of started) assert.match(l.started!, /^--max-semi-space-size=\d+ --import /, `${l.role} ${l.pid}`);
     });
 
-    test('every process starts with its young generation at its 2 MB size, not V8 growing it from 1 MB under load', () => {
+    test('every process starts with its young generation at its 2 MB size and the reducer at one collection', () => {
       const started = lines().filter((l) => l.started !== undefined);
       assert.ok(started.length >= 1);
       // A command-line flag (not allowed in NODE_OPTIONS): the workers inherit it with execArgv.
       for (const l of started) {
         assert.match(l.execArgv!, /(^| )--min-semi-space-size=2( |$)/, `${l.role} ${l.pid}`);
+        // One memory-reducing collection per heap growth, not three (test/e2e/memory-reducer.test.ts).
+        assert.match(l.execArgv!, /(^| )--memory-reducer-single-gc( |$)/, `${l.role} ${l.pid}`);
         assert.equal(l.young, 2 * 2 ** 20, `${l.role} ${l.pid}: V8's new space at start`);
       }
     });
