@@ -16,7 +16,7 @@ import { parseArgs } from 'node:util';
 import { cpuSnapshot, serverCpuPercent } from './lib/cpu.mjs';
 import { printHeaderHelp } from './lib/help.mjs';
 import { killAllSync, startProcess, stopProcess, treeRssKiB } from './lib/procs.mjs';
-import { freePort } from './lib/servers.mjs';
+import { freePort, launcherNodeArgs } from './lib/servers.mjs';
 import { bigServices } from './truncation.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -94,7 +94,7 @@ export async function underAttack(log = (s) => process.stderr.write(s + '\n')) {
   writeFileSync(join(dir, 'Corefile'), conf(port));
   writeFileSync(join(dir, 'Corefile.idle'), conf(idlePort));
   const args = (c) => [
-    '--max-semi-space-size=2',
+    ...launcherNodeArgs(root),
     join(root, 'bin/clusterdns'),
     '-conf',
     join(dir, c),

@@ -19,7 +19,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { makeWorkload, seededRandom } from './lib/workload.mjs';
 import { writeClusterManifest } from './scenarios.mjs';
-import { freePort } from './lib/servers.mjs';
+import { freePort, launcherNodeArgs } from './lib/servers.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const { values } = parseArgs({
@@ -93,8 +93,7 @@ async function measure(scenario) {
   const server = spawn(
     process.execPath,
     [
-      '--max-semi-space-size=2',
-      '--min-semi-space-size=2',
+      ...launcherNodeArgs(values.root),
       '--import',
       join(here, 'lib/loop-tasks.mjs'),
       join(values.root, 'dist/src/cli.js'),

@@ -6,7 +6,7 @@
 // setup(ctx)? }. ctx = { root, dir,
 // port, workload, mode, pin, workers, startProcess, nodeArgs?, env? }.
 
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import dgram from 'node:dgram';
@@ -22,6 +22,21 @@ function logFile(ctx, name) {
 function onPath(bin) {
   for (const d of (process.env.PATH ?? '').split(':')) if (d && existsSync(join(d, bin))) return true;
   return false;
+}
+
+/**
+ * The node flags a build's bin/clusterdns starts a server with: its #! line's NODE_OPTIONS, then
+ * the flags it puts on node's command line. Benches that start `node FLAGS bin/clusterdns` (so
+ * that they can add their own flags, or pin the process) take them from here, so that each build
+ * is measured with the flags it ships (README "Node flags"), not a copy kept in the bench.
+ */
+export function launcherNodeArgs(root) {
+  const line = readFileSync(join(root, 'bin/clusterdns'), 'utf8').split('\n', 1)[0];
+  const words = (s) => (s ?? '').split(/\s+/).filter((w) => w.startsWith('-'));
+  const env = /"NODE_OPTIONS=([^"$]*)/.exec(line)?.[1];
+  const cli = /\snode((?:\s+-\S+)*)\s*$/.exec(line)?.[1];
+  if (cli === undefined) throw new Error(`${root}/bin/clusterdns: no node command in its #! line`);
+  return [...words(env), ...words(cli)];
 }
 
 export function clusterdnsServer(scenario) {
@@ -41,10 +56,9 @@ export function clusterdnsServer(scenario) {
       return startProcess(
         this.name,
         process.execPath,
-        // As deployed (bin/clusterdns, npm start, the image): a 2 MB young generation.
+        // As deployed (bin/clusterdns, npm start, the image): the build's own launcher flags.
         [
-          '--max-semi-space-size=2',
-          '--min-semi-space-size=2',
+          ...launcherNodeArgs(scenario.root?.() ?? ctx.root),
           ...(ctx.nodeArgs ?? []),
           join(scenario.root?.() ?? ctx.root, 'bin/clusterdns'),
           '-conf',
