@@ -51,6 +51,7 @@ export function clusterdnsServer(scenario) {
     setup: scenario.setup,
     start(ctx) {
       const conf = join(ctx.dir, `Corefile-${scenario.name}-${ctx.mode}`);
+      const root = scenario.root?.() ?? ctx.root;
       writeFileSync(conf, scenario.corefile(ctx));
       // ctx.nodeArgs (e.g. --trace-gc) and ctx.env are for bench scripts that observe the server.
       return startProcess(
@@ -58,9 +59,9 @@ export function clusterdnsServer(scenario) {
         process.execPath,
         // As deployed (bin/clusterdns, npm start, the image): the build's own launcher flags.
         [
-          ...launcherNodeArgs(scenario.root?.() ?? ctx.root),
+          ...launcherNodeArgs(root),
           ...(ctx.nodeArgs ?? []),
-          join(scenario.root?.() ?? ctx.root, 'bin/clusterdns'),
+          join(root, 'bin/clusterdns'),
           '-conf',
           conf,
           '-workers',
