@@ -7,7 +7,7 @@
       "target_name": "udpbatch",
       "conditions": [
         ["OS=='linux'", {
-          "sources": ["udpbatch.c"],
+          "sources": ["udpbatch.c", "heap.cc"],
           "cflags": ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-fvisibility=hidden"],
           "defines": ["NAPI_DISABLE_CPP_EXCEPTIONS"]
         }]

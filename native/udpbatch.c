@@ -1388,6 +1388,20 @@ static napi_value js_fast_stats(napi_env env, napi_callback_info info) {
   return arr;
 }
 
+int cdns_memory_pressure(int level); /* heap.cc */
+
+/* memoryPressure(level): 1 starts V8's incremental memory-reducing collection now. */
+static napi_value js_memory_pressure(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  int32_t level = 0;
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc >= 1) napi_get_value_int32(env, argv[0], &level);
+  napi_value r;
+  napi_create_int32(env, cdns_memory_pressure(level), &r);
+  return r;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor d[] = {
       {"open", NULL, js_open, NULL, NULL, NULL, napi_default, NULL},
@@ -1408,6 +1422,7 @@ static napi_value init(napi_env env, napi_value exports) {
       {"fastPut", NULL, js_fast_put, NULL, NULL, NULL, napi_default, NULL},
       {"fastFlush", NULL, js_fast_flush, NULL, NULL, NULL, napi_default, NULL},
       {"fastStats", NULL, js_fast_stats, NULL, NULL, NULL, napi_default, NULL},
+      {"memoryPressure", NULL, js_memory_pressure, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_define_properties(env, exports, sizeof d / sizeof d[0], d);
   napi_value v;

@@ -14,6 +14,7 @@ import type { Logger } from '../log.js';
 import { objectKey } from '../kube/types.js';
 import type { ClusterEvent, ClusterKind, ClusterSink, KubeSource, SourceConfig } from './events.js';
 import type { KubeClientMetrics } from './metrics.js';
+import { settleHeapSoon } from '../server/heap.js';
 import {
   projectEndpointSlice,
   projectNamespace,
@@ -220,6 +221,10 @@ export class ApiSource implements KubeSource {
       onUpdate: (key, _old, value) => upsert(key, value),
       onDelete: (key) => common.onDelete(kind, key),
       onSynced: common.onSynced,
+      // A relist (the first list ends before the reflector counts as synced) replaced the whole collection.
+      onListEnd: (completed) => {
+        if (completed && r.hasSynced) settleHeapSoon();
+      },
       onConnectionChange: (connected) => common.onConnection(path, connected),
       onError: (err) => {
         if (err instanceof ForbiddenError)

@@ -5,6 +5,7 @@
 
 import type { ClusterEvent } from './events.js';
 import { joinKey, type EndpointSliceRecord, type PodRecord, type ServiceRecord } from './objects.js';
+import { settleHeapSoon } from '../server/heap.js';
 
 /** What one event may have changed in DNS answers, for invalidation and the SOA serial. */
 export interface ClusterChange {
@@ -97,6 +98,8 @@ export class ClusterIndex {
         if (this.synced) return;
         this.synced = true;
         for (const l of this.listeners) l.onSynced?.();
+        // What the first lists left behind (their JSON, their pages) goes in one collection now.
+        settleHeapSoon();
         return;
       case 'connection':
         this.problem = ev.problem;

@@ -21,6 +21,7 @@ import {
   type ProjectionOptions,
 } from './objects.js';
 import type { LabelMatcher } from './selector.js';
+import { settleHeapSoon } from '../server/heap.js';
 
 let yamlParser: typeof ParseAllDocuments | null = null;
 
@@ -140,6 +141,8 @@ export class ManifestSource implements KubeSource {
         }
       }
       this.apply();
+      // The files' parse and the records they replaced are garbage now, in bulk.
+      settleHeapSoon();
     } finally {
       this.reading = false;
     }

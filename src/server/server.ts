@@ -12,6 +12,7 @@ import { parseConfig, readConfigSource, Runtime, type LoadedConfig } from './run
 import { leadProcess, logger } from '../log.js';
 import { formatHostPort, listenErrorMessage, ListenError } from './system-errors.js';
 import { fastFlush } from './fast-answers.js';
+import { settleHeapSoon } from './heap.js';
 
 const log = logger('');
 const reloadLog = logger('reload');
@@ -276,6 +277,8 @@ export class DnsServer {
           const rt = await Runtime.create(cfg, this.env());
           await this.switchTo(rt);
           if (lead) log.info('Reloading complete');
+          // The configuration replaced (its plugins, their tables) is garbage now, in bulk.
+          settleHeapSoon();
         } catch (e) {
           reloadLog.error(`reload failed: ${(e as Error).message}; keeping the running configuration`);
         }

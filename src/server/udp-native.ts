@@ -113,6 +113,11 @@ export const DEFAULT_ADDON_PATH = fileURLToPath(
   new URL('../../../native/build/Release/udpbatch.node', import.meta.url),
 );
 
+/** The addon's file: CLUSTERDNS_NATIVE_UDP_ADDON names another (tests use a missing one). */
+export function nativeAddonPath(): string {
+  return process.env.CLUSTERDNS_NATIVE_UDP_ADDON || DEFAULT_ADDON_PATH;
+}
+
 let loaded: { addon: UdpBatchAddon | null; why: string } | undefined;
 
 /**
@@ -123,7 +128,7 @@ export function udpBatchAddon(): { addon: UdpBatchAddon | null; why: string } {
   if (loaded) return loaded;
   if (process.env.CLUSTERDNS_NATIVE_UDP === '0') return (loaded = { addon: null, why: 'CLUSTERDNS_NATIVE_UDP=0' });
   if (process.platform !== 'linux') return (loaded = { addon: null, why: `not built for ${process.platform}` });
-  const path = process.env.CLUSTERDNS_NATIVE_UDP_ADDON || DEFAULT_ADDON_PATH;
+  const path = nativeAddonPath();
   try {
     const addon = createRequire(import.meta.url)(path) as UdpBatchAddon;
     if (addon.META_INTS !== META_INTS || addon.OUT_INTS !== OUT_INTS || typeof addon.open !== 'function') {
