@@ -168,6 +168,37 @@ describe('cache store', () => {
     assert.equal(s.size(EntryKind.Denial), 1);
   });
 
+  test("a refresh takes the old entry's place in its name's node: nothing in the tree is built again", () => {
+    const s = new CacheStore({ successCapacity: 1, denialCapacity: 10, maxBytes: Infinity }, new AnswerStore());
+    const first = entry('a.b.example.');
+    s.insert(first, -1, noEviction);
+    const node = first.node;
+    const parent = node?.parent;
+    const names = s.nameCount;
+    // Pruning the old entry's node and building it again would leave old-generation garbage at
+    // every TTL's end (the node, its list, its parent's set, the name map's slot).
+    const again = entry('a.b.example.');
+    s.insert(again, -1, noEviction);
+    assert.ok(node !== null && again.node === node, 'the same node');
+    assert.equal(again.node.parent, parent);
+    assert.equal(first.node, null);
+    assert.deepEqual(again.node.entries, [again]);
+    assert.equal(s.nameCount, names);
+    assert.equal(s.find('a.b.example.', 1, 1, 0), again);
+    // The queue is full: another type of the same name evicts the name's only entry, and the
+    // node stays for the newcomer.
+    let evictions = 0;
+    const aaaa = entry('a.b.example.', 28);
+    s.insert(aaaa, -1, () => evictions++);
+    assert.equal(evictions, 1);
+    assert.equal(aaaa.node, node);
+    assert.equal(s.find('a.b.example.', 28, 1, 0), aaaa);
+    assert.equal(s.find('a.b.example.', 1, 1, 0), null);
+    assert.equal(s.nameCount, names);
+    assert.equal(s.dropNames(['a.b.example.']), 1);
+    assert.equal(s.nameCount, 1, 'only the root is left');
+  });
+
   test('dropNames drops every entry of a name and nothing else; empty names leave the tree', () => {
     const s = new CacheStore({ successCapacity: 100, denialCapacity: 100, maxBytes: Infinity }, new AnswerStore());
     s.insert(entry('web.default.svc.cluster.local.', 1), -1, noEviction);

@@ -250,7 +250,8 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
         else c.hitsDenial++;
         return this.serveStale(req, next, e);
       }
-      this.store.remove(e);
+      // Dead: left in place for the answer fetched now to replace (store.insert keeps its name's
+      // node), or for the sweep and the SIEVE hand, which take dead entries first.
     }
     c.misses++;
     // Counted as a miss: a repeat must come back here to count as a hit.
@@ -480,13 +481,14 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
   }
 
   /**
-   * A SERVFAIL never replaces a real answer (a refresh by prefetch or serve_stale that
-   * fails): the entry stays, and with serve_stale it keeps being served.
+   * A SERVFAIL never replaces a real answer that can still be served (a refresh by prefetch or
+   * serve_stale that fails): the entry stays, and with serve_stale it keeps being served. A dead
+   * entry (past its TTL and any stale window) is replaced like any other.
    */
   private keepsBetter(req: Request, p: PreparedAnswer): boolean {
     if ((p.flags & 0xf) !== Rcode.SERVFAIL) return false;
     const old = this.store.find(req.name, req.qtype, req.qclass, bitsOf(req));
-    return old !== null && (old.answer.flags & 0xf) !== Rcode.SERVFAIL;
+    return old !== null && clock.ms < old.expiresMs + this.opts.staleMs && (old.answer.flags & 0xf) !== Rcode.SERVFAIL;
   }
 
   private disabledBoth(name: string): boolean {

@@ -218,7 +218,14 @@ export class CacheStore implements AnswerHolder {
   insert(e: CacheEntry, deadBefore: number, evicted: (kind: EntryKind) => void): boolean {
     if (e.bytes > this.maxBytes) return false;
     const old = this.find(e.name, e.qtype, e.qclass, e.bits);
-    if (old !== null) this.remove(old);
+    // A refresh takes the old entry's place in its name's node: the node (and its place in the
+    // tree and the name map) stays, instead of being pruned and built again. Those would be
+    // old-generation garbage every time an entry's TTL runs out. The newcomer is in the node
+    // before any eviction, so evictions below it cannot prune the node.
+    const node = old !== null ? old.node! : this.nodeFor(e.name);
+    if (old !== null) this.detach(old, e);
+    else node.entries.push(e);
+    e.node = node;
     const q = this.queues[e.kind];
     // As in SIEVE, make room before inserting, so the newcomer is never the victim.
     if (q.size >= q.capacity) {
@@ -235,9 +242,6 @@ export class CacheStore implements AnswerHolder {
       this.remove(v);
       evicted(v.kind);
     }
-    const node = this.nodeFor(e.name);
-    node.entries.push(e);
-    e.node = node;
     q.push(e);
     if (e.answer.dependencies.length > 0) this.answers.hold(e.answer, this);
     return true;
@@ -246,15 +250,24 @@ export class CacheStore implements AnswerHolder {
   remove(e: CacheEntry): void {
     const node = e.node;
     if (node === null) return;
+    this.detach(e);
+    this.prune(node);
+  }
+
+  /** Takes `e` out of its queue and its node (`replacement` takes its slot there), leaving the node in the tree. */
+  private detach(e: CacheEntry, replacement: CacheEntry | null = null): void {
+    const node = e.node!;
     this.queues[e.kind].unlink(e);
     const list = node.entries;
     const i = list.indexOf(e);
-    if (i >= 0) {
+    if (i < 0) {
+      if (replacement !== null) list.push(replacement);
+    } else if (replacement !== null) list[i] = replacement;
+    else {
       list[i] = list[list.length - 1]!;
       list.pop();
     }
     e.node = null;
-    this.prune(node);
     if (e.answer.dependencies.length > 0) this.answers.release(e.answer, this);
   }
 
