@@ -91,23 +91,27 @@ function mine(lines: HookLine[], pid: number) {
 }
 
 /**
- * Waits until a full collection follows the largest heap sample since `fromAt` and leaves the
- * heap > 2 MB under it: the garbage of what was loaded, given back while the server is quiet.
+ * Waits until a full collection after `fromAt` leaves the heap > 2 MB under the last sample taken
+ * before it: the garbage of what was loaded, given back while the server is quiet. (A collection
+ * while a list is read comes while the heap grows, so it leaves more than the sample before it.)
  */
 async function waitForSettle(hook: NodeHook<HookLine>, pid: number, fromAt: number, what: string) {
   const deadline = Date.now() + 20_000;
+  const mb = (n: number) => (n / 2 ** 20).toFixed(1);
   for (;;) {
     const { samples, majors } = mine(hook.lines(), pid);
-    const since = samples.filter((l) => l.at! >= fromAt);
-    const peak = since.reduce<HookLine | undefined>(
-      (a, l) => (a === undefined || l.used! > a.used! ? l : a),
-      undefined,
-    );
-    const gc = peak && majors.find((m) => m.at! > peak.at! && m.used! < peak.used! - 2 * 2 ** 20);
-    if (peak && gc) return { peak, gc };
+    const gc = majors.find((m) => {
+      const before = samples.filter((l) => l.at! >= fromAt && l.at! < m.at!).at(-1);
+      return m.at! > fromAt && before !== undefined && m.used! < before.used! - 2 * 2 ** 20;
+    });
+    if (gc) return gc;
     assert.ok(
       Date.now() < deadline,
-      `${what}: no full collection gave back > 2 MB within 20 s; peak ${peak ? (peak.used! / 2 ** 20).toFixed(1) : '?'} MB, collections ${JSON.stringify(majors)}`,
+      `${what}: no full collection gave back > 2 MB within 20 s; heap (ms: MB) ${samples
+        .filter((l) => l.at! >= fromAt)
+        .slice(0, 40)
+        .map((l) => `${l.at}: ${mb(l.used!)}`)
+        .join(', ')}; full collections ${majors.map((m) => `${m.at}: ${mb(m.used!)} (flags ${m.major})`).join(', ')}`,
     );
     await sleep(250);
   }
