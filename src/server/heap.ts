@@ -11,40 +11,22 @@
 // Node has no JavaScript call for it, so the native addon makes it (native/heap.cc); without
 // the addon the garbage waits for V8's next full collection.
 
-import { createRequire } from 'node:module';
-import { nativeAddonPath } from './udp-native.js';
+import { requireNativeAddon } from './udp-native.js';
 
 /** How long after a bulk load the collection starts: lists of several kinds arrive together. */
 const SETTLE_DELAY_MS = 1000;
 
-interface HeapAddon {
-  memoryPressure(level: number): number;
-}
-
 // Process-wide on purpose: there is one heap per process, whatever servers or reloads share it,
 // and a request from any of them starts the one collection.
-let addon: HeapAddon | null | undefined;
 let timer: NodeJS.Timeout | null = null;
-
-function load(): HeapAddon | null {
-  if (addon !== undefined) return addon;
-  if (process.platform !== 'linux') return (addon = null);
-  try {
-    const a = createRequire(import.meta.url)(nativeAddonPath()) as Partial<HeapAddon>;
-    addon = typeof a.memoryPressure === 'function' ? (a as HeapAddon) : null;
-  } catch {
-    addon = null;
-  }
-  return addon;
-}
 
 /** Asks for one memory-reducing collection a second from now. */
 export function settleHeapSoon(): void {
   if (timer !== null) return;
   timer = setTimeout(() => {
     timer = null;
-    const a = load();
-    a?.memoryPressure(1);
+    const r = requireNativeAddon();
+    if ('module' in r && typeof r.module.memoryPressure === 'function') r.module.memoryPressure(1);
   }, SETTLE_DELAY_MS);
   timer.unref();
 }

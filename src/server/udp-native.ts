@@ -114,8 +114,27 @@ export const DEFAULT_ADDON_PATH = fileURLToPath(
 );
 
 /** The addon's file: CLUSTERDNS_NATIVE_UDP_ADDON names another (tests use a missing one). */
-export function nativeAddonPath(): string {
+function nativeAddonPath(): string {
   return process.env.CLUSTERDNS_NATIVE_UDP_ADDON || DEFAULT_ADDON_PATH;
+}
+
+let required: { module: Record<string, unknown> } | { why: string } | undefined;
+
+/**
+ * The addon's file as loaded (or why not), once per process, whatever uses it: the UDP listeners
+ * and src/server/heap.ts.
+ */
+export function requireNativeAddon(): { module: Record<string, unknown> } | { why: string } {
+  if (required) return required;
+  if (process.platform !== 'linux') return (required = { why: `not built for ${process.platform}` });
+  const path = nativeAddonPath();
+  try {
+    return (required = { module: createRequire(import.meta.url)(path) as Record<string, unknown> });
+  } catch (e) {
+    const err = e as NodeJS.ErrnoException;
+    const why = err.code === 'MODULE_NOT_FOUND' ? 'not built' : String(err.message).split('\n')[0];
+    return (required = { why: `${path}: ${why}` });
+  }
 }
 
 let loaded: { addon: UdpBatchAddon | null; why: string } | undefined;
@@ -127,17 +146,11 @@ let loaded: { addon: UdpBatchAddon | null; why: string } | undefined;
 export function udpBatchAddon(): { addon: UdpBatchAddon | null; why: string } {
   if (loaded) return loaded;
   if (process.env.CLUSTERDNS_NATIVE_UDP === '0') return (loaded = { addon: null, why: 'CLUSTERDNS_NATIVE_UDP=0' });
-  if (process.platform !== 'linux') return (loaded = { addon: null, why: `not built for ${process.platform}` });
-  const path = nativeAddonPath();
-  try {
-    const addon = createRequire(import.meta.url)(path) as UdpBatchAddon;
-    if (addon.META_INTS !== META_INTS || addon.OUT_INTS !== OUT_INTS || typeof addon.open !== 'function') {
-      return (loaded = { addon: null, why: `${path} is from another version (rebuild with npm ci)` });
-    }
-    return (loaded = { addon, why: path });
-  } catch (e) {
-    const err = e as NodeJS.ErrnoException;
-    const why = err.code === 'MODULE_NOT_FOUND' ? 'not built' : String(err.message).split('\n')[0];
-    return (loaded = { addon: null, why: `${path}: ${why}` });
+  const r = requireNativeAddon();
+  if (!('module' in r)) return (loaded = { addon: null, why: r.why });
+  const addon = r.module as unknown as UdpBatchAddon;
+  if (addon.META_INTS !== META_INTS || addon.OUT_INTS !== OUT_INTS || typeof addon.open !== 'function') {
+    return (loaded = { addon: null, why: `${nativeAddonPath()} is from another version (rebuild with npm ci)` });
   }
+  return (loaded = { addon, why: nativeAddonPath() });
 }
