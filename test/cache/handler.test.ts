@@ -10,7 +10,7 @@ import { advanceClock, freezeClock } from '../../src/server/clock.js';
 import { buildQuery, query, sendTcp, sendUdp } from '../helpers/dns.js';
 import { dependenciesOnly } from '../../src/server/prepared-reply.js';
 import type { Request, Response } from '../../src/server/request.js';
-import { SWEEP_SLICE } from '../../src/plugins/cache/handler.js';
+import { SWEEP_GRACE_MS, SWEEP_SLICE } from '../../src/plugins/cache/handler.js';
 import { SWEEP_REMOVAL_COST } from '../../src/plugins/cache/store.js';
 import {
   answerTo,
@@ -250,6 +250,44 @@ describe('cache over sockets', () => {
       advanceClock(100); // 300 s: gone
       assert.equal((await query(c.port, 'www.example.org.', QType.A)).answers[0]?.ttl, 300);
       assert.equal(up.count(), 2);
+    });
+
+    test('an expired entry refetched with records of the same size is refilled in place; another size gets a new entry', async () => {
+      const c = await rig('cache');
+      await query(c.port, 'www.example.org.', QType.A);
+      const first = c.handler.store.find('www.example.org.', QType.A, 1, 0);
+      assert.ok(first !== null);
+      const answer = first.answer;
+      advanceClock(300_000);
+      up.respond = answerA('10.9.9.9');
+      const fresh = await query(c.port, 'www.example.org.', QType.A);
+      assert.deepEqual(fresh.answers[0]?.data, { address: '10.9.9.9' });
+      assert.equal(fresh.answers[0]?.ttl, 300);
+      // The same entry and answer objects (nothing new for V8's old generation), holding the new records.
+      const again = c.handler.store.find('www.example.org.', QType.A, 1, 0);
+      assert.equal(again, first);
+      assert.equal(again.answer, answer);
+      assert.equal(c.handler.entries('success'), 1);
+      // Its lifetime starts again at the refresh: a hit counts down from there, and it lasts 300 s.
+      advanceClock(2_000);
+      const hit = await query(c.port, 'www.example.org.', QType.A);
+      assert.deepEqual(hit.answers[0]?.data, { address: '10.9.9.9' });
+      assert.equal(hit.answers[0]?.ttl, 298);
+      assert.equal(up.count(), 2);
+      advanceClock(298_000);
+      // Two records now: a bigger answer, stored as a new entry.
+      up.respond = (q) => {
+        const m = answerA('10.9.9.9')(q);
+        m.answers.push(rr(q.questions[0]!.name, QType.A, 300, { address: '10.9.9.8' }));
+        return m;
+      };
+      const two = await query(c.port, 'www.example.org.', QType.A);
+      assert.equal(two.answers.length, 2);
+      const third = c.handler.store.find('www.example.org.', QType.A, 1, 0);
+      assert.ok(third !== null && third !== first && third.answer !== answer);
+      assert.equal((await query(c.port, 'www.example.org.', QType.A)).answers.length, 2);
+      assert.equal(up.count(), 3);
+      assert.equal(c.handler.entries('success'), 1);
     });
 
     test('every record gets one TTL, the minimum over all sections, on the miss and on hits', async () => {
@@ -557,7 +595,11 @@ describe('cache over sockets', () => {
       const c = await rig('cache 30');
       for (let i = 0; i < 200; i++) await query(c.port, `n${i}.example.org.`, QType.A);
       assert.equal(c.handler.entries('success'), 200);
-      advanceClock(31_000);
+      // Within the grace after their TTL they stay (a name asked again refills its entry); then they go.
+      advanceClock(30_000 + SWEEP_GRACE_MS - 1);
+      c.handler.sweep();
+      assert.equal(c.handler.entries('success'), 200);
+      advanceClock(1);
       c.handler.sweep();
       assert.equal(c.handler.entries('success'), 0);
     });
@@ -566,7 +608,7 @@ describe('cache over sockets', () => {
       const c = await rig('cache 30 sweep.example.org', 'sweep.example.org');
       for (let i = 0; i < 600; i++) await query(c.port, `n${i}.sweep.example.org.`, QType.A);
       assert.equal(c.handler.entries('success'), 600);
-      advanceClock(31_000);
+      advanceClock(30_000 + SWEEP_GRACE_MS);
       // Turn by turn (an immediate alternates with each of the sweep's), what is left.
       const left: number[] = [];
       const deadline = Date.now() + 3000;

@@ -9,6 +9,7 @@ import { decodeMessage } from '../../src/dns/message.js';
 import { finalizeReply } from '../../src/server/reply.js';
 import { Response } from '../../src/server/request.js';
 import { Invalidation } from '../../src/server/invalidation.js';
+import { advanceClock, freezeClock } from '../../src/server/clock.js';
 import { CacheHandler } from '../../src/plugins/cache/handler.js';
 import { cacheOptionsFrom } from './harness.js';
 import { makeRequest, rig } from '../kubernetes/harness.js';
@@ -94,6 +95,37 @@ describe('cache in front of kubernetes: one answer, held once', () => {
       assert.ok(!(fresh instanceof Promise));
       const now = decodeMessage(fresh.peekWire()!).authorities[0]!.data as { serial: number };
       assert.equal(now.serial, 2000, 'the plugin itself: the current serial');
+    } finally {
+      cache.stop();
+    }
+  });
+
+  // Last: it stops the clock, which the tests above leave running.
+  test('an expired entry asked again starts over as the same entry, with the current SOA serial', async () => {
+    freezeClock();
+    const { k, cache, ask } = cached();
+    try {
+      await ask(name(1));
+      k.index.serial = 1000;
+      await ask(name(1), QType.AAAA);
+      const success = cache.store.find(name(1), QType.A, QClass.IN, 0);
+      const denial = cache.store.find(name(1), QType.AAAA, QClass.IN, 0);
+      assert.ok(success !== null && denial !== null);
+      advanceClock(5_000); // both TTLs (5 s) run out
+      k.index.serial = 2000;
+      assert.deepEqual(sectionText((await ask(name(1))).answers), [`${name(1)} 5 A 10.96.0.2`]);
+      const nodata = await ask(name(1), QType.AAAA);
+      assert.equal((nodata.authorities[0]!.data as { serial: number }).serial, 2000);
+      assert.equal(cache.counters.misses, 4, 'both were asked of the plugin again');
+      // The same entries (nothing new to keep), still referring to the plugin's own answers.
+      assert.equal(cache.store.find(name(1), QType.A, QClass.IN, 0), success);
+      assert.equal(cache.store.find(name(1), QType.AAAA, QClass.IN, 0), denial);
+      assert.equal(success.answer, k.handler.prepared.get(name(1), QType.A));
+      advanceClock(2_000);
+      const hit = await ask(name(1), QType.AAAA);
+      assert.equal(cache.counters.hitsDenial, 1);
+      assert.equal((hit.authorities[0]!.data as { serial: number }).serial, 2000, 'a hit: the serial of the refresh');
+      assert.equal(hit.authorities[0]!.ttl, 3, 'its lifetime began at the refresh');
     } finally {
       cache.stop();
     }

@@ -105,6 +105,13 @@ class Flight {
 const latestFlight: { flight: Flight | null } = { flight: null };
 
 const SWEEP_INTERVAL_MS = 1000;
+/**
+ * How long the sweep leaves an entry past its TTL (and any stale window): a name still asked
+ * for is fetched again within it, and the answer refills the entry in place (keep) instead of
+ * building a new one. Such entries still count against the capacity and max_bytes, and a full
+ * queue evicts them first.
+ */
+export const SWEEP_GRACE_MS = 2000;
 /** A sweep's work per turn of the loop (store.sweepStep's units): a fraction of a millisecond, so queries wait little. */
 export const SWEEP_SLICE = 256;
 /** Time allowed between a hit's reply and the addon keeping it (a GC pause at worst). */
@@ -393,11 +400,15 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
     let p: PreparedAnswer | PrepareProblem | null =
       info !== null && res.hasWire ? describedResponse(req, wire, info) : null;
     let serial = -1;
+    let built = false;
     if (p !== null) {
       if (p.serialAt >= 0) serial = wire.readUInt32BE(req.questionEnd + p.serialAt);
     } else {
       p = prepareResponse(req, wire);
-      if (typeof p !== 'number' && info !== null) p.dependencies = info.dependencies;
+      if (typeof p !== 'number') {
+        if (info !== null) p.dependencies = info.dependencies;
+        built = p.dependencies.length === 0;
+      }
     }
     if (typeof p === 'number') {
       if (p === PrepareProblem.QuestionMismatch) {
@@ -412,51 +423,33 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
           (p.dependencies.length === 0 || !this.store.answers.changedSince(p.dependencies, flight.epoch)))) &&
       !this.keepsBetter(req, p)
     ) {
-      // Built for that reply alone (nobody keeps it), its bytes sit in Node's shared pool: an entry gets a copy.
-      const e = this.entryFor(req, p.holders === null && p === info ? p.ownCopy() : p, serial);
-      if (e !== null) {
-        const dead = clock.ms - this.opts.staleMs;
-        if (this.store.insert(e, dead, this.countEviction))
-          return { res, prepared: e.answer, ttl: e.ttl, serial, entry: e, stored: true, shared: false };
-      }
+      const e = this.keep(req, p, serial, built, info);
+      if (e !== null) return { res, prepared: e.answer, ttl: e.ttl, serial, entry: e, stored: true, shared: false };
     }
     return { res, prepared: p, ttl: -1, serial, entry: null, stored: false, shared: false };
   }
 
-  /** CoreDNS's caching rules: which store, for how long; null = not cached. */
-  private entryFor(req: Request, p: PreparedAnswer, serial: number): CacheEntry | null {
-    if ((p.flags & FLAG_TC) !== 0 || p.expiredSignature) return null;
+  /**
+   * Stores `p` when CoreDNS's rules keep it; returns the entry, or null. `built`: the cache
+   * prepared `p` itself, for this entry alone. `info`: what the plugin that wrote the reply
+   * described, when it did.
+   */
+  private keep(
+    req: Request,
+    p: PreparedAnswer,
+    serial: number,
+    built: boolean,
+    info: PreparedAnswer | null,
+  ): CacheEntry | null {
+    const kind = this.kindFor(req, p);
+    if (kind === -1) return null;
     const o = this.opts;
-    let kind: EntryKind;
-    let lifetimeMs: number;
-    switch (p.flags & 0xf) {
-      case Rcode.NOERROR:
-        if (p.an > 0) {
-          // A CNAME chain that does not reach the asked type, with no SOA to say why, is partial.
-          if (!p.answerHasQtype && !p.hasSoa && req.qtype !== QType.CNAME && req.qtype !== QType.ANY) return null;
-          kind = EntryKind.Success;
-          lifetimeMs = clampTtl(p.minTtl, o.success) * 1000;
-        } else if (p.hasSoa) {
-          kind = EntryKind.Denial; // NODATA
-          lifetimeMs = clampTtl(p.negativeTtl, o.denial) * 1000;
-        } else if (p.nsInAuthority > 0) {
-          kind = EntryKind.Success; // a referral
-          lifetimeMs = clampTtl(p.minTtl, o.success) * 1000;
-        } else return null;
-        break;
-      case Rcode.NXDOMAIN:
-        if (!p.hasSoa) return null;
-        kind = EntryKind.Denial;
-        lifetimeMs = clampTtl(p.negativeTtl, o.denial) * 1000;
-        break;
-      case Rcode.SERVFAIL:
-      case Rcode.NOTIMP: // CoreDNS's ServerError: both kept for the servfail duration
-        kind = EntryKind.Denial;
-        lifetimeMs = o.servfailMs;
-        break;
-      default:
-        return null;
-    }
+    const lifetimeMs =
+      kind === EntryKind.Success
+        ? clampTtl(p.minTtl, o.success) * 1000
+        : (p.flags & 0xf) === Rcode.SERVFAIL || (p.flags & 0xf) === Rcode.NOTIMP
+          ? o.servfailMs // CoreDNS's ServerError: both kept for the servfail duration
+          : clampTtl(p.negativeTtl, o.denial) * 1000;
     if (lifetimeMs <= 0) return null;
     const name = req.name;
     if (
@@ -466,18 +459,51 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
     ) {
       return null;
     }
-    return new CacheEntry(
-      name,
-      req.qtype,
-      req.qclass,
-      bitsOf(req),
-      kind,
-      p,
-      Math.floor(lifetimeMs / 1000),
-      clock.ms,
-      lifetimeMs,
-      serial,
-    );
+    const now = clock.ms;
+    const ttl = Math.floor(lifetimeMs / 1000);
+    const dead = now - o.staleMs;
+    const bits = bitsOf(req);
+    // A refresh of an entry nobody can be served any more (past its TTL and any stale window)
+    // starts it again where it is: with the same answer (the one a plugin keeps), or with the
+    // fetched records written into its own.
+    const old = this.store.find(name, req.qtype, req.qclass, bits);
+    if (
+      old !== null &&
+      old.kind === kind &&
+      old.expiresMs <= dead &&
+      (old.answer === p || (built && old.ownsAnswer && old.answer.refill(p)))
+    ) {
+      this.store.renew(old, ttl, now, lifetimeMs, serial);
+      return old;
+    }
+    // Built for that reply alone (nobody keeps it), its bytes sit in Node's shared pool: an entry gets a copy.
+    const a = p.holders === null && p === info ? p.ownCopy() : p;
+    const e = new CacheEntry(name, req.qtype, req.qclass, bits, kind, a, ttl, now, lifetimeMs, serial);
+    e.ownsAnswer = built;
+    return this.store.insert(e, dead, this.countEviction) ? e : null;
+  }
+
+  /** CoreDNS's caching rules: which store keeps `p`; -1 = not cached. */
+  private kindFor(req: Request, p: PreparedAnswer): EntryKind | -1 {
+    if ((p.flags & FLAG_TC) !== 0 || p.expiredSignature) return -1;
+    switch (p.flags & 0xf) {
+      case Rcode.NOERROR:
+        if (p.an > 0) {
+          // A CNAME chain that does not reach the asked type, with no SOA to say why, is partial.
+          if (!p.answerHasQtype && !p.hasSoa && req.qtype !== QType.CNAME && req.qtype !== QType.ANY) return -1;
+          return EntryKind.Success;
+        }
+        if (p.hasSoa) return EntryKind.Denial; // NODATA
+        if (p.nsInAuthority > 0) return EntryKind.Success; // a referral
+        return -1;
+      case Rcode.NXDOMAIN:
+        return p.hasSoa ? EntryKind.Denial : -1;
+      case Rcode.SERVFAIL:
+      case Rcode.NOTIMP:
+        return EntryKind.Denial;
+      default:
+        return -1;
+    }
   }
 
   /**
@@ -567,9 +593,9 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
 
   // ------------------------------------------------------------------ housekeeping
 
-  /** Drops entries past their TTL and any stale window: one second's round at once (tests). */
+  /** Drops entries past their TTL, any stale window and the grace: one second's round at once (tests). */
   sweep(): number {
-    return this.store.sweep(clock.ms - this.opts.staleMs, this.sweepBudget());
+    return this.store.sweep(clock.ms - this.opts.staleMs - SWEEP_GRACE_MS, this.sweepBudget());
   }
 
   /** Entries of each queue a round visits: all of a small store, an eighth of a big one. */
@@ -586,7 +612,7 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
   /** One slice of the round; the next runs after the loop has polled for queries again. */
   private readonly sweepStep = (): void => {
     this.sweepSlice = null;
-    this.store.sweepStep(clock.ms - this.opts.staleMs, SWEEP_SLICE);
+    this.store.sweepStep(clock.ms - this.opts.staleMs - SWEEP_GRACE_MS, SWEEP_SLICE);
     if (this.store.sweeping && this.detach !== null) {
       this.sweepSlice = setImmediate(this.sweepStep);
       this.sweepSlice.unref();

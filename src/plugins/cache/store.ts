@@ -34,13 +34,19 @@ export class CacheEntry {
   /** The reply's records; shared with the plugin that built it when that plugin keeps it. */
   readonly answer: PreparedAnswer;
   /** The SOA serial the answer carried when stored (-1: none to write). */
-  readonly serial: number;
+  serial: number;
   /** What the entry holds in memory, roughly: what max_bytes counts. */
   readonly bytes: number;
   // Lifetime: `ttl` whole seconds from `storedMs` (monotonic clock), over at `expiresMs`.
-  readonly ttl: number;
-  readonly storedMs: number;
-  readonly expiresMs: number;
+  // A refresh in place (CacheStore.renew) sets them again.
+  ttl: number;
+  storedMs: number;
+  expiresMs: number;
+  /**
+   * The answer was built for this entry alone (the cache prepared it from a reply): no other
+   * answer shares its bytes or offsets, so a refresh may write the new records into it.
+   */
+  ownsAnswer = false;
   // Eviction and the name tree.
   visited = false;
   newer: CacheEntry | null = null;
@@ -245,6 +251,25 @@ export class CacheStore implements AnswerHolder {
     q.push(e);
     if (e.answer.dependencies.length > 0) this.answers.hold(e.answer, this);
     return true;
+  }
+
+  /**
+   * A refresh in place: `e`, whose answer now holds the fetched records (PreparedAnswer.refill),
+   * starts a new lifetime and goes to its queue's new end, as a newcomer would. Its size and
+   * its queue are unchanged, so nothing is evicted. The entry, its name's node and its answer
+   * stay the objects they were: a refresh then leaves nothing for V8's old generation.
+   */
+  renew(e: CacheEntry, ttl: number, storedMs: number, lifetimeMs: number, serial: number): void {
+    const q = this.queues[e.kind];
+    q.unlink(e);
+    e.ttl = ttl;
+    e.storedMs = storedMs;
+    e.expiresMs = storedMs + lifetimeMs;
+    e.serial = serial;
+    e.visited = false;
+    e.hits = 0;
+    e.lastHitMs = Number.NEGATIVE_INFINITY;
+    q.push(e);
   }
 
   remove(e: CacheEntry): void {
