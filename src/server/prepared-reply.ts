@@ -72,9 +72,14 @@ export class PreparedAnswer implements PreparedReply {
   flags: number;
   ttlOffsets: Uint16Array | null;
   questionEnd: number;
-  serialAt = -1;
-  zoneAt: readonly number[] | null = null;
-  zone = '';
+  // The fields below are set in the constructor, not by initializers. V8 treats a field whose
+  // value only its initializer ever stored as a constant of the class's shape, and code compiled
+  // against it is thrown away the first time any instance's value changes: refill (a cache
+  // refresh) would do that to every reply writer, once per process, under load. A field the
+  // constructor assigns is stored twice from the start (define, then assign): never a constant.
+  serialAt: number;
+  zoneAt: readonly number[] | null;
+  zone: string;
   /**
    * Keys of what the answer was built from (a Service, an IP, an alias's target), in the
    * builder's own words: Invalidation.invalidateDependencies with any of them drops it everywhere.
@@ -84,18 +89,18 @@ export class PreparedAnswer implements PreparedReply {
   holders: AnswerHolder | AnswerHolder[] | null = null;
   // Facts for a cache's decision (CoreDNS's rules, RFC 2308).
   /** Smallest TTL of any RR (OPT excluded); -1 when there is none. */
-  minTtl = -1;
-  hasSoa = false;
+  minTtl: number;
+  hasSoa: boolean;
   /** min(every RR's TTL, SOA MINIMUM): the negative-caching TTL of RFC 2308 5; -1 without an SOA. */
-  negativeTtl = -1;
-  nsInAuthority = 0;
+  negativeTtl: number;
+  nsInAuthority: number;
   /**
    * True when the CNAME chain from the question (if any) ends at a name that holds a record of
    * the asked type: no second target for one owner, no loop, no record off the chain counted.
    */
-  answerHasQtype = false;
+  answerHasQtype: boolean;
   /** With DO: an RRSIG outside its validity period (CoreDNS does not cache such a reply). */
-  expiredSignature = false;
+  expiredSignature: boolean;
 
   constructor(
     /** The lowercase question name and type it answers. */
@@ -116,6 +121,15 @@ export class PreparedAnswer implements PreparedReply {
     this.flags = flags;
     this.ttlOffsets = ttlOffsets;
     this.questionEnd = questionEnd;
+    this.serialAt = -1;
+    this.zoneAt = null;
+    this.zone = '';
+    this.minTtl = -1;
+    this.hasSoa = false;
+    this.negativeTtl = -1;
+    this.nsInAuthority = 0;
+    this.answerHasQtype = false;
+    this.expiredSignature = false;
   }
 
   /** A copy whose bytes have memory of their own (an answer built for one reply sits in Node's shared pool). */

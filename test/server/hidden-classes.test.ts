@@ -62,3 +62,51 @@ test('hidden classes: a memory-reducing collection with no query in flight keeps
     assert.deepEqual(out[name], { before: true, after: true }, name);
   }
 });
+
+// A cache refresh writes the fetched records into the entry's kept answer (PreparedAnswer.refill).
+// A field whose value only its class-field initializer ever stored is a constant to V8, and the
+// first change of it, in any instance, throws away every optimized function that read it: under
+// load, the reply writers, compiled again on the server's core. prepared-reply.ts assigns those
+// fields in the constructor instead; this keeps them so.
+const refillChild = `
+const { PreparedAnswer } = await import(${JSON.stringify(js('server/prepared-reply.js'))});
+const answer = () => new PreparedAnswer('a.example.', 1, Buffer.alloc(16), 1, 0, 0, 0x8180, new Uint16Array(1), 27);
+// The control: a field set by its initializer alone, then changed.
+class Plain { constructor(a) { this.a = a; } b = -1; }
+const answers = [answer(), answer(), answer()];
+const plains = [new Plain(1), new Plain(2), new Plain(3)];
+const readAnswer = (x) => x.an + x.ns + x.ar + x.flags + x.body.length + x.questionEnd + x.serialAt + x.zone.length +
+  (x.zoneAt === null ? 1 : 0) + x.minTtl + (x.hasSoa ? 1 : 0) + x.negativeTtl + x.nsInAuthority +
+  (x.answerHasQtype ? 1 : 0) + (x.expiredSignature ? 1 : 0) + x.ttlOffsets.length;
+const readPlain = (x) => x.a + x.b;
+const optimized = (f) => (%GetOptimizationStatus(f) & 16) !== 0;
+const out = {};
+for (const [name, f, xs] of [['answer', readAnswer, answers], ['control', readPlain, plains]]) {
+  %PrepareFunctionForOptimization(f);
+  for (let i = 0; i < 1000; i++) f(xs[i % 3]);
+  %OptimizeFunctionOnNextCall(f);
+  f(xs[0]);
+  out[name] = { before: optimized(f) };
+}
+const fetched = answer();
+fetched.serialAt = 4; fetched.zoneAt = [2]; fetched.zone = 'example.'; fetched.minTtl = 30; fetched.hasSoa = true;
+fetched.negativeTtl = 30; fetched.nsInAuthority = 1; fetched.answerHasQtype = true; fetched.expiredSignature = true;
+const refilled = answers[0].refill(fetched);
+plains[0].b = 7;
+out.answer.after = optimized(readAnswer);
+out.control.after = optimized(readPlain);
+out.refilled = refilled && answers[0].minTtl === 30 && answers[0].zone === 'example.';
+console.log(JSON.stringify(out));
+`;
+
+test('hidden classes: a cache refresh refilling an answer keeps the code that reads answers optimized', () => {
+  const r = spawnSync(process.execPath, ['--allow-natives-syntax', '--input-type=module', '-e', refillChild], {
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
+  assert.equal(r.status, 0, r.stderr);
+  const out = JSON.parse(r.stdout.trim().split('\n').pop() as string);
+  assert.deepEqual(out.control, { before: true, after: false }, 'control: an initializer-only field changed');
+  assert.equal(out.refilled, true, 'refill took the fetched facts');
+  assert.deepEqual(out.answer, { before: true, after: true }, 'the reader of answers stays optimized');
+});

@@ -52,9 +52,10 @@ export class CacheEntry {
   newer: CacheEntry | null = null;
   older: CacheEntry | null = null;
   node: NameNode | null = null;
-  // Prefetch: hits with no gap longer than the prefetch duration.
-  hits = 0;
-  lastHitMs = Number.NEGATIVE_INFINITY;
+  // Prefetch: hits with no gap longer than the prefetch duration. Set in the constructor, not by
+  // initializers, as renew sets them again: see PreparedAnswer's fields.
+  hits: number;
+  lastHitMs: number;
   refreshing = false;
 
   constructor(
@@ -81,6 +82,8 @@ export class CacheEntry {
     this.ttl = ttl;
     this.storedMs = storedMs;
     this.expiresMs = storedMs + lifetimeMs;
+    this.hits = 0;
+    this.lastHitMs = Number.NEGATIVE_INFINITY;
   }
 }
 
