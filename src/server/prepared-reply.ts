@@ -147,17 +147,22 @@ export class PreparedAnswer implements PreparedReply {
       this.ttlOffsets,
       this.questionEnd,
     );
-    c.serialAt = this.serialAt;
-    c.zoneAt = this.zoneAt;
-    c.zone = this.zone;
     c.dependencies = this.dependencies;
-    c.minTtl = this.minTtl;
-    c.hasSoa = this.hasSoa;
-    c.negativeTtl = this.negativeTtl;
-    c.nsInAuthority = this.nsInAuthority;
-    c.answerHasQtype = this.answerHasQtype;
-    c.expiredSignature = this.expiredSignature;
+    c.takeFacts(this);
     return c;
+  }
+
+  /** `p`'s patch points and the facts a cache decides on (not its records, counts or keys). */
+  private takeFacts(p: PreparedAnswer): void {
+    this.serialAt = p.serialAt;
+    this.zoneAt = p.zoneAt;
+    this.zone = p.zone;
+    this.minTtl = p.minTtl;
+    this.hasSoa = p.hasSoa;
+    this.negativeTtl = p.negativeTtl;
+    this.nsInAuthority = p.nsInAuthority;
+    this.answerHasQtype = p.answerHasQtype;
+    this.expiredSignature = p.expiredSignature;
   }
 
   /**
@@ -179,15 +184,7 @@ export class PreparedAnswer implements PreparedReply {
     this.ar = p.ar;
     this.flags = p.flags;
     this.questionEnd = p.questionEnd;
-    this.serialAt = p.serialAt;
-    this.zoneAt = p.zoneAt;
-    this.zone = p.zone;
-    this.minTtl = p.minTtl;
-    this.hasSoa = p.hasSoa;
-    this.negativeTtl = p.negativeTtl;
-    this.nsInAuthority = p.nsInAuthority;
-    this.answerHasQtype = p.answerHasQtype;
-    this.expiredSignature = p.expiredSignature;
+    this.takeFacts(p);
     return true;
   }
 }

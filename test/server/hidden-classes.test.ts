@@ -14,6 +14,16 @@ import { pathToFileURL } from 'node:url';
 
 const js = (path: string): string => pathToFileURL(resolve('dist/src', path)).href;
 
+/** Runs `script` in a Node child that may use V8's natives syntax; its last line of output, parsed. */
+function runChild(script: string): Record<string, unknown> {
+  const r = spawnSync(process.execPath, ['--allow-natives-syntax', '--input-type=module', '-e', script], {
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
+  assert.equal(r.status, 0, r.stderr);
+  return JSON.parse(r.stdout.trim().split('\n').pop() as string) as Record<string, unknown>;
+}
+
 const child = `
 import v8 from 'node:v8';
 const { Request, Response } = await import(${JSON.stringify(js('server/request.js'))});
@@ -50,12 +60,7 @@ console.log(JSON.stringify(out));
 `;
 
 test('hidden classes: a memory-reducing collection with no query in flight keeps the query path optimized', () => {
-  const r = spawnSync(process.execPath, ['--allow-natives-syntax', '--input-type=module', '-e', child], {
-    encoding: 'utf8',
-    timeout: 60_000,
-  });
-  assert.equal(r.status, 0, r.stderr);
-  const out = JSON.parse(r.stdout.trim().split('\n').pop() as string);
+  const out = runChild(child);
   // All optimized first; the control's code goes with its hidden class, so the check can fail.
   assert.deepEqual(out.control, { before: true, after: false }, 'control');
   for (const name of ['Request', 'Response', 'AnswerWriter', 'WireWriter']) {
@@ -100,12 +105,7 @@ console.log(JSON.stringify(out));
 `;
 
 test('hidden classes: a cache refresh refilling an answer keeps the code that reads answers optimized', () => {
-  const r = spawnSync(process.execPath, ['--allow-natives-syntax', '--input-type=module', '-e', refillChild], {
-    encoding: 'utf8',
-    timeout: 60_000,
-  });
-  assert.equal(r.status, 0, r.stderr);
-  const out = JSON.parse(r.stdout.trim().split('\n').pop() as string);
+  const out = runChild(refillChild);
   assert.deepEqual(out.control, { before: true, after: false }, 'control: an initializer-only field changed');
   assert.equal(out.refilled, true, 'refill took the fetched facts');
   assert.deepEqual(out.answer, { before: true, after: true }, 'the reader of answers stays optimized');
