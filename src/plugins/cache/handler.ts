@@ -480,7 +480,7 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
     const a = p.holders === null && p === info ? p.ownCopy() : p;
     const e = new CacheEntry(name, req.qtype, req.qclass, bits, kind, a, ttl, now, lifetimeMs, serial);
     e.ownsAnswer = built;
-    return this.store.insert(e, dead, this.countEviction) ? e : null;
+    return this.store.insert(e, dead, this.countEviction, old) ? e : null;
   }
 
   /** CoreDNS's caching rules: which store keeps `p`; -1 = not cached. */
