@@ -232,7 +232,13 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
       return next(req);
     }
     const e = this.store.find(name, req.qtype, req.qclass, bitsOf(req));
-    if (e !== null) {
+    const now = clock.ms;
+    // A dead entry (past its TTL and any stale window) takes the miss's way below, decided by the
+    // one test every hit makes: the first refresh then meets no code that has not run, where V8
+    // would throw away serveDNS's optimized code (BENCHMARKS.md, "The first refresh wave").
+    // It is left in place for the answer fetched now to replace (store.insert keeps its name's
+    // node), or for the sweep and the SIEVE hand, which take dead entries first.
+    if (e !== null && now < e.expiresMs + this.opts.staleMs) {
       const a = e.answer;
       // A question spelled with a compression pointer: stored names may point into the
       // question, so this asker is served by the next plugin.
@@ -240,7 +246,6 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
         req.noFast();
         return next(req);
       }
-      const now = clock.ms;
       if (now < e.expiresMs) {
         e.visited = true;
         if (e.kind === EntryKind.Success) c.hitsSuccess++;
@@ -251,19 +256,15 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
         if (this.opts.prefetch === null && this.opts.staleMs === 0) this.fastHit(res, e, now);
         return res;
       }
-      if (now < e.expiresMs + this.opts.staleMs) {
-        e.visited = true;
-        if (e.kind === EntryKind.Success) c.hitsSuccess++;
-        else c.hitsDenial++;
-        return this.serveStale(req, next, e);
-      }
-      // Dead: left in place for the answer fetched now to replace (store.insert keeps its name's
-      // node), or for the sweep and the SIEVE hand, which take dead entries first.
+      e.visited = true;
+      if (e.kind === EntryKind.Success) c.hitsSuccess++;
+      else c.hitsDenial++;
+      return this.serveStale(req, next, e);
     }
     c.misses++;
     // Counted as a miss: a repeat must come back here to count as a hit.
     req.noFast();
-    const o = this.fetch(req, next);
+    const o = this.fetch(req, next, e);
     if (o instanceof Promise) return o.then((x) => this.answer(req, x));
     return this.answer(req, o);
   }
@@ -310,8 +311,11 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
 
   // ------------------------------------------------------------------ misses
 
-  /** One trip to the next plugin per key at a time; later identical queries wait for it. */
-  private fetch(req: Request, next: Next): Outcome | Promise<Outcome> {
+  /**
+   * One trip to the next plugin per key at a time; later identical queries wait for it. `dead`:
+   * the key's entry, past its TTL and any stale window, that the answer may start again in place.
+   */
+  private fetch(req: Request, next: Next, dead: CacheEntry | null = null): Outcome | Promise<Outcome> {
     if (this.selfProbes.size > 0 && this.selfProbes.has(req.name)) {
       const r = next(req);
       return r instanceof Promise ? r.then((res) => this.bareOutcome(res)) : this.bareOutcome(r);
@@ -327,13 +331,13 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
     }
     const epoch = this.store.answers.epoch;
     const r = next(req);
-    if (!(r instanceof Promise)) return this.settle(req, r, null);
+    if (!(r instanceof Promise)) return this.settle(req, r, null, dead);
     const flight = new Flight(req.name, req, epoch);
     this.flights.set(key, flight);
     const p = r.then(
       (res) => {
         this.flights.delete(key);
-        return this.settle(req, res, flight);
+        return this.settle(req, res, flight, dead);
       },
       (err: unknown) => {
         this.flights.delete(key);
@@ -380,7 +384,7 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
   }
 
   /** Prepares the next plugin's response and stores it when the rules allow. */
-  private settle(req: Request, res: Response, flight: Flight | null): Outcome {
+  private settle(req: Request, res: Response, flight: Flight | null, dead: CacheEntry | null = null): Outcome {
     if (res.isBare) return this.bareOutcome(res);
     let wire = res.peekWire();
     if (wire === null) {
@@ -423,7 +427,11 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
           (p.dependencies.length === 0 || !this.store.answers.changedSince(p.dependencies, flight.epoch)))) &&
       !this.keepsBetter(req, p)
     ) {
-      const e = this.keep(req, p, serial, built, info);
+      // A refresh is its own method, not a branch of keep: its first call then throws away only
+      // settle's small optimized code, where keep's would be compiled again (BENCHMARKS.md,
+      // "The first refresh wave").
+      const e =
+        (dead !== null ? this.renewed(req, dead, p, serial, built) : null) ?? this.keep(req, p, serial, built, info);
       if (e !== null) return { res, prepared: e.answer, ttl: e.ttl, serial, entry: e, stored: true, shared: false };
     }
     return { res, prepared: p, ttl: -1, serial, entry: null, stored: false, shared: false };
@@ -443,6 +451,50 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
   ): CacheEntry | null {
     const kind = this.kindFor(req, p);
     if (kind === -1) return null;
+    const lifetimeMs = this.lifetimeOf(req, p, kind);
+    if (lifetimeMs <= 0) return null;
+    const name = req.name;
+    const now = clock.ms;
+    const ttl = Math.floor(lifetimeMs / 1000);
+    const bits = bitsOf(req);
+    // Built for that reply alone (nobody keeps it), its bytes sit in Node's shared pool: an entry gets a copy.
+    const a = p.holders === null && p === info ? p.ownCopy() : p;
+    const e = new CacheEntry(name, req.qtype, req.qclass, bits, kind, a, ttl, now, lifetimeMs, serial);
+    e.ownsAnswer = built;
+    return this.store.insert(e, now - this.opts.staleMs, this.countEviction) ? e : null;
+  }
+
+  /**
+   * A refresh of `dead`, an entry nobody can be served any more (past its TTL and any stale
+   * window), starts it again where it is: with the same answer (the one a plugin keeps), or with
+   * the fetched records written into its own. Null when it cannot (another kind or size, swept
+   * or replaced meanwhile): keep then stores `p` as a new entry.
+   */
+  private renewed(
+    req: Request,
+    dead: CacheEntry,
+    p: PreparedAnswer,
+    serial: number,
+    built: boolean,
+  ): CacheEntry | null {
+    const kind = this.kindFor(req, p);
+    if (kind === -1 || dead.kind !== kind) return null;
+    const lifetimeMs = this.lifetimeOf(req, p, kind);
+    const now = clock.ms;
+    if (
+      lifetimeMs <= 0 ||
+      dead.expiresMs > now - this.opts.staleMs ||
+      this.store.find(req.name, req.qtype, req.qclass, bitsOf(req)) !== dead ||
+      !(dead.answer === p || (built && dead.ownsAnswer && dead.answer.refill(p)))
+    ) {
+      return null;
+    }
+    this.store.renew(dead, Math.floor(lifetimeMs / 1000), now, lifetimeMs, serial);
+    return dead;
+  }
+
+  /** How long CoreDNS's rules keep `p` as `kind`, ms; 0 = not at all (or not under this name). */
+  private lifetimeOf(req: Request, p: PreparedAnswer, kind: EntryKind): number {
     const o = this.opts;
     const lifetimeMs =
       kind === EntryKind.Success
@@ -450,37 +502,9 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
         : (p.flags & 0xf) === Rcode.SERVFAIL || (p.flags & 0xf) === Rcode.NOTIMP
           ? o.servfailMs // CoreDNS's ServerError: both kept for the servfail duration
           : clampTtl(p.negativeTtl, o.denial) * 1000;
-    if (lifetimeMs <= 0) return null;
-    const name = req.name;
-    if (
-      kind === EntryKind.Success
-        ? matchZone(o.disableSuccess, name) !== undefined
-        : matchZone(o.disableDenial, name) !== undefined
-    ) {
-      return null;
-    }
-    const now = clock.ms;
-    const ttl = Math.floor(lifetimeMs / 1000);
-    const dead = now - o.staleMs;
-    const bits = bitsOf(req);
-    // A refresh of an entry nobody can be served any more (past its TTL and any stale window)
-    // starts it again where it is: with the same answer (the one a plugin keeps), or with the
-    // fetched records written into its own.
-    const old = this.store.find(name, req.qtype, req.qclass, bits);
-    if (
-      old !== null &&
-      old.kind === kind &&
-      old.expiresMs <= dead &&
-      (old.answer === p || (built && old.ownsAnswer && old.answer.refill(p)))
-    ) {
-      this.store.renew(old, ttl, now, lifetimeMs, serial);
-      return old;
-    }
-    // Built for that reply alone (nobody keeps it), its bytes sit in Node's shared pool: an entry gets a copy.
-    const a = p.holders === null && p === info ? p.ownCopy() : p;
-    const e = new CacheEntry(name, req.qtype, req.qclass, bits, kind, a, ttl, now, lifetimeMs, serial);
-    e.ownsAnswer = built;
-    return this.store.insert(e, dead, this.countEviction, old) ? e : null;
+    if (lifetimeMs <= 0) return 0;
+    const disabled = kind === EntryKind.Success ? o.disableSuccess : o.disableDenial;
+    return matchZone(disabled, req.name) === undefined ? lifetimeMs : 0;
   }
 
   /** CoreDNS's caching rules: which store keeps `p`; -1 = not cached. */

@@ -223,15 +223,10 @@ export class CacheStore implements AnswerHolder {
    * Adds `e`, replacing an entry with the same key. When its queue is over capacity, or the
    * store over maxBytes, entries are evicted (those dead before `deadBefore` first), each
    * reported to `evicted`. Returns false, storing nothing, for an entry larger than maxBytes.
-   * `old`: the entry with `e`'s key, when the caller has looked it up already.
    */
-  insert(
-    e: CacheEntry,
-    deadBefore: number,
-    evicted: (kind: EntryKind) => void,
-    old: CacheEntry | null = this.find(e.name, e.qtype, e.qclass, e.bits),
-  ): boolean {
+  insert(e: CacheEntry, deadBefore: number, evicted: (kind: EntryKind) => void): boolean {
     if (e.bytes > this.maxBytes) return false;
+    const old = this.find(e.name, e.qtype, e.qclass, e.bits);
     // A refresh takes the old entry's place in its name's node: the node (and its place in the
     // tree and the name map) stays, instead of being pruned and built again. Those would be
     // old-generation garbage every time an entry's TTL runs out. The newcomer is in the node
