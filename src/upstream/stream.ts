@@ -95,8 +95,9 @@ export class StreamConn implements PendingTry {
   }
 
   send(o: Outstanding, timeoutMs: number): void {
-    let id = randomId();
-    while (this.pending.has(id)) id = randomId();
+    let id: number; // one call site for a redraw too (udp.ts send says why)
+    do id = randomId();
+    while (this.pending.has(id));
     o.id = id;
     o.query.writeUInt16BE(id, 0);
     o.reused = this.served > 0;

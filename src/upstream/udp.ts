@@ -90,8 +90,11 @@ abstract class UdpQueries implements PendingTry {
 
   /** Sends `o` with a fresh ID unique on this socket; its answer or failure comes back through `o`. */
   send(o: Outstanding, timeoutMs: number): void {
-    let id = randomId();
-    while (this.slotOf(id) >= 0) id = randomId();
+    // One call site for the first draw and a redraw: a redraw (an ID in use, more likely the more
+    // are in flight) then meets no call V8 has not seen, which would throw away send's code.
+    let id: number;
+    do id = randomId();
+    while (this.slotOf(id) >= 0);
     o.id = id;
     o.query.writeUInt16BE(id, 0);
     o.reused = this.uses > 0;
