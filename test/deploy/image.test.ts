@@ -49,7 +49,7 @@ describe('deploy/Dockerfile', () => {
   test('runs as a non-root user with the entrypoint node /app/dist/src/cli.js', () => {
     const user = (runtime?.lines ?? []).filter((l) => /^USER\b/.test(l)).at(-1);
     assert.match(user ?? '', /^USER [1-9]\d*(:[1-9]\d*)?$/, 'a numeric non-root uid, so runAsNonRoot can verify it');
-    assert.equal((runtime?.lines ?? []).find((l) => /^ENTRYPOINT\b/.test(l)), 'ENTRYPOINT ["node","--min-semi-space-size=2","--no-memory-reducer","/app/dist/src/cli.js"]');
+    assert.equal((runtime?.lines ?? []).find((l) => /^ENTRYPOINT\b/.test(l)), 'ENTRYPOINT ["node","--min-semi-space-size=2","--no-memory-reducer","--interrupt-budget=16896","/app/dist/src/cli.js"]');
     // The heap flags go in NODE_OPTIONS (not the command line) so a Pod's own NODE_OPTIONS can change them.
     assert.match((runtime?.lines ?? []).find((l) => /^ENV NODE_OPTIONS=/.test(l)) ?? '', /^ENV NODE_OPTIONS=--max-semi-space-size=\d+$/);
     assert.ok((runtime?.lines ?? []).some((l) => l === 'WORKDIR /app'));

@@ -81,7 +81,7 @@ for (const workers of [1, 2]) {
       for (const l of started) assert.match(l.started!, /^--max-semi-space-size=\d+ --import /, `${l.role} ${l.pid}`);
     });
 
-    test("every process starts with its young generation at its 2 MB size and V8's memory reducer off", () => {
+    test("every process starts with its young generation at its 2 MB size, V8's memory reducer off and its tier-up budget a quarter", () => {
       const started = lines().filter((l) => l.started !== undefined);
       assert.ok(started.length >= 1);
       // A command-line flag (not allowed in NODE_OPTIONS): the workers inherit it with execArgv.
@@ -89,6 +89,9 @@ for (const workers of [1, 2]) {
         assert.match(l.execArgv!, /(^| )--min-semi-space-size=2( |$)/, `${l.role} ${l.pid}`);
         // The server starts its memory-reducing collections itself (test/e2e/heap-settle.test.ts).
         assert.match(l.execArgv!, /(^| )--no-memory-reducer( |$)/, `${l.role} ${l.pid}`);
+        // And V8 compiles hot code sooner: a path that runs in bursts (the cache's refreshes) is
+        // compiled in its first burst, not its second (README "Node flags").
+        assert.match(l.execArgv!, /(^| )--interrupt-budget=16896( |$)/, `${l.role} ${l.pid}`);
         assert.equal(l.young, 2 * 2 ** 20, `${l.role} ${l.pid}: V8's new space at start`);
       }
     });
