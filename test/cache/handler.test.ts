@@ -226,6 +226,25 @@ describe('cache over sockets', () => {
       assert.equal(up.count(), 2);
     });
 
+    test('an expired entry asked with a compression pointer is fetched again, and each spelling gets its own question back', async () => {
+      const c = await rig('cache');
+      await query(c.port, '.', QType.NS);
+      advanceClock(60_500); // the denial's 60 s are over: the entry is dead, not yet swept
+      const q = Buffer.from([0x12, 0x35, 0x01, 0x00, 0x00, 0x01, 0, 0, 0, 0, 0, 0, 0xc0, 0x04, 0x00, 0x02, 0x00, 0x01]);
+      const m = decodeMessage(await sendUdp(c.port, q));
+      assert.equal(m.id, 0x1235);
+      assert.equal(m.questions[0]?.name, '.');
+      assert.equal(m.rcode, Rcode.NXDOMAIN);
+      assert.equal(up.count(), 2);
+      // The usual spelling afterwards: its own question and the same answer, whatever the entry holds now.
+      const again = await query(c.port, '.', QType.NS);
+      assert.equal(again.questions[0]?.name, '.');
+      assert.equal(again.rcode, Rcode.NXDOMAIN);
+      assert.equal(again.authorities[0]?.name, 'example.org.');
+      const later = await query(c.port, '.', QType.NS);
+      assert.deepEqual(later.authorities, again.authorities);
+    });
+
     test('hits over TCP are the same reply', async () => {
       const c = await rig('cache');
       await query(c.port, 'www.example.org.', QType.A);
