@@ -49,6 +49,10 @@
 // *return stall*. --pause-damon: the kernel's DAMON monitors (kdamond) off for the run and back on
 // at the end (root): what they cost every server (BENCHMARKS.md, "DAMON"). The machine line says
 // whether DAMON runs.
+// CPU 1 is shielded for the run (lib/shield.mjs): every other task that may run there and can move
+// (the kernel's kdamond, user processes) is moved to CPU 0 and given its affinity back at the end,
+// so the servers share their core with nothing but per-CPU kernel threads; --no-shield leaves the
+// machine as it is (BENCHMARKS.md, "kdamond on the server's core"). The machine line says which.
 // Every run also samples CPU 1's steal (/proc/stat, lib/steal.mjs: the hypervisor giving the
 // server's core to another guest, which nothing inside the machine sees): per run (*CPU 1
 // stolen*), per 5 s window beside its p99 and max, the rank correlation of the two, and each
@@ -82,6 +86,7 @@ import {
   threadsRunMs,
 } from './lib/tail-causes.mjs';
 import { sampleSteal, spearman, stealIn } from './lib/steal.mjs';
+import { shieldCpu, shieldLine } from './lib/shield.mjs';
 import { killAllSync, pinThreads, runCommand, startProcess, stopAll, stopProcess } from './lib/procs.mjs';
 import { machineInfo, machineLine } from './lib/report.mjs';
 import { damonLine, pauseDamon, perfUnavailable, readReturnStalls, startReturnTrace } from './lib/return-stalls.mjs';
@@ -112,6 +117,7 @@ const { values: opt } = parseArgs({
     gc: { type: 'boolean', default: false },
     'trace-returns': { type: 'boolean', default: false },
     'pause-damon': { type: 'boolean', default: false },
+    'no-shield': { type: 'boolean', default: false },
     'server-node-args': { type: 'string', default: '' },
     variants: { type: 'string' },
     'client-priority': { type: 'string', default: 'auto' },
@@ -149,6 +155,7 @@ const cfg = {
   gc: opt.gc,
   traceReturns: opt['trace-returns'],
   pauseDamon: opt['pause-damon'],
+  shield: !opt['no-shield'],
   clientPriority: opt['client-priority'],
   client: opt.client,
   clients: [], // the clients measured with, set once the C one has built or not
@@ -195,10 +202,16 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 let tmp = null;
 let cleaning = null;
 let restoreDamon = null; // --pause-damon: puts the machine's DAMON monitors back
-process.on('exit', () => restoreDamon?.());
+let restoreShield = null; // gives the tasks moved off the server's core their own affinity back
+// The shield first: a kdamond that DAMON starts again inherits kthreadd's affinity at that moment.
+process.on('exit', () => {
+  restoreShield?.();
+  restoreDamon?.();
+});
 function cleanup() {
   cleaning ??= (async () => {
     await stopAll();
+    restoreShield?.();
     restoreDamon?.();
     if (tmp && (opt.keep || process.exitCode)) log(`kept ${tmp} (configs, server logs, raw latencies)`);
     else if (tmp) rmSync(tmp, { recursive: true, force: true });
@@ -914,7 +927,7 @@ function render(machine, results, elapsedS) {
   const out = [];
   const L = (s) => out.push(s);
   L(
-    `Machine: ${machineLine(machine)}; ${machine.damon}${cfg.pauseDamon ? ' (paused for this run with --pause-damon)' : ''}.`,
+    `Machine: ${machineLine(machine)}; ${machine.damon}${cfg.pauseDamon ? ' (paused for this run with --pause-damon)' : ''}; ${machine.shield}.`,
   );
   L('');
   L(
@@ -1157,6 +1170,12 @@ async function main() {
     restoreDamon = pauseDamon();
     log(`--pause-damon: ${machine.damon}: off for this run, back on at the end`);
   }
+  if (cfg.shield) {
+    const shield = shieldCpu(1);
+    restoreShield = shield.restore;
+    machine.shield = shieldLine(1, shield);
+    log(machine.shield);
+  } else machine.shield = 'CPU 1 not shielded (--no-shield): other tasks may run on the server core';
   // This process samples every server's schedstat each ~1 ms and parses the clients' output: on the
   // servers' core it would take turns with the server under test (its own tail), so it keeps to the clients'.
   await pinThreads(process.pid, 0);
