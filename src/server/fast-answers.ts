@@ -37,8 +37,16 @@ export const FAST_SAFE_PLUGINS: ReadonlySet<string> = new Set([
   'forward',
 ]);
 
-/** The longest a plugin's answer is repeated without JS (the addon caps it too). */
-export const FAST_MAX_MS = 1000;
+/**
+ * The longest a plugin's answer is repeated without JS (the addon caps it too). Answers made from
+ * data (hosts, kubernetes, template, rewrite's kept ones) stand until that data changes, which
+ * flushes the table: this is only the bound on what a change that failed to flush could leave
+ * standing. It was 1 s: then each kept name came back to JS once a second, ~2,000 JS answers a
+ * second for 2,000 names at any rate, whose ~800 bytes each filled the 2 MB young generation
+ * once a second, and that scavenge (0.5–2.3 ms on the server's core) set the p99.9 of the
+ * `hosts` and `kubernetes` rows (BENCHMARKS.md, "A second's lifetime and the scavenges").
+ */
+export const FAST_MAX_MS = 30_000;
 /** Distinct kinds of hit (what one counts) per socket; past it the kinds start over (with a flush). */
 const MAX_KINDS = 16384;
 /** Hits are folded into the counters at least this often (and before every read of them). */

@@ -4,6 +4,7 @@
 // (`prometheus`, the status page); each server has its own (services.ts).
 
 import { QType } from '../dns/constants.js';
+import { fastFlush } from './fast-answers.js';
 
 /** The qtypes CoreDNS reports by name; everything else is "other". */
 export const MONITORED_TYPES = [
@@ -116,7 +117,8 @@ export class ServerStats {
 
   /** Counts queries until the returned function is called (the asking configuration's shutdown). */
   count(): () => void {
-    this.holders++;
+    // The native table's answers kept while nothing counted count nothing when repeated: they go.
+    if (this.holders++ === 0) fastFlush();
     this.enabled = true;
     let released = false;
     return () => {

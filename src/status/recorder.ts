@@ -9,6 +9,7 @@ import { keepOffMetrics, type Registry } from '../metrics/registry.js';
 import { rcodeToString } from '../dns/constants.js';
 import { DURATION_BUCKETS, NT, type ServerStats } from '../server/stats.js';
 import { ServiceKey, type ServerServices } from '../server/services.js';
+import { fastFlush } from '../server/fast-answers.js';
 import type { PluginInstance } from '../plugins/plugin.js';
 import type { QueryNames } from './names.js';
 import { apiSyncStates, upstreamHealth, type UpstreamState } from './sources.js';
@@ -117,6 +118,7 @@ export class StatusRecorder {
     }
     this.stopCounting = this.services.stats.count();
     this.services.queryNames.enabled = true;
+    fastFlush(); // the native table's answers kept without their name would not count it
     this.ring = [];
     this.queriesPerSecond = 0;
     void this.tick();

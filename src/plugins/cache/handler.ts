@@ -14,7 +14,6 @@ import {
 } from '../../server/request.js';
 import { matchZone } from '../fallthrough.js';
 import { clock, releaseClock, retainClock } from '../../server/clock.js';
-import { FAST_MAX_MS } from '../../server/fast-answers.js';
 import { Invalidation, type InvalidationTarget } from '../../server/invalidation.js';
 import { CacheCounters, CacheMetrics, metricLabels, type CacheMetricSource } from './metrics.js';
 import {
@@ -116,6 +115,12 @@ export const SWEEP_GRACE_MS = 2000;
 export const SWEEP_SLICE = 256;
 /** Time allowed between a hit's reply and the addon keeping it (a GC pause at worst). */
 const FAST_MARGIN_MS = 5;
+/**
+ * With `keepttl` a hit's reply does not change until the entry expires, yet the native table
+ * repeats it for a second at most: the entry's second-chance bit (`visited`) is set only by hits
+ * JS sees, so a hot entry must come back to JS now and then or the clock would take it for cold.
+ */
+const KEEP_TTL_FAST_MS = 1000;
 
 function bitsOf(req: Request): number {
   return (req.edns !== null && req.edns.do ? 1 : 0) | ((req.flags & FLAG_CD) !== 0 ? 2 : 0);
@@ -286,7 +291,9 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
    * real time (less a margin for the time until the addon keeps it), the repeat ends before.
    */
   private fastHit(res: Response, e: CacheEntry, now: number): void {
-    const next = this.opts.keepTtl ? now + FAST_MAX_MS : e.storedMs + 1000 * ((((now - e.storedMs) / 1000) | 0) + 1);
+    const next = this.opts.keepTtl
+      ? now + KEEP_TTL_FAST_MS
+      : e.storedMs + 1000 * ((((now - e.storedMs) / 1000) | 0) + 1);
     const ms = Math.min(next, e.expiresMs) - performance.now() - FAST_MARGIN_MS;
     if (ms <= 0) return;
     res.fastMs = ms;
