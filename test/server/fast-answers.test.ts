@@ -32,23 +32,55 @@ function request(raw: Buffer): Request {
   return r;
 }
 
-function rig() {
+function rig(counting = true) {
   const puts: Array<{ slot: number; answer: Buffer; validMs: number; stat: number }> = [];
   let hits: Float64Array | null = null;
+  let flushes = 0;
   const addon = {
     fastEnable: (_s: UdpBatchSocket, h: Float64Array) => (hits = h),
     fastPut: (_s: UdpBatchSocket, slot: number, answer: Uint8Array, validMs: number, stat: number) => {
       puts.push({ slot, answer: Buffer.from(answer), validMs, stat });
       return true;
     },
-    fastFlush: () => {},
+    fastFlush: () => flushes++,
     fastStats: () => [puts.length, 0],
   } as unknown as UdpBatchAddon;
   const stats = new ServerStats();
-  const release = stats.count();
+  const release = counting ? stats.count() : () => {};
   const table = new FastTable(addon, {} as UdpBatchSocket, stats, new QueryNames());
-  return { puts, hits: () => hits!, stats, table, done: () => (table.close(), release()) };
+  return {
+    puts,
+    hits: () => hits!,
+    flushes: () => flushes,
+    stats,
+    table,
+    done: () => (table.close(), release()),
+  };
 }
+
+test('turning counting on retires the answers kept while nothing counted (they would repeat uncounted)', () => {
+  const r = rig(false);
+  try {
+    const zone = r.stats.zone('dns://:53', 'example.');
+    const req = request(buildQuery('a.example.', QType.A, { id: 1 }));
+    const out = answer(req);
+    const res = Response.wire(out, 'hosts');
+    res.fastMs = 30_000;
+    r.table.keep(0, req, res, out, zone);
+    assert.equal(r.puts.length, 1, 'kept while nothing counts');
+    const before = r.flushes();
+    const stop = r.stats.count();
+    assert.equal(r.flushes(), before + 1, 'the first holder flushes');
+    const again = r.stats.count();
+    assert.equal(r.flushes(), before + 1, 'a second holder does not');
+    again();
+    stop();
+    r.stats.count()();
+    assert.equal(r.flushes(), before + 2, 'on again after every holder let go: flushed again');
+  } finally {
+    r.done();
+  }
+});
 
 function answer(req: Request, rcode = 0): Buffer {
   const rr = Buffer.from([0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 30, 0, 4, 10, 0, 0, 1]);
