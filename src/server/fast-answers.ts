@@ -44,7 +44,7 @@ export const FAST_SAFE_PLUGINS: ReadonlySet<string> = new Set([
  * standing. It was 1 s: then each kept name came back to JS once a second, ~2,000 JS answers a
  * second for 2,000 names at any rate, whose ~800 bytes each filled the 2 MB young generation
  * once a second, and that scavenge (0.5–2.3 ms on the server's core) set the p99.9 of the
- * `hosts` and `kubernetes` rows (BENCHMARKS.md, "A second's lifetime and the scavenges").
+ * `hosts` and `kubernetes` rows (BENCHMARKS.md, "kdamond off the server's core").
  */
 export const FAST_MAX_MS = 30_000;
 /** Distinct kinds of hit (what one counts) per socket; past it the kinds start over (with a flush). */
