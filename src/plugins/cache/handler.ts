@@ -434,32 +434,36 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
           (p.dependencies.length === 0 || !this.store.answers.changedSince(p.dependencies, flight.epoch)))) &&
       !this.keepsBetter(req, p)
     ) {
-      // A refresh is its own method, not a branch of keep: its first call then throws away only
-      // settle's small optimized code, where keep's would be compiled again (BENCHMARKS.md,
-      // "The first refresh wave").
-      const e =
-        (dead !== null ? this.renewed(req, dead, p, serial, built) : null) ?? this.keep(req, p, serial, built, info);
-      if (e !== null) return { res, prepared: e.answer, ttl: e.ttl, serial, entry: e, stored: true, shared: false };
+      // What CoreDNS's rules keep it as, and how long: decided once, for a refresh and a new entry alike.
+      const kind = this.kindFor(req, p);
+      const lifetimeMs = kind === -1 ? 0 : this.lifetimeOf(req, p, kind);
+      if (kind !== -1 && lifetimeMs > 0) {
+        // A refresh is its own method, not a branch of keep: its first call then throws away only
+        // settle's small optimized code, where keep's would be compiled again (BENCHMARKS.md,
+        // "The first refresh wave").
+        const e =
+          (dead !== null ? this.renewed(req, dead, p, kind, lifetimeMs, serial, built) : null) ??
+          this.keep(req, p, kind, lifetimeMs, serial, built, info);
+        if (e !== null) return { res, prepared: e.answer, ttl: e.ttl, serial, entry: e, stored: true, shared: false };
+      }
     }
     return { res, prepared: p, ttl: -1, serial, entry: null, stored: false, shared: false };
   }
 
   /**
-   * Stores `p` when CoreDNS's rules keep it; returns the entry, or null. `built`: the cache
-   * prepared `p` itself, for this entry alone. `info`: what the plugin that wrote the reply
-   * described, when it did.
+   * Stores `p` as `kind` for `lifetimeMs` (what CoreDNS's rules keep it as: kindFor, lifetimeOf);
+   * returns the entry, or null. `built`: the cache prepared `p` itself, for this entry alone.
+   * `info`: what the plugin that wrote the reply described, when it did.
    */
   private keep(
     req: Request,
     p: PreparedAnswer,
+    kind: EntryKind,
+    lifetimeMs: number,
     serial: number,
     built: boolean,
     info: PreparedAnswer | null,
   ): CacheEntry | null {
-    const kind = this.kindFor(req, p);
-    if (kind === -1) return null;
-    const lifetimeMs = this.lifetimeOf(req, p, kind);
-    if (lifetimeMs <= 0) return null;
     const name = req.name;
     const now = clock.ms;
     const ttl = Math.floor(lifetimeMs / 1000);
@@ -481,15 +485,14 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
     req: Request,
     dead: CacheEntry,
     p: PreparedAnswer,
+    kind: EntryKind,
+    lifetimeMs: number,
     serial: number,
     built: boolean,
   ): CacheEntry | null {
-    const kind = this.kindFor(req, p);
-    if (kind === -1 || dead.kind !== kind) return null;
-    const lifetimeMs = this.lifetimeOf(req, p, kind);
     const now = clock.ms;
     if (
-      lifetimeMs <= 0 ||
+      dead.kind !== kind ||
       dead.expiresMs > now - this.opts.staleMs ||
       this.store.find(req.name, req.qtype, req.qclass, bitsOf(req)) !== dead ||
       !(dead.answer === p || (built && dead.ownsAnswer && dead.answer.refill(p)))
