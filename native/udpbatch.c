@@ -22,10 +22,16 @@
 #include <linux/filter.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -75,6 +81,11 @@ typedef struct sock_s {
   struct iovec *siov;
   double st[ST_COUNT];
   struct fast_table *fast; /* the answer table; NULL until fastEnable */
+  /* The answer thread (start's third argument): it owns the receive side, answers the table's
+   * hits and hands the rest to JS through `rx`. mu guards the table, rx's queue and counters. */
+  struct rx_s *rx;
+  pthread_mutex_t mu;
+  int async_open; /* rx's uv_async_t is initialised and its close callback has not run */
 } sock_t;
 
 
@@ -109,11 +120,15 @@ typedef struct fast_table {
   uint32_t swept_gen; /* entries of older generations were freed at this one */
   double *hits;        /* JS's Float64Array: hits[stat] += 1 per answer given here */
   uint32_t nhits;
+  double *thits;       /* the answer thread's counts (under mu), added to hits by fastCollect */
   napi_ref hits_ref;
 } fast_table_t;
 
 /* One generation for the process: a flush of one configuration's answers flushes every table. */
 static uint32_t fast_gen = 1;
+
+/* The generation as the answer thread sees it: JS bumps it without taking any table's lock. */
+static inline uint32_t cur_gen(void) { return __atomic_load_n(&fast_gen, __ATOMIC_ACQUIRE); }
 
 static int64_t mono_ns(void) {
   struct timespec ts;
@@ -138,16 +153,17 @@ static void fast_drop(fast_table_t *t, fast_entry_t *x) {
 static void fast_free(fast_table_t *t) {
   if (!t) return;
   for (unsigned i = 0; i < FAST_SETS * FAST_WAYS; i++) free(t->e[i].buf);
+  free(t->thits);
   free(t);
 }
 
 /* The entry answering this query (octets from offset 2), or NULL. */
 static fast_entry_t *fast_find(fast_table_t *t, const uint8_t *key, size_t klen, int64_t now) {
-  uint32_t h = fast_hash(key, klen);
+  uint32_t h = fast_hash(key, klen), gen = cur_gen();
   fast_entry_t *set = &t->e[(h % FAST_SETS) * FAST_WAYS];
   for (int w = 0; w < FAST_WAYS; w++) {
     fast_entry_t *x = &set[w];
-    if (x->buf && x->hash == h && x->klen == klen && x->gen == fast_gen && now < x->expires_ns && memcmp(x->buf, key, klen) == 0) return x;
+    if (x->buf && x->hash == h && x->klen == klen && x->gen == gen && now < x->expires_ns && memcmp(x->buf, key, klen) == 0) return x;
   }
   return NULL;
 }
@@ -242,8 +258,14 @@ static sock_t *sock_args(napi_env env, napi_callback_info info, size_t argc, nap
   return unwrap(env, argv[0]);
 }
 
+static void rx_free(sock_t *s);
+static void rx_stop(sock_t *s);
+static void rx_close_async(sock_t *s);
+
 static void maybe_free(sock_t *s) {
-  if (s->handle_open || s->js_alive) return;
+  if (s->handle_open || s->js_alive || s->async_open) return;
+  rx_free(s);
+  pthread_mutex_destroy(&s->mu);
   free(s->rm);
   free(s->riov);
   free(s->raddr);
@@ -271,6 +293,8 @@ static void do_close(sock_t *s) {
   s->closed = 1;
   s->polling = 0;
   if (s->handle_open) uv_close((uv_handle_t *)&s->poll, on_handle_closed);
+  rx_stop(s); /* before the descriptor goes: the thread reads it */
+  rx_close_async(s);
   if (s->fd >= 0) close(s->fd);
   s->fd = -1;
   napi_env env = s->env;
@@ -375,10 +399,65 @@ static void send_batch(sock_t *s, int count) {
   }
 }
 
+/* meta for one datagram: its length, flags, and its sender as family, port, scope, address. */
+static void fill_meta(int32_t *m, const struct sockaddr_storage *ss, uint32_t len, int trunc) {
+  m[0] = (int32_t)len;
+  m[1] = trunc ? FLAG_TRUNC : 0;
+  if (ss->ss_family == AF_INET) {
+    const struct sockaddr_in *sin = (const struct sockaddr_in *)ss;
+    m[2] = 4;
+    m[3] = ntohs(sin->sin_port);
+    m[4] = 0;
+    m[5] = (int32_t)ntohl(sin->sin_addr.s_addr); /* host order: JS reads the octets with shifts */
+    m[6] = m[7] = m[8] = 0;
+  } else if (ss->ss_family == AF_INET6) {
+    const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)ss;
+    m[2] = 6;
+    m[3] = ntohs(sin6->sin6_port);
+    m[4] = (int32_t)sin6->sin6_scope_id;
+    memcpy(&m[5], &sin6->sin6_addr, 16);
+  } else {
+    m[2] = 0;
+    m[3] = 0;
+  }
+}
+
+/* onBatch(n, done, doneBytes) for the n datagrams in `in`: the number of answers in `out` it
+ * returns (done when the call could not be made). */
+static int32_t batch_callback(sock_t *s, int n, int32_t done, int32_t done_bytes) {
+  napi_env env = s->env;
+  int32_t count = done;
+  napi_handle_scope scope;
+  if (napi_open_handle_scope(env, &scope) != napi_ok) return done;
+  napi_value cb, recv, argv[3], result;
+  napi_status st = napi_get_reference_value(env, s->cb_ref, &cb);
+  if (st == napi_ok && cb != NULL) {
+    napi_get_global(env, &recv); /* napi_make_callback wants an object as `this` */
+    napi_create_int32(env, n, &argv[0]);
+    napi_create_int32(env, done, &argv[1]);
+    napi_create_int32(env, done_bytes, &argv[2]);
+    s->in_batch = 1;
+    st = napi_make_callback(env, s->actx, recv, cb, 3, argv, &result);
+    s->in_batch = 0;
+    if (st == napi_ok) {
+      if (napi_get_value_int32(env, result, &count) != napi_ok) count = done;
+    } else {
+      bool pending = false;
+      napi_is_exception_pending(env, &pending);
+      if (pending) {
+        napi_value ex;
+        napi_get_and_clear_last_exception(env, &ex);
+        napi_fatal_exception(env, ex); /* as a throwing 'message' listener would */
+      }
+    }
+  }
+  napi_close_handle_scope(env, scope);
+  return count;
+}
+
 static void on_readable(uv_poll_t *h, int status, int events) {
   (void)events;
   sock_t *s = (sock_t *)h->data;
-  napi_env env = s->env;
   s->st[ST_WAKEUPS]++;
   if (status < 0) s->st[ST_RECV_ERRORS]++;
   for (int round = 0; round < MAX_BATCHES_PER_WAKEUP && s->polling && !s->closed; round++) {
@@ -400,32 +479,12 @@ static void on_readable(uv_poll_t *h, int status, int events) {
     }
     if (n == 0) break;
     for (int i = 0; i < n; i++) {
-      int32_t *m = s->meta + (size_t)i * META_INTS;
       const struct msghdr *mh = &s->rm[i].msg_hdr;
       uint32_t len = s->rm[i].msg_len;
       int trunc = (mh->msg_flags & MSG_TRUNC) != 0;
       if (len > s->slot_size) len = s->slot_size;
       if (trunc) s->st[ST_TRUNCATED]++;
-      m[0] = (int32_t)len;
-      m[1] = trunc ? FLAG_TRUNC : 0;
-      const struct sockaddr_storage *ss = &s->raddr[i];
-      if (ss->ss_family == AF_INET) {
-        const struct sockaddr_in *sin = (const struct sockaddr_in *)ss;
-        m[2] = 4;
-        m[3] = ntohs(sin->sin_port);
-        m[4] = 0;
-        m[5] = (int32_t)ntohl(sin->sin_addr.s_addr); /* host order: JS reads the octets with shifts */
-        m[6] = m[7] = m[8] = 0;
-      } else if (ss->ss_family == AF_INET6) {
-        const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)ss;
-        m[2] = 6;
-        m[3] = ntohs(sin6->sin6_port);
-        m[4] = (int32_t)sin6->sin6_scope_id;
-        memcpy(&m[5], &sin6->sin6_addr, 16);
-      } else {
-        m[2] = 0;
-        m[3] = 0;
-      }
+      fill_meta(s->meta + (size_t)i * META_INTS, &s->raddr[i], len, trunc);
     }
     s->st[ST_RECEIVED] += n;
     s->st[ST_BATCHES]++;
@@ -457,34 +516,7 @@ static void on_readable(uv_poll_t *h, int status, int events) {
       }
     }
 
-    int32_t count = fast_count;
-    if (fast_count < n) {
-      napi_handle_scope scope;
-      if (napi_open_handle_scope(env, &scope) != napi_ok) break;
-      napi_value cb, recv, argv[3], result;
-      napi_status st = napi_get_reference_value(env, s->cb_ref, &cb);
-      if (st == napi_ok && cb != NULL) {
-        napi_get_global(env, &recv); /* napi_make_callback wants an object as `this` */
-        napi_create_int32(env, n, &argv[0]);
-        napi_create_int32(env, fast_count, &argv[1]);
-        napi_create_int32(env, fast_off, &argv[2]);
-        s->in_batch = 1;
-        st = napi_make_callback(env, s->actx, recv, cb, 3, argv, &result);
-        s->in_batch = 0;
-        if (st == napi_ok) {
-          if (napi_get_value_int32(env, result, &count) != napi_ok) count = fast_count;
-        } else {
-          bool pending = false;
-          napi_is_exception_pending(env, &pending);
-          if (pending) {
-            napi_value ex;
-            napi_get_and_clear_last_exception(env, &ex);
-            napi_fatal_exception(env, ex); /* as a throwing 'message' listener would */
-          }
-        }
-      }
-      napi_close_handle_scope(env, scope);
-    }
+    int32_t count = fast_count < n ? batch_callback(s, n, fast_count, fast_off) : fast_count;
     if (!s->closed) send_batch(s, count);
     if (s->close_pending) {
       s->close_pending = 0;
@@ -493,6 +525,355 @@ static void on_readable(uv_poll_t *h, int status, int events) {
     }
     if ((unsigned)n < s->slots) break; /* drained: a full batch means more may be waiting */
   }
+}
+
+/* ---------- the answer thread ----------
+ * With start(sock, onBatch, true) a thread of this addon reads the socket instead of the event
+ * loop: it answers the table's hits itself (one recvmmsg, one sendmmsg, no JS, no loop wakeup)
+ * and queues the other datagrams for JS, which it wakes with a uv_async_t. A GC pause or a long
+ * JS turn then no longer holds up a repeated question, and a stream of hits allocates nothing on
+ * the JS heap (the loop's every turn does: see BENCHMARKS.md, "The answer thread").
+ * The queue holds RX_QUEUE_BATCHES receive batches; when it has no room for one more the thread
+ * stops reading, so datagrams wait in the kernel's buffer as they do without the thread: none is
+ * dropped here. */
+
+#define RX_QUEUE_BATCHES 4
+#define RX_OUT_MAX (256u * 1024u) /* the answers of one batch the thread sends */
+
+typedef struct rx_s {
+  pthread_t tid;
+  int started; /* the thread runs (joined in rx_stop) */
+  int evfd;    /* wakes the thread: stop, resume, room in the queue */
+  /* under s->mu */
+  int stop, paused, want_room;
+  unsigned cap, head, count; /* the queue of datagrams for JS */
+  double st[ST_COUNT];
+  /* the thread's own */
+  uint8_t *in;  /* slots × slot_size, mapped */
+  struct mmsghdr *rm;
+  struct iovec *riov;
+  struct sockaddr_storage *raddr;
+  uint8_t *out; /* RX_OUT_MAX, mapped */
+  struct mmsghdr *sm;
+  struct iovec *siov;
+  /* the queue: cap entries */
+  uint8_t *qdata; /* cap × slot_size, mapped: only the pages datagrams touch become resident */
+  uint32_t *qlen;
+  uint8_t *qtrunc;
+  struct sockaddr_storage *qaddr;
+  socklen_t *qnamelen;
+  uv_async_t async;
+} rx_t;
+
+static void rx_wake(rx_t *r) {
+  uint64_t one = 1;
+  ssize_t w = write(r->evfd, &one, sizeof one);
+  (void)w; /* EAGAIN: the counter is already non-zero, the thread will wake */
+}
+
+/* One receive batch on the answer thread. */
+static int rx_batch(sock_t *s, rx_t *r) {
+  for (unsigned i = 0; i < s->slots; i++) {
+    struct msghdr *mh = &r->rm[i].msg_hdr;
+    mh->msg_namelen = sizeof(struct sockaddr_storage);
+    mh->msg_flags = 0;
+    r->riov[i].iov_len = s->slot_size;
+  }
+  int n = recvmmsg(s->fd, r->rm, s->slots, MSG_DONTWAIT, NULL);
+  if (n <= 0) {
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      pthread_mutex_lock(&s->mu);
+      r->st[ST_RECV_ERRORS]++;
+      pthread_mutex_unlock(&s->mu);
+    }
+    return n;
+  }
+  unsigned sent = 0, queued = 0, truncated = 0;
+  uint32_t off = 0;
+  pthread_mutex_lock(&s->mu);
+  fast_table_t *ft = s->fast;
+  int64_t now = mono_ns();
+  for (int i = 0; i < n; i++) {
+    const struct msghdr *mh = &r->rm[i].msg_hdr;
+    uint32_t len = r->rm[i].msg_len;
+    int trunc = (mh->msg_flags & MSG_TRUNC) != 0;
+    if (len > s->slot_size) len = s->slot_size;
+    if (trunc) truncated++;
+    const uint8_t *q = r->in + (size_t)i * s->slot_size;
+    sa_family_t af = r->raddr[i].ss_family;
+    if (!trunc && ft && ft->thits && ft->entries > 0 && (af == AF_INET || af == AF_INET6) && len >= 12 && len - 2 <= FAST_KEY_MAX) {
+      fast_entry_t *x = fast_find(ft, q + 2, len - 2, now);
+      if (x && x->alen <= RX_OUT_MAX - off) {
+        uint8_t *o = r->out + off;
+        memcpy(o, x->buf + x->klen, x->alen);
+        o[0] = q[0];
+        o[1] = q[1];
+        r->siov[sent].iov_base = o;
+        r->siov[sent].iov_len = x->alen;
+        struct msghdr *sh = &r->sm[sent].msg_hdr;
+        memset(sh, 0, sizeof *sh);
+        sh->msg_name = &r->raddr[i];
+        sh->msg_namelen = mh->msg_namelen;
+        sh->msg_iov = &r->siov[sent];
+        sh->msg_iovlen = 1;
+        off += x->alen;
+        sent++;
+        if (x->stat < ft->nhits) ft->thits[x->stat] += 1;
+        continue;
+      }
+    }
+    /* The rx_main loop reads only with room for a whole batch, so this always fits. */
+    unsigned k = (r->head + r->count) % r->cap;
+    memcpy(r->qdata + (size_t)k * s->slot_size, q, len);
+    r->qlen[k] = len;
+    r->qtrunc[k] = (uint8_t)trunc;
+    memcpy(&r->qaddr[k], &r->raddr[i], mh->msg_namelen <= sizeof r->qaddr[k] ? mh->msg_namelen : sizeof r->qaddr[k]);
+    r->qaddr[k].ss_family = af;
+    r->qnamelen[k] = mh->msg_namelen;
+    r->count++;
+    queued++;
+  }
+  r->st[ST_RECEIVED] += n;
+  r->st[ST_BATCHES]++;
+  r->st[ST_TRUNCATED] += truncated;
+  pthread_mutex_unlock(&s->mu);
+  if (queued) uv_async_send(&r->async);
+  unsigned i = 0, ok = 0, failed = 0;
+  while (i < sent) {
+    int w = sendmmsg(s->fd, r->sm + i, sent - i, 0);
+    if (w > 0) {
+      i += (unsigned)w;
+      ok += (unsigned)w;
+    } else if (w < 0 && errno == EINTR) {
+      continue;
+    } else {
+      failed++; /* as send_batch: this answer is lost, as a datagram can be */
+      i++;
+    }
+  }
+  if (sent) {
+    pthread_mutex_lock(&s->mu);
+    r->st[ST_SENT] += ok;
+    r->st[ST_SEND_ERRORS] += failed;
+    pthread_mutex_unlock(&s->mu);
+  }
+  return n;
+}
+
+/* Asks the kernel for a short time slice for the calling thread (EEVDF, Linux 6.12+: a task with
+ * a shorter slice preempts on wakeup one with a longer). The answer thread sleeps between batches
+ * and runs for microseconds: with the default slice, when it woke during a JS turn on the same
+ * core it waited for the turn's slice to end. No privilege is needed; older kernels ignore it. */
+#ifdef SYS_sched_setattr
+struct rx_sched_attr {
+  uint32_t size, sched_policy;
+  uint64_t sched_flags;
+  int32_t sched_nice;
+  uint32_t sched_priority;
+  uint64_t sched_runtime, sched_deadline, sched_period;
+};
+#endif
+#define RX_SLICE_NS 100000u /* the shortest the kernel takes */
+
+static void rx_short_slice(void) {
+#ifdef SYS_sched_setattr
+  struct rx_sched_attr a;
+  memset(&a, 0, sizeof a);
+  a.size = sizeof a;
+  a.sched_policy = 0; /* SCHED_OTHER */
+  errno = 0;
+  int nice = getpriority(PRIO_PROCESS, 0);
+  a.sched_nice = errno ? 0 : nice;
+  a.sched_runtime = RX_SLICE_NS;
+  syscall(SYS_sched_setattr, 0, &a, 0);
+#endif
+}
+
+static void *rx_main(void *arg) {
+  sock_t *s = (sock_t *)arg;
+  rx_t *r = s->rx;
+  pthread_setname_np(pthread_self(), "udp-answers"); /* as top -H and /proc show it */
+  if (getenv("CLUSTERDNS_RX_SLICE") == NULL || strcmp(getenv("CLUSTERDNS_RX_SLICE"), "0") != 0) rx_short_slice();
+  for (;;) {
+    pthread_mutex_lock(&s->mu);
+    int stop = r->stop;
+    int room = r->cap - r->count >= s->slots;
+    int reading = !r->paused && room;
+    if (!r->paused && !room) r->want_room = 1;
+    pthread_mutex_unlock(&s->mu);
+    if (stop) break;
+    struct pollfd p[2] = {{r->evfd, POLLIN, 0}, {reading ? s->fd : -1, POLLIN, 0}};
+    int pr = poll(p, 2, -1);
+    if (pr < 0) continue; /* EINTR */
+    if (p[0].revents & POLLIN) {
+      uint64_t v;
+      ssize_t rd = read(r->evfd, &v, sizeof v);
+      (void)rd;
+    }
+    if (reading && (p[1].revents & (POLLIN | POLLERR))) {
+      pthread_mutex_lock(&s->mu);
+      r->st[ST_WAKEUPS]++;
+      pthread_mutex_unlock(&s->mu);
+      /* Up to MAX_BATCHES_PER_WAKEUP batches, then a look at the stop flag and the queue. */
+      for (int b = 0; b < MAX_BATCHES_PER_WAKEUP; b++) {
+        pthread_mutex_lock(&s->mu);
+        int go = !r->stop && !r->paused && r->cap - r->count >= s->slots;
+        pthread_mutex_unlock(&s->mu);
+        if (!go) break;
+        if (rx_batch(s, r) < (int)s->slots) break; /* drained: a full batch means more may wait */
+      }
+    }
+  }
+  return NULL;
+}
+
+/* On the loop: the datagrams the thread queued go to JS as batches of up to `slots`, exactly as
+ * on_readable hands them over (in, meta, onBatch, send_batch). */
+static void on_async(uv_async_t *h) {
+  sock_t *s = (sock_t *)h->data;
+  rx_t *r = s->rx;
+  if (!r) return;
+  int left = 0;
+  for (int round = 0; round < MAX_BATCHES_PER_WAKEUP && !s->closed; round++) {
+    pthread_mutex_lock(&s->mu);
+    unsigned n = r->count < s->slots ? r->count : s->slots;
+    for (unsigned i = 0; i < n; i++) {
+      unsigned k = (r->head + i) % r->cap;
+      uint32_t len = r->qlen[k];
+      memcpy(s->in + (size_t)i * s->slot_size, r->qdata + (size_t)k * s->slot_size, len);
+      s->raddr[i] = r->qaddr[k];
+      s->rm[i].msg_hdr.msg_namelen = r->qnamelen[k];
+      fill_meta(s->meta + (size_t)i * META_INTS, &r->qaddr[k], len, r->qtrunc[k]);
+    }
+    r->head = (r->head + n) % r->cap;
+    r->count -= n;
+    left = r->count > 0;
+    int wake = r->want_room && r->cap - r->count >= s->slots;
+    if (wake) r->want_room = 0;
+    pthread_mutex_unlock(&s->mu);
+    if (wake) rx_wake(r);
+    if (n == 0) break;
+    int32_t count = s->cb_ref ? batch_callback(s, (int)n, 0, 0) : 0;
+    if (!s->closed) send_batch(s, count);
+    if (s->close_pending) {
+      s->close_pending = 0;
+      do_close(s);
+      return;
+    }
+    if (!left) break;
+  }
+  if (left && !s->closed) uv_async_send(h); /* the rest next turn: timers and TCP get theirs */
+}
+
+static void on_async_closed(uv_handle_t *h) {
+  sock_t *s = (sock_t *)h->data;
+  s->async_open = 0;
+  maybe_free(s);
+}
+
+static void rx_close_async(sock_t *s) {
+  if (s->async_open && s->rx && !uv_is_closing((uv_handle_t *)&s->rx->async)) uv_close((uv_handle_t *)&s->rx->async, on_async_closed);
+}
+
+static void *map_zeroed(size_t len) {
+  void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+static void rx_free(sock_t *s) {
+  rx_t *r = s->rx;
+  if (!r) return;
+  if (r->evfd >= 0) close(r->evfd);
+  if (r->in) munmap(r->in, (size_t)s->slots * s->slot_size);
+  if (r->out) munmap(r->out, RX_OUT_MAX);
+  if (r->qdata) munmap(r->qdata, (size_t)r->cap * s->slot_size);
+  free(r->rm);
+  free(r->riov);
+  free(r->raddr);
+  free(r->sm);
+  free(r->siov);
+  free(r->qlen);
+  free(r->qtrunc);
+  free(r->qaddr);
+  free(r->qnamelen);
+  free(r);
+  s->rx = NULL;
+}
+
+/* Starts the thread (once per socket); 0 or an errno. */
+static int rx_start(sock_t *s, uv_loop_t *loop) {
+  rx_t *r = (rx_t *)calloc(1, sizeof *r);
+  if (!r) return ENOMEM;
+  s->rx = r;
+  r->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  r->cap = s->slots * RX_QUEUE_BATCHES;
+  r->in = map_zeroed((size_t)s->slots * s->slot_size);
+  r->out = map_zeroed(RX_OUT_MAX);
+  r->qdata = map_zeroed((size_t)r->cap * s->slot_size);
+  r->rm = calloc(s->slots, sizeof *r->rm);
+  r->riov = calloc(s->slots, sizeof *r->riov);
+  r->raddr = calloc(s->slots, sizeof *r->raddr);
+  r->sm = calloc(s->slots, sizeof *r->sm);
+  r->siov = calloc(s->slots, sizeof *r->siov);
+  r->qlen = calloc(r->cap, sizeof *r->qlen);
+  r->qtrunc = calloc(r->cap, sizeof *r->qtrunc);
+  r->qaddr = calloc(r->cap, sizeof *r->qaddr);
+  r->qnamelen = calloc(r->cap, sizeof *r->qnamelen);
+  if (r->evfd < 0 || !r->in || !r->out || !r->qdata || !r->rm || !r->riov || !r->raddr || !r->sm || !r->siov || !r->qlen || !r->qtrunc || !r->qaddr ||
+      !r->qnamelen) {
+    int e = r->evfd < 0 ? errno : ENOMEM;
+    rx_free(s);
+    return e;
+  }
+  for (unsigned i = 0; i < s->slots; i++) {
+    r->riov[i].iov_base = r->in + (size_t)i * s->slot_size;
+    r->rm[i].msg_hdr.msg_name = &r->raddr[i];
+    r->rm[i].msg_hdr.msg_iov = &r->riov[i];
+    r->rm[i].msg_hdr.msg_iovlen = 1;
+  }
+  int e = uv_async_init(loop, &r->async, on_async);
+  if (e < 0) {
+    rx_free(s);
+    return -e;
+  }
+  r->async.data = s;
+  s->async_open = 1;
+  /* Signals stay with the loop's thread. */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  e = pthread_create(&r->tid, NULL, rx_main, s);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (e) {
+    /* r stays until the handle's close callback (maybe_free frees it); start falls back to the loop. */
+    uv_close((uv_handle_t *)&r->async, on_async_closed);
+    return e;
+  }
+  r->started = 1;
+  return 0;
+}
+
+/* Stops and joins the thread; the queue's datagrams are dropped (the socket is closing). */
+static void rx_stop(sock_t *s) {
+  rx_t *r = s->rx;
+  if (!r || !r->started) return;
+  pthread_mutex_lock(&s->mu);
+  r->stop = 1;
+  pthread_mutex_unlock(&s->mu);
+  rx_wake(r);
+  pthread_join(r->tid, NULL);
+  r->started = 0;
+}
+
+static void rx_pause(sock_t *s, int paused) {
+  rx_t *r = s->rx;
+  pthread_mutex_lock(&s->mu);
+  r->paused = paused;
+  pthread_mutex_unlock(&s->mu);
+  rx_wake(r);
+  /* Paused, the socket no longer keeps the process alive, as a stopped uv_poll_t does not. */
+  if (paused) uv_unref((uv_handle_t *)&r->async);
+  else uv_ref((uv_handle_t *)&r->async);
 }
 
 
@@ -627,6 +1008,7 @@ static napi_value wrap_fd(napi_env env, int fd, int slots, int slot_size, int ou
     napi_throw_error(env, "ENOMEM", "udpbatch: out of memory");
     return NULL;
   }
+  pthread_mutex_init(&s->mu, NULL);
   s->env = env;
   s->fd = fd;
   s->family = bound.ss_family;
@@ -953,23 +1335,41 @@ static napi_value js_close_fd(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-/* start(sock, onBatch): begin reading; onBatch(n) returns the number of answers in `out`. */
+/* start(sock, onBatch, thread?): begin reading; onBatch(n) returns the number of answers in
+ * `out`. With thread true (and a table from fastEnable) the answer thread reads the socket; where
+ * it cannot start, the loop does, as without it. True when the thread reads. */
 static napi_value js_start(napi_env env, napi_callback_info info) {
-  napi_value argv[2];
-  sock_t *s = sock_args(env, info, 2, argv);
+  napi_value argv[3];
+  sock_t *s = sock_args(env, info, 3, argv);
   if (!s) return NULL;
   if (s->closed) return throw_errno(env, EBADF, "start", NULL, 0);
   napi_valuetype t;
   napi_typeof(env, argv[1], &t);
   if (t != napi_function) {
-    napi_throw_type_error(env, NULL, "start(sock, onBatch)");
+    napi_throw_type_error(env, NULL, "start(sock, onBatch, thread?)");
     return NULL;
   }
+  bool want_thread = false;
+  napi_typeof(env, argv[2], &t);
+  if (t == napi_boolean) napi_get_value_bool(env, argv[2], &want_thread);
   if (s->cb_ref) napi_delete_reference(env, s->cb_ref);
   CHECK(napi_create_reference(env, argv[1], 1, &s->cb_ref));
+  uv_loop_t *loop;
+  CHECK(napi_get_uv_event_loop(env, &loop));
+  if (s->rx && s->rx->started) {
+    rx_pause(s, 0);
+    s->polling = 1;
+    napi_value yes;
+    CHECK(napi_get_boolean(env, true, &yes));
+    return yes;
+  }
+  if (want_thread && !s->connected && s->fast && !s->rx && !s->handle_open && rx_start(s, loop) == 0) {
+    s->polling = 1;
+    napi_value yes;
+    CHECK(napi_get_boolean(env, true, &yes));
+    return yes;
+  }
   if (!s->handle_open) {
-    uv_loop_t *loop;
-    CHECK(napi_get_uv_event_loop(env, &loop));
     int r = uv_poll_init(loop, &s->poll, s->fd);
     if (r < 0) return throw_errno(env, -r, "uv_poll_init", NULL, 0);
     s->poll.data = s;
@@ -980,7 +1380,9 @@ static napi_value js_start(napi_env env, napi_callback_info info) {
   /* An upstream socket does not keep the process alive, as node:dgram's unref'd one did not. */
   if (s->connected) uv_unref((uv_handle_t *)&s->poll);
   s->polling = 1;
-  return NULL;
+  napi_value no;
+  CHECK(napi_get_boolean(env, false, &no));
+  return no;
 }
 
 /* pause(sock): stop reading (queued datagrams stay in the kernel); sending still works. */
@@ -989,6 +1391,7 @@ static napi_value js_pause(napi_env env, napi_callback_info info) {
   sock_t *s = sock_args(env, info, 1, argv);
   if (!s) return NULL;
   if (s->handle_open && s->polling && !s->closed) uv_poll_stop(&s->poll);
+  if (s->rx && s->rx->started && !s->closed) rx_pause(s, 1);
   s->polling = 0;
   return NULL;
 }
@@ -1080,9 +1483,16 @@ static napi_value js_stats(napi_env env, napi_callback_info info) {
   if (!s) return NULL;
   napi_value arr;
   CHECK(napi_create_array_with_length(env, ST_COUNT, &arr));
+  double st[ST_COUNT];
+  memcpy(st, s->st, sizeof st);
+  if (s->rx) {
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; i < ST_COUNT; i++) st[i] += s->rx->st[i];
+    pthread_mutex_unlock(&s->mu);
+  }
   for (uint32_t i = 0; i < ST_COUNT; i++) {
     napi_value n;
-    napi_create_double(env, s->st[i], &n);
+    napi_create_double(env, st[i], &n);
     napi_set_element(env, arr, i, n);
   }
   return arr;
@@ -1314,9 +1724,17 @@ static napi_value js_fast_enable(napi_env env, napi_callback_info info) {
     return NULL;
   }
   if (s->closed) return throw_errno(env, EBADF, "fastEnable", NULL, 0);
+  double *thits = (double *)calloc(len ? len : 1, sizeof *thits);
+  if (!thits) {
+    napi_throw_error(env, "ENOMEM", "udpbatch: out of memory");
+    return NULL;
+  }
+  pthread_mutex_lock(&s->mu);
   if (!s->fast) {
     s->fast = (fast_table_t *)calloc(1, sizeof *s->fast);
     if (!s->fast) {
+      pthread_mutex_unlock(&s->mu);
+      free(thits);
       napi_throw_error(env, "ENOMEM", "udpbatch: out of memory");
       return NULL;
     }
@@ -1325,9 +1743,19 @@ static napi_value js_fast_enable(napi_env env, napi_callback_info info) {
   fast_table_t *t = s->fast;
   if (t->hits_ref) napi_delete_reference(env, t->hits_ref);
   t->hits_ref = NULL;
-  CHECK(napi_create_reference(env, argv[1], 1, &t->hits_ref));
-  t->hits = (double *)data;
-  t->nhits = (uint32_t)len;
+  napi_status st = napi_create_reference(env, argv[1], 1, &t->hits_ref);
+  if (st == napi_ok) {
+    t->hits = (double *)data;
+    t->nhits = (uint32_t)len;
+    free(t->thits);
+    t->thits = thits;
+  } else {
+    t->hits = NULL;
+    t->nhits = 0;
+    free(thits);
+  }
+  pthread_mutex_unlock(&s->mu);
+  CHECK(st);
   return NULL;
 }
 
@@ -1356,7 +1784,9 @@ static napi_value js_fast_put(napi_env env, napi_callback_info info) {
     uint32_t len = (uint32_t)m[0];
     if (m[1] == 0 && len >= 12 && len <= s->slot_size) {
       const uint8_t *q = s->in + (size_t)slot * s->slot_size;
+      pthread_mutex_lock(&s->mu);
       kept = fast_put(s->fast, q + 2, len - 2, (const uint8_t *)ans, alen, valid, stat);
+      pthread_mutex_unlock(&s->mu);
     }
   }
   napi_value r;
@@ -1367,8 +1797,8 @@ static napi_value js_fast_put(napi_env env, napi_callback_info info) {
 /* fastFlush(): every entry of every table of the process is retired (O(1)). */
 static napi_value js_fast_flush(napi_env env, napi_callback_info info) {
   (void)info;
-  fast_gen++;
-  if (fast_gen == 0) fast_gen = 1;
+  uint32_t g = fast_gen + 1;
+  __atomic_store_n(&fast_gen, g == 0 ? 1 : g, __ATOMIC_RELEASE);
   napi_value r;
   CHECK(napi_get_undefined(env, &r));
   return r;
@@ -1381,11 +1811,31 @@ static napi_value js_fast_stats(napi_env env, napi_callback_info info) {
   if (!s) return NULL;
   napi_value arr, v;
   CHECK(napi_create_array_with_length(env, 2, &arr));
-  napi_create_double(env, s->fast ? s->fast->entries : 0, &v);
+  pthread_mutex_lock(&s->mu);
+  double entries = s->fast ? s->fast->entries : 0, bytes = s->fast ? (double)s->fast->bytes : 0;
+  pthread_mutex_unlock(&s->mu);
+  napi_create_double(env, entries, &v);
   napi_set_element(env, arr, 0, v);
-  napi_create_double(env, s->fast ? (double)s->fast->bytes : 0, &v);
+  napi_create_double(env, bytes, &v);
   napi_set_element(env, arr, 1, v);
   return arr;
+}
+
+/* fastCollect(sock): adds the answer thread's hit counts to the fastEnable array (and zeroes
+ * its own), so that JS folds them with the loop's. */
+static napi_value js_fast_collect(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  sock_t *s = sock_args(env, info, 1, argv);
+  if (!s) return NULL;
+  pthread_mutex_lock(&s->mu);
+  fast_table_t *t = s->fast;
+  if (t && t->hits && t->thits)
+    for (uint32_t i = 0; i < t->nhits; i++) {
+      t->hits[i] += t->thits[i];
+      t->thits[i] = 0;
+    }
+  pthread_mutex_unlock(&s->mu);
+  return NULL;
 }
 
 int cdns_memory_pressure(int level); /* heap.cc */
@@ -1422,6 +1872,7 @@ static napi_value init(napi_env env, napi_value exports) {
       {"fastPut", NULL, js_fast_put, NULL, NULL, NULL, napi_default, NULL},
       {"fastFlush", NULL, js_fast_flush, NULL, NULL, NULL, napi_default, NULL},
       {"fastStats", NULL, js_fast_stats, NULL, NULL, NULL, napi_default, NULL},
+      {"fastCollect", NULL, js_fast_collect, NULL, NULL, NULL, napi_default, NULL},
       {"memoryPressure", NULL, js_memory_pressure, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_define_properties(env, exports, sizeof d / sizeof d[0], d);

@@ -13,6 +13,13 @@ import type { UdpBatchAddon, UdpBatchSocket } from './udp-native.js';
 export const FAST_ANSWERS_ENABLED = process.env.CLUSTERDNS_FAST_ANSWERS !== '0';
 
 /**
+ * A thread of the addon reads each UDP socket that has a table, answers its hits and hands the
+ * rest to the loop (udpbatch.c "the answer thread"); CLUSTERDNS_ANSWER_THREAD=0 leaves the reading
+ * to the event loop.
+ */
+export const ANSWER_THREAD_ENABLED = process.env.CLUSTERDNS_ANSWER_THREAD !== '0';
+
+/**
  * Plugins whose part in a chain is pure: what they do to a query depends only on its bytes and
  * the configuration or watched data (whose changes flush the table), and they count nothing per
  * query that a fold does not count. Any other plugin in a block (log, dnstap, acl, whoami,
@@ -189,6 +196,7 @@ export class FastTable {
 
   /** Counts the hits since the last fold as JS would have counted those queries. */
   readonly fold = (): void => {
+    this.addon.fastCollect?.(this.sock);
     const h = this.hits;
     const kinds = this.kinds;
     const fast = this.stats.fastAnswers;

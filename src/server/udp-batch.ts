@@ -14,7 +14,7 @@ import {
   type UdpBatchAddon,
   type UdpBatchSocket,
 } from './udp-native.js';
-import { FAST_ANSWERS_ENABLED, FastTable } from './fast-answers.js';
+import { ANSWER_THREAD_ENABLED, FAST_ANSWERS_ENABLED, FastTable } from './fast-answers.js';
 import { atBatchEnd, enterBatch, leaveBatch } from './batch-end.js';
 import type { Request, Response } from './request.js';
 import type { ZoneStats } from './stats.js';
@@ -71,8 +71,11 @@ export class NativeUdp {
         : null;
   }
 
+  /** True when the addon's answer thread reads the socket (not the event loop). */
+  threaded = false;
+
   start(): void {
-    this.addon.start(this.sock, this.onBatch);
+    this.threaded = this.addon.start(this.sock, this.onBatch, ANSWER_THREAD_ENABLED && this.fast !== null) === true;
   }
 
   pause(): void {

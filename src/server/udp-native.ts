@@ -58,7 +58,11 @@ export interface UdpBatchAddon {
    * onBatch(n, done, doneBytes) handles datagrams 0..n-1 and returns how many answers are in `out`:
    * the table already put `done` answers (doneBytes octets) there, flagged FLAG_FAST in meta.
    */
-  start(s: UdpBatchSocket, onBatch: (n: number, done: number, doneBytes: number) => number): void;
+  start(
+    s: UdpBatchSocket,
+    onBatch: (n: number, done: number, doneBytes: number) => number,
+    thread?: boolean,
+  ): boolean | undefined;
   pause(s: UdpBatchSocket): void;
   close(s: UdpBatchSocket): void;
   /** One datagram to the given peer; 0 or a negative errno. */
@@ -98,6 +102,8 @@ export interface UdpBatchAddon {
   fastFlush?(): void;
   /** [entries, bytes] of a socket's table. */
   fastStats?(s: UdpBatchSocket): number[];
+  /** Adds the answer thread's hit counts to fastEnable's array. Absent from an older build. */
+  fastCollect?(s: UdpBatchSocket): void;
   /** [received, batches, sent, sendErrors, truncated, recvErrors, wakeups] */
   stats(s: UdpBatchSocket): number[];
 }

@@ -7,6 +7,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import dgram from 'node:dgram';
+import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import {
@@ -31,16 +32,24 @@ function addon(): UdpBatchAddon {
  * A server on the addon that answers every query it is called for with the query's bytes and
  * QR set plus a marker octet (the JS call number), and keeps that answer (validMs, stat 3).
  */
-function server(a: UdpBatchAddon, s: UdpBatchSocket, validMs: number, keep = true) {
+function server(a: UdpBatchAddon, s: UdpBatchSocket, validMs: number, keep = true, thread = false) {
   const meta = new Int32Array(s.meta);
   const inBuf = Buffer.from(s.in);
   const out = Buffer.from(s.out);
   const ometa = new Int32Array(s.outMeta);
   const hits = new Float64Array(8);
   a.fastEnable!(s, hits);
-  const st = { calls: 0, jsQueries: 0, kept: 0, hits };
-  a.start(s, (n, done, doneBytes) => {
+  const st = { calls: 0, jsQueries: 0, kept: 0, hits, threaded: false, stallMs: 0 };
+  st.threaded = a.start(
+    s,
+    (n, done, doneBytes) => {
     st.calls++;
+    if (st.stallMs > 0) {
+      // Holds the loop's thread as a long JS turn or a GC pause would.
+      const until = Date.now() + st.stallMs;
+      st.stallMs = 0;
+      while (Date.now() < until);
+    }
     let k = done;
     let off = doneBytes;
     for (let i = 0; i < n; i++) {
@@ -61,7 +70,9 @@ function server(a: UdpBatchAddon, s: UdpBatchSocket, validMs: number, keep = tru
       k++;
     }
     return k;
-  });
+    },
+    thread,
+  ) === true;
   return st;
 }
 
@@ -101,6 +112,7 @@ test(
       assert.deepEqual(again.subarray(2), first.subarray(2), 'the rest is the kept answer');
       assert.equal(st.calls, 1, 'JS was not called for the repeat');
       assert.equal(st.hits[3], 1, 'the hit is counted under its stat');
+      assert.equal(st.threaded, false, 'without the thread argument the loop reads');
       // 0x20 spelling, another type: byte-different queries go to JS.
       const other = await ask(c, s.port, buildQuery('SVC.example.', QType.A, { id: 2 }));
       assert.equal(other[other.length - 1], 2);
@@ -170,6 +182,89 @@ test('random names only churn a bounded table; over-long queries and answers are
     c.removeAllListeners('message');
     await ask(c, s.port, big);
     assert.equal(st.kept, before);
+  } finally {
+    c.close();
+    a.close(s);
+  }
+});
+
+// The answer thread (udpbatch.c "the answer thread"): start(sock, onBatch, true).
+
+test('with the answer thread a repeat is answered while the loop is held; its hits reach fastCollect', { skip }, async () => {
+  const a = addon();
+  const s = a.open({ address: '127.0.0.1', port: 0, ipv6: false });
+  const st = server(a, s, 10_000, true, true);
+  const c = await client();
+  try {
+    assert.equal(st.threaded, true, 'the thread reads the socket');
+    const first = await ask(c, s.port, buildQuery('svc.example.', QType.A, { id: 1 }));
+    assert.equal(st.kept, 1);
+    const again = await ask(c, s.port, buildQuery('svc.example.', QType.A, { id: 0xbeef }));
+    assert.equal(again.readUInt16BE(0), 0xbeef, 'the asker ID is patched in');
+    assert.deepEqual(again.subarray(2), first.subarray(2), 'the rest is the kept answer');
+    assert.equal(st.calls, 1, 'JS was not called for the repeat');
+    assert.equal(st.hits[3], 0, 'the thread counts on its own side');
+    a.fastCollect!(s);
+    assert.equal(st.hits[3], 1, 'fastCollect adds the thread\'s count');
+    a.fastCollect!(s);
+    assert.equal(st.hits[3], 1, 'and zeroes its own: nothing is counted twice');
+
+    // A real client in another process asks the kept name while this thread is held for 1.5 s:
+    // the answer thread still answers it (as the loop alone could not until the hold ended).
+    const dig = spawn('dig', ['@127.0.0.1', '-p', String(s.port), 'svc.example.', 'A', '+noedns', '+tries=1', '+time=5']);
+    let out = '';
+    dig.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    const exited = new Promise<number | null>((r) => dig.on('close', r));
+    // dig's first query (its flags differ from buildQuery's) goes to JS, which keeps the answer.
+    await exited;
+    assert.match(out, /status: NOERROR/);
+    const callsBefore = st.calls;
+    const held = spawn('dig', ['@127.0.0.1', '-p', String(s.port), 'svc.example.', 'A', '+noedns', '+tries=1', '+time=5']);
+    let heldOut = '';
+    held.stdout.on('data', (d: Buffer) => (heldOut += d.toString()));
+    const heldExit = new Promise<number | null>((r) => held.on('close', r));
+    const until = Date.now() + 1500;
+    while (Date.now() < until);
+    assert.equal(await heldExit, 0);
+    const ms = Number(/Query time: (\d+) msec/.exec(heldOut)?.[1]);
+    assert.ok(ms < 500, `answered in ${ms} ms while the loop was held 1500 ms`);
+    assert.equal(st.calls, callsBefore, 'JS was not called for it');
+  } finally {
+    c.close();
+    a.close(s);
+  }
+});
+
+test('the thread hands misses to JS without dropping any while JS is slow; pause stops reading', { skip }, async () => {
+  const a = addon();
+  // 16 slots: the thread's queue holds 64 datagrams, far fewer than the burst below.
+  const s = a.open({ address: '127.0.0.1', port: 0, ipv6: false, slots: 16 });
+  const st = server(a, s, 10_000, false, true);
+  const c = await client();
+  try {
+    assert.equal(st.threaded, true);
+    const answered = new Set<number>();
+    c.on('message', (m) => answered.add(m.readUInt16BE(0)));
+    st.stallMs = 400; // the first batch holds JS while the rest arrive
+    const N = 200;
+    for (let i = 0; i < N; i++) c.send(buildQuery(`n${i}.example.`, QType.A, { id: i }), s.port, '127.0.0.1');
+    const deadline = Date.now() + 5000;
+    while (answered.size < N && Date.now() < deadline) await sleep(20);
+    assert.equal(answered.size, N, `every query answered (${answered.size} of ${N})`);
+    assert.equal(st.jsQueries, N, 'each went to JS once');
+    assert.equal(a.stats(s)[0], N, 'received');
+
+    a.pause(s);
+    await sleep(50);
+    const paused = answered.size;
+    c.send(buildQuery('late.example.', QType.A, { id: 9999 }), s.port, '127.0.0.1');
+    await sleep(200);
+    assert.equal(answered.size, paused, 'paused: the datagram waits in the kernel');
+    let late = 0;
+    assert.equal(a.start(s, (n) => ((late += n), 0), true), true, 'resumed on the thread');
+    const until = Date.now() + 2000;
+    while (late === 0 && Date.now() < until) await sleep(20);
+    assert.equal(late, 1, 'resumed: the waiting datagram is read');
   } finally {
     c.close();
     a.close(s);
