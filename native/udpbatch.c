@@ -103,6 +103,12 @@ typedef struct sock_s {
 #define FAST_ANSWER_MAX 4096
 #define FAST_BYTES_MAX (8u << 20) /* key + answer octets of all entries of one table */
 #define FAST_MAX_MS 30000 /* a bound on what a missed flush could leave standing (fast-answers.ts) */
+/* A cache hit's answer may go on past its lifetime one second at a time, every TTL one lower per
+ * second, up to FAST_MAX_STEPS times: JS gives where its TTLs are (at most FAST_TTLS of them, all
+ * equal, as the cache writes them) and how many seconds are left before the entry expires. */
+#define FAST_TTLS 8
+#define FAST_MAX_STEPS 30
+#define FAST_STEP_NS 1000000000LL
 
 typedef struct {
   uint8_t *buf; /* key (query from offset 2) then answer; NULL when empty */
@@ -110,8 +116,34 @@ typedef struct {
   uint16_t klen, alen;
   uint32_t gen;
   uint32_t stat;
-  int64_t expires_ns;
+  int64_t expires_ns;     /* the end of the current step */
+  uint8_t steps;          /* one-second steps left after it */
+  uint8_t nttl;           /* TTL fields in the answer (0: no steps) */
+  uint16_t ttl_at[FAST_TTLS]; /* their offsets in the answer */
 } fast_entry_t;
+
+/* When the entry stops answering, its steps included. */
+static inline int64_t fast_end(const fast_entry_t *x) { return x->expires_ns + (int64_t)x->steps * FAST_STEP_NS; }
+
+/* Moves an entry past its current step: every TTL down by the seconds gone by. 0 when it has none left. */
+static int fast_step(fast_entry_t *x, int64_t now) {
+  int64_t k = 1 + (now - x->expires_ns) / FAST_STEP_NS;
+  if (x->nttl == 0 || k > x->steps) return 0;
+  uint8_t *ans = x->buf + x->klen;
+  for (int i = 0; i < x->nttl; i++) {
+    uint8_t *p = ans + x->ttl_at[i];
+    uint32_t ttl = ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+    if (ttl <= (uint32_t)k) return 0; /* never a TTL of 0 or a wrap: JS's answer would differ */
+    ttl -= (uint32_t)k;
+    p[0] = (uint8_t)(ttl >> 24);
+    p[1] = (uint8_t)(ttl >> 16);
+    p[2] = (uint8_t)(ttl >> 8);
+    p[3] = (uint8_t)ttl;
+  }
+  x->steps -= (uint8_t)k;
+  x->expires_ns += k * FAST_STEP_NS;
+  return 1;
+}
 
 typedef struct fast_table {
   fast_entry_t e[FAST_SETS * FAST_WAYS];
@@ -163,13 +195,17 @@ static fast_entry_t *fast_find(fast_table_t *t, const uint8_t *key, size_t klen,
   fast_entry_t *set = &t->e[(h % FAST_SETS) * FAST_WAYS];
   for (int w = 0; w < FAST_WAYS; w++) {
     fast_entry_t *x = &set[w];
-    if (x->buf && x->hash == h && x->klen == klen && x->gen == gen && now < x->expires_ns && memcmp(x->buf, key, klen) == 0) return x;
+    if (x->buf && x->hash == h && x->klen == klen && x->gen == gen && memcmp(x->buf, key, klen) == 0) {
+      if (now < x->expires_ns || fast_step(x, now)) return x;
+      return NULL;
+    }
   }
   return NULL;
 }
 
 /* Installs (or replaces) the answer to a query; 0 when it is not kept (too big, over the cap). */
-static int fast_put(fast_table_t *t, const uint8_t *key, size_t klen, const uint8_t *ans, size_t alen, double valid_ms, uint32_t stat) {
+static int fast_put(fast_table_t *t, const uint8_t *key, size_t klen, const uint8_t *ans, size_t alen, double valid_ms, uint32_t stat,
+                    const uint16_t *ttl_at, size_t nttl, uint32_t ttl_base, uint32_t steps) {
   if (klen < 10 || klen > FAST_KEY_MAX || alen < 12 || alen > FAST_ANSWER_MAX || stat >= t->nhits || !(valid_ms > 0)) return 0;
   if (valid_ms > FAST_MAX_MS) valid_ms = FAST_MAX_MS;
   if (t->swept_gen != fast_gen) {
@@ -185,11 +221,11 @@ static int fast_put(fast_table_t *t, const uint8_t *key, size_t klen, const uint
   for (int w = 0; w < FAST_WAYS && !v; w++)
     if (set[w].buf && set[w].hash == h && set[w].klen == klen && memcmp(set[w].buf, key, klen) == 0) v = &set[w];
   for (int w = 0; w < FAST_WAYS && !v; w++)
-    if (!set[w].buf || set[w].gen != fast_gen || set[w].expires_ns <= now) v = &set[w];
+    if (!set[w].buf || set[w].gen != fast_gen || fast_end(&set[w]) <= now) v = &set[w];
   if (!v) {
     v = &set[0]; /* the one that expires first goes */
     for (int w = 1; w < FAST_WAYS; w++)
-      if (set[w].expires_ns < v->expires_ns) v = &set[w];
+      if (fast_end(&set[w]) < fast_end(v)) v = &set[w];
   }
   fast_drop(t, v);
   if (t->bytes + klen + alen > FAST_BYTES_MAX) return 0;
@@ -204,6 +240,20 @@ static int fast_put(fast_table_t *t, const uint8_t *key, size_t klen, const uint
   v->gen = fast_gen;
   v->stat = stat;
   v->expires_ns = now + (int64_t)(valid_ms * 1e6);
+  v->steps = 0;
+  v->nttl = 0;
+  if (steps > 0 && nttl > 0 && nttl <= FAST_TTLS) {
+    size_t i = 0;
+    for (; i < nttl; i++) {
+      uint32_t at = ttl_base + ttl_at[i];
+      if (at < 12 || at + 4 > alen) break; /* a TTL past the answer (cut): no steps */
+      v->ttl_at[i] = (uint16_t)at;
+    }
+    if (i == nttl) {
+      v->nttl = (uint8_t)nttl;
+      v->steps = (uint8_t)(steps > FAST_MAX_STEPS ? FAST_MAX_STEPS : steps);
+    }
+  }
   t->bytes += klen + alen;
   t->entries++;
   return 1;
@@ -1759,10 +1809,33 @@ static napi_value js_fast_enable(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-/* fastPut(sock, slot, answer, validMs, stat): keeps `answer` (its ID is patched per asker) for
- * the query in datagram `slot` of the batch being handled. True when kept. */
+/* fastPut(sock, slot, answer, validMs, stat[, ttlOffsets, ttlBase, steps]): keeps `answer` (its ID
+ * is patched per asker) for the query in datagram `slot` of the batch being handled; with a
+ * Uint16Array of TTL offsets (plus ttlBase) and steps > 0, it goes on `steps` more seconds with
+ * those TTLs one lower each second. True when kept. */
 static napi_value js_fast_put(napi_env env, napi_callback_info info) {
-  napi_value argv[5];
+  napi_value argv[8];
+  size_t argc = 8;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok) return NULL;
+  const uint16_t *ttl_at = NULL;
+  size_t nttl = 0;
+  uint32_t ttl_base = 0, steps = 0;
+  if (argc >= 8) {
+    napi_valuetype vt;
+    if (napi_typeof(env, argv[5], &vt) == napi_ok && vt == napi_object) {
+      napi_typedarray_type ot;
+      size_t olen = 0, ooff = 0;
+      void *od = NULL;
+      napi_value oab;
+      if (napi_get_typedarray_info(env, argv[5], &ot, &olen, &od, &oab, &ooff) != napi_ok || ot != napi_uint16_array ||
+          napi_get_value_uint32(env, argv[6], &ttl_base) != napi_ok || napi_get_value_uint32(env, argv[7], &steps) != napi_ok) {
+        napi_throw_type_error(env, NULL, "fastPut(sock, slot, Uint8Array, validMs, stat, Uint16Array, ttlBase, steps)");
+        return NULL;
+      }
+      ttl_at = (const uint16_t *)od;
+      nttl = olen;
+    }
+  }
   sock_t *s = sock_args(env, info, 5, argv);
   if (!s) return NULL;
   int32_t slot = -1;
@@ -1785,7 +1858,7 @@ static napi_value js_fast_put(napi_env env, napi_callback_info info) {
     if (m[1] == 0 && len >= 12 && len <= s->slot_size) {
       const uint8_t *q = s->in + (size_t)slot * s->slot_size;
       pthread_mutex_lock(&s->mu);
-      kept = fast_put(s->fast, q + 2, len - 2, (const uint8_t *)ans, alen, valid, stat);
+      kept = fast_put(s->fast, q + 2, len - 2, (const uint8_t *)ans, alen, valid, stat, ttl_at, nttl, ttl_base, steps);
       pthread_mutex_unlock(&s->mu);
     }
   }

@@ -141,7 +141,16 @@ export class FastTable {
     if ((rcode !== 0 && rcode !== 3) || (out[2]! & 0x02) !== 0 || hasCookie(req)) return;
     const id = this.kindOf(req, res, out, this.stats.enabled && zone !== undefined ? zone : null, rcode);
     if (id < 0) return;
-    this.addon.fastPut!(this.sock, slot, out, Math.min(res.fastMs, FAST_MAX_MS), id);
+    this.addon.fastPut!(
+      this.sock,
+      slot,
+      out,
+      Math.min(res.fastMs, FAST_MAX_MS),
+      id,
+      res.fastTtls,
+      res.fastTtlBase,
+      res.fastSteps,
+    );
   }
 
   private kindOf(req: Request, res: Response, out: Buffer, zone: ZoneStats | null, rcode: number): number {

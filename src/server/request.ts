@@ -347,6 +347,13 @@ export class Response {
   fastMs = 0;
   /** What one repeat counts in the answering plugin's own counters (a cache hit), n at once. */
   fastCount: ((n: number) => void) | null = null;
+  /**
+   * A cache hit's TTL fields (offsets from `fastTtlBase` in the reply): the native table may go
+   * on `fastSteps` more seconds past `fastMs`, every one of them one lower each second.
+   */
+  fastTtls: Uint16Array | null = null;
+  fastTtlBase = 0;
+  fastSteps = 0;
   private msg: Message | null;
   private bytes: Buffer | null;
 

@@ -97,7 +97,20 @@ export interface UdpBatchAddon {
    */
   fastEnable?(s: UdpBatchSocket, hits: Float64Array): void;
   /** Keeps `answer` for the query in datagram `slot` of the batch being handled, validMs at most. */
-  fastPut?(s: UdpBatchSocket, slot: number, answer: Uint8Array, validMs: number, stat: number): boolean;
+  /**
+   * With `ttlOffsets` (plus `ttlBase`: where they count from in `answer`) and `steps` > 0, the
+   * answer goes on `steps` more seconds past `validMs`, those TTLs one lower each second.
+   */
+  fastPut?(
+    s: UdpBatchSocket,
+    slot: number,
+    answer: Uint8Array,
+    validMs: number,
+    stat: number,
+    ttlOffsets?: Uint16Array | null,
+    ttlBase?: number,
+    steps?: number,
+  ): boolean;
   /** Retires every entry of every table of the process. */
   fastFlush?(): void;
   /** [entries, bytes] of a socket's table. */

@@ -156,6 +156,73 @@ test('entries expire after validMs, and fastFlush retires every entry at once', 
   }
 });
 
+test(
+  "a cache hit's answer goes on second by second past its lifetime, its TTLs one lower each, then back to JS",
+  { skip, timeout: 15_000 },
+  async () => {
+    const a = addon();
+    const s = a.open({ address: '127.0.0.1', port: 0, ipv6: false });
+    const meta = new Int32Array(s.meta);
+    const inBuf = Buffer.from(s.in);
+    const out = Buffer.from(s.out);
+    const ometa = new Int32Array(s.outMeta);
+    a.fastEnable!(s, new Float64Array(8));
+    let calls = 0;
+    // The answer: the query with QR set, then two "TTL" fields of 10 (all of a reply's TTLs are
+    // equal when the cache writes it); kept 150 ms, then 2 one-second steps.
+    a.start(s, (n, done, doneBytes) => {
+      calls++;
+      let k = done;
+      let off = doneBytes;
+      for (let i = 0; i < n; i++) {
+        const m = i * META_INTS;
+        if ((meta[m + 1]! & 2) !== 0) continue;
+        const len = meta[m]!;
+        const ans = Buffer.alloc(len + 8);
+        inBuf.copy(ans, 0, i * s.slotSize, i * s.slotSize + len);
+        ans[2] = ans[2]! | 0x80;
+        ans.writeUInt32BE(10, len);
+        ans.writeUInt32BE(10, len + 4);
+        // Offsets count from a base, as a reply's count from the end of its question.
+        a.fastPut!(s, i, ans, 150, 3, new Uint16Array([0, 4]), len, 2);
+        ans.copy(out, off);
+        ometa[k * OUT_INTS] = off;
+        ometa[k * OUT_INTS + 1] = ans.length;
+        ometa[k * OUT_INTS + 2] = i;
+        off += ans.length;
+        k++;
+      }
+      return k;
+    });
+    const c = await client();
+    const ttls = (m: Buffer) => [m.readUInt32BE(m.length - 8), m.readUInt32BE(m.length - 4)];
+    try {
+      const q = buildQuery('step.example.', QType.A, { id: 9 });
+      const t0 = Date.now();
+      assert.deepEqual(ttls(await ask(c, s.port, q)), [10, 10]);
+      assert.deepEqual(ttls(await ask(c, s.port, q)), [10, 10]);
+      assert.equal(calls, 1, 'the repeat within its lifetime');
+      await sleep(400 - (Date.now() - t0));
+      assert.deepEqual(ttls(await ask(c, s.port, q)), [9, 9], 'the first step: one lower');
+      assert.equal(calls, 1, 'still not JS');
+      await sleep(1500 - (Date.now() - t0));
+      assert.deepEqual(ttls(await ask(c, s.port, q)), [8, 8], 'the second step');
+      assert.deepEqual(ttls(await ask(c, s.port, q)), [8, 8]);
+      assert.equal(calls, 1);
+      await sleep(2500 - (Date.now() - t0));
+      assert.deepEqual(ttls(await ask(c, s.port, q)), [10, 10], 'no steps left: JS answered afresh');
+      assert.equal(calls, 2);
+      // A flush retires a stepping entry like any other.
+      a.fastFlush!();
+      await ask(c, s.port, q);
+      assert.equal(calls, 3);
+    } finally {
+      c.close();
+      a.close(s);
+    }
+  },
+);
+
 test('random names only churn a bounded table; over-long queries and answers are not kept', { skip }, async () => {
   const a = addon();
   const s = a.open({ address: '127.0.0.1', port: 0, ipv6: false });
