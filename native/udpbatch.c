@@ -66,6 +66,8 @@ typedef struct sock_s {
   int js_alive;      /* the wrapping JS object has not been finalised */
   int hook_added;
   int connected;     /* connect() succeeded: an upstream socket, read by on_conn_readable */
+  int want_thread;   /* start(..., true): the answer thread takes over at the table's first entry */
+  uv_loop_t *loop;
   napi_ref cb_ref;
   napi_ref ab_ref[4];
   napi_async_context actx;
@@ -311,6 +313,7 @@ static sock_t *sock_args(napi_env env, napi_callback_info info, size_t argc, nap
 static void rx_free(sock_t *s);
 static void rx_stop(sock_t *s);
 static void rx_close_async(sock_t *s);
+static int rx_active(const sock_t *s);
 
 static void maybe_free(sock_t *s) {
   if (s->handle_open || s->js_alive || s->async_open) return;
@@ -510,7 +513,7 @@ static void on_readable(uv_poll_t *h, int status, int events) {
   sock_t *s = (sock_t *)h->data;
   s->st[ST_WAKEUPS]++;
   if (status < 0) s->st[ST_RECV_ERRORS]++;
-  for (int round = 0; round < MAX_BATCHES_PER_WAKEUP && s->polling && !s->closed; round++) {
+  for (int round = 0; round < MAX_BATCHES_PER_WAKEUP && s->polling && !s->closed && !rx_active(s); round++) {
     for (unsigned i = 0; i < s->slots; i++) {
       struct msghdr *mh = &s->rm[i].msg_hdr;
       mh->msg_namelen = sizeof(struct sockaddr_storage);
@@ -743,7 +746,7 @@ static void *rx_main(void *arg) {
   sock_t *s = (sock_t *)arg;
   rx_t *r = s->rx;
   pthread_setname_np(pthread_self(), "udp-answers"); /* as top -H and /proc show it */
-  if (getenv("CLUSTERDNS_RX_SLICE") == NULL || strcmp(getenv("CLUSTERDNS_RX_SLICE"), "0") != 0) rx_short_slice();
+  rx_short_slice();
   for (;;) {
     pthread_mutex_lock(&s->mu);
     int stop = r->stop;
@@ -820,6 +823,9 @@ static void on_async_closed(uv_handle_t *h) {
   s->async_open = 0;
   maybe_free(s);
 }
+
+/* The answer thread reads this socket (the loop does not). */
+static int rx_active(const sock_t *s) { return s->rx != NULL && s->rx->started; }
 
 static void rx_close_async(sock_t *s) {
   if (s->async_open && s->rx && !uv_is_closing((uv_handle_t *)&s->rx->async)) uv_close((uv_handle_t *)&s->rx->async, on_async_closed);
@@ -1386,8 +1392,9 @@ static napi_value js_close_fd(napi_env env, napi_callback_info info) {
 }
 
 /* start(sock, onBatch, thread?): begin reading; onBatch(n) returns the number of answers in
- * `out`. With thread true (and a table from fastEnable) the answer thread reads the socket; where
- * it cannot start, the loop does, as without it. True when the thread reads. */
+ * `out`. With thread true the answer thread takes the reading over from the loop once the table
+ * keeps its first answer (fastPut): a socket whose answers are never kept (forward only) stays on
+ * the loop, without the thread's hand-off. start again after pause resumes whichever reads. */
 static napi_value js_start(napi_env env, napi_callback_info info) {
   napi_value argv[3];
   sock_t *s = sock_args(env, info, 3, argv);
@@ -1404,23 +1411,15 @@ static napi_value js_start(napi_env env, napi_callback_info info) {
   if (t == napi_boolean) napi_get_value_bool(env, argv[2], &want_thread);
   if (s->cb_ref) napi_delete_reference(env, s->cb_ref);
   CHECK(napi_create_reference(env, argv[1], 1, &s->cb_ref));
-  uv_loop_t *loop;
-  CHECK(napi_get_uv_event_loop(env, &loop));
+  CHECK(napi_get_uv_event_loop(env, &s->loop));
+  s->want_thread = want_thread && !s->connected;
   if (s->rx && s->rx->started) {
     rx_pause(s, 0);
     s->polling = 1;
-    napi_value yes;
-    CHECK(napi_get_boolean(env, true, &yes));
-    return yes;
-  }
-  if (want_thread && !s->connected && s->fast && !s->rx && !s->handle_open && rx_start(s, loop) == 0) {
-    s->polling = 1;
-    napi_value yes;
-    CHECK(napi_get_boolean(env, true, &yes));
-    return yes;
+    return NULL;
   }
   if (!s->handle_open) {
-    int r = uv_poll_init(loop, &s->poll, s->fd);
+    int r = uv_poll_init(s->loop, &s->poll, s->fd);
     if (r < 0) return throw_errno(env, -r, "uv_poll_init", NULL, 0);
     s->poll.data = s;
     s->handle_open = 1;
@@ -1430,9 +1429,15 @@ static napi_value js_start(napi_env env, napi_callback_info info) {
   /* An upstream socket does not keep the process alive, as node:dgram's unref'd one did not. */
   if (s->connected) uv_unref((uv_handle_t *)&s->poll);
   s->polling = 1;
-  napi_value no;
-  CHECK(napi_get_boolean(env, false, &no));
-  return no;
+  return NULL;
+}
+
+/* The table kept its first answer: the answer thread reads from now on (the loop's reading
+ * stops after the batch being handled). Where the thread cannot start, the loop goes on. */
+static void maybe_hand_to_thread(sock_t *s) {
+  if (!s->want_thread || s->rx || !s->polling || s->closed || !s->handle_open || !s->loop) return;
+  uv_poll_stop(&s->poll);
+  if (rx_start(s, s->loop) != 0) uv_poll_start(&s->poll, UV_READABLE, on_readable);
 }
 
 /* pause(sock): stop reading (queued datagrams stay in the kernel); sending still works. */
@@ -1860,6 +1865,7 @@ static napi_value js_fast_put(napi_env env, napi_callback_info info) {
       pthread_mutex_lock(&s->mu);
       kept = fast_put(s->fast, q + 2, len - 2, (const uint8_t *)ans, alen, valid, stat, ttl_at, nttl, ttl_base, steps);
       pthread_mutex_unlock(&s->mu);
+      if (kept && !s->rx) maybe_hand_to_thread(s);
     }
   }
   napi_value r;
@@ -1877,13 +1883,14 @@ static napi_value js_fast_flush(napi_env env, napi_callback_info info) {
   return r;
 }
 
-/* fastStats(sock): [entries, bytes] held (retired ones until the next install frees them). */
+/* fastStats(sock): [entries, bytes] held (retired ones until the next install frees them), and 1
+ * when the answer thread reads the socket. */
 static napi_value js_fast_stats(napi_env env, napi_callback_info info) {
   napi_value argv[1];
   sock_t *s = sock_args(env, info, 1, argv);
   if (!s) return NULL;
   napi_value arr, v;
-  CHECK(napi_create_array_with_length(env, 2, &arr));
+  CHECK(napi_create_array_with_length(env, 3, &arr));
   pthread_mutex_lock(&s->mu);
   double entries = s->fast ? s->fast->entries : 0, bytes = s->fast ? (double)s->fast->bytes : 0;
   pthread_mutex_unlock(&s->mu);
@@ -1891,6 +1898,8 @@ static napi_value js_fast_stats(napi_env env, napi_callback_info info) {
   napi_set_element(env, arr, 0, v);
   napi_create_double(env, bytes, &v);
   napi_set_element(env, arr, 1, v);
+  napi_create_double(env, s->rx && s->rx->started ? 1 : 0, &v);
+  napi_set_element(env, arr, 2, v);
   return arr;
 }
 

@@ -71,11 +71,9 @@ export class NativeUdp {
         : null;
   }
 
-  /** True when the addon's answer thread reads the socket (not the event loop). */
-  threaded = false;
-
   start(): void {
-    this.threaded = this.addon.start(this.sock, this.onBatch, ANSWER_THREAD_ENABLED && this.fast !== null) === true;
+    // The answer thread takes the reading over once the table keeps an answer (udpbatch.c).
+    this.addon.start(this.sock, this.onBatch, ANSWER_THREAD_ENABLED && this.fast !== null);
   }
 
   pause(): void {

@@ -58,11 +58,7 @@ export interface UdpBatchAddon {
    * onBatch(n, done, doneBytes) handles datagrams 0..n-1 and returns how many answers are in `out`:
    * the table already put `done` answers (doneBytes octets) there, flagged FLAG_FAST in meta.
    */
-  start(
-    s: UdpBatchSocket,
-    onBatch: (n: number, done: number, doneBytes: number) => number,
-    thread?: boolean,
-  ): boolean | undefined;
+  start(s: UdpBatchSocket, onBatch: (n: number, done: number, doneBytes: number) => number, thread?: boolean): void;
   pause(s: UdpBatchSocket): void;
   close(s: UdpBatchSocket): void;
   /** One datagram to the given peer; 0 or a negative errno. */
@@ -113,7 +109,7 @@ export interface UdpBatchAddon {
   ): boolean;
   /** Retires every entry of every table of the process. */
   fastFlush?(): void;
-  /** [entries, bytes] of a socket's table. */
+  /** [entries, bytes] of a socket's table, and 1 when the answer thread reads the socket. */
   fastStats?(s: UdpBatchSocket): number[];
   /** Adds the answer thread's hit counts to fastEnable's array. Absent from an older build. */
   fastCollect?(s: UdpBatchSocket): void;
