@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import dgram from 'node:dgram';
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import {
   DEFAULT_ADDON_PATH,
@@ -256,6 +256,19 @@ test('random names only churn a bounded table; over-long queries and answers are
 
 // The answer thread (udpbatch.c "the answer thread"): start(sock, onBatch, true).
 
+function readTaskFile(task: string, file: string): string {
+  try {
+    return readFileSync(`/proc/self/task/${task}/${file}`, 'utf8');
+  } catch {
+    return ''; // the thread ended in between
+  }
+}
+
+/** The id of this process's answer thread, as /proc lists it; undefined when there is none. */
+function answerThreadTask(): string | undefined {
+  return readdirSync('/proc/self/task').find((t) => readTaskFile(t, 'comm').trim() === 'udp-answers');
+}
+
 /** A real client in another process: one `dig` for name's A record, its exit code and output. */
 function digA(port: number, name: string): { exit: Promise<number | null>; out: () => string } {
   const dig = spawn('dig', ['@127.0.0.1', '-p', String(port), name, 'A', '+noedns', '+tries=1', '+time=5']);
@@ -277,6 +290,15 @@ test(
       const first = await ask(c, s.port, buildQuery('svc.example.', QType.A, { id: 1 }));
       assert.equal(st.kept, 1);
       assert.equal(a.fastStats!(s)[2], 1, 'then the thread reads the socket');
+      let task = answerThreadTask();
+      for (let i = 0; !task && i < 50; i++) {
+        await sleep(20); // the thread names itself as it starts
+        task = answerThreadTask();
+      }
+      assert.ok(task, 'a thread of this process is named udp-answers');
+      const slice = /se\.slice\s*:\s*(\d+)/.exec(readTaskFile(task, 'sched'))?.[1];
+      // Kernels with EEVDF's per-task slice (6.12+) show it; the default is 3 ms or more.
+      if (slice !== undefined) assert.equal(Number(slice), 100_000, 'it asked for a 100 us slice');
       const again = await ask(c, s.port, buildQuery('svc.example.', QType.A, { id: 0xbeef }));
       assert.equal(again.readUInt16BE(0), 0xbeef, 'the asker ID is patched in');
       assert.deepEqual(again.subarray(2), first.subarray(2), 'the rest is the kept answer');
