@@ -38,10 +38,10 @@ test(
     try {
       const free = start(['taskset', '-c', '0,1', 'sleep', '30']);
       const bound = start(['taskset', '-c', '1', 'sleep', '30']);
-      // taskset execs sleep once it has set the affinity.
-      for (let i = 0; i < 100 && !(allowed(free) === '0,1' || allowed(free) === '0-1'); i++)
+      // taskset sets the affinity, then execs sleep: wait for both to be sleep (the names asserted).
+      const comm = (pid: number): string => readFileSync(`/proc/${pid}/comm`, 'latin1').trim();
+      for (let i = 0; i < 100 && !(comm(free) === 'sleep' && comm(bound) === 'sleep'); i++)
         await new Promise((r) => setTimeout(r, 20));
-      for (let i = 0; i < 100 && allowed(bound) !== '1'; i++) await new Promise((r) => setTimeout(r, 20));
       assert.equal(allowed(free), '0-1');
       assert.equal(allowed(bound), '1');
 
