@@ -133,14 +133,12 @@ static int fast_step(fast_entry_t *x, int64_t now) {
   if (x->nttl == 0 || k > x->steps) return 0;
   uint8_t *ans = x->buf + x->klen;
   for (int i = 0; i < x->nttl; i++) {
-    uint8_t *p = ans + x->ttl_at[i];
-    uint32_t ttl = ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+    uint32_t be;
+    memcpy(&be, ans + x->ttl_at[i], 4);
+    uint32_t ttl = ntohl(be);
     if (ttl <= (uint32_t)k) return 0; /* never a TTL of 0 or a wrap: JS's answer would differ */
-    ttl -= (uint32_t)k;
-    p[0] = (uint8_t)(ttl >> 24);
-    p[1] = (uint8_t)(ttl >> 16);
-    p[2] = (uint8_t)(ttl >> 8);
-    p[3] = (uint8_t)ttl;
+    be = htonl(ttl - (uint32_t)k);
+    memcpy(ans + x->ttl_at[i], &be, 4);
   }
   x->steps -= (uint8_t)k;
   x->expires_ns += k * FAST_STEP_NS;
@@ -1413,7 +1411,7 @@ static napi_value js_start(napi_env env, napi_callback_info info) {
   CHECK(napi_create_reference(env, argv[1], 1, &s->cb_ref));
   CHECK(napi_get_uv_event_loop(env, &s->loop));
   s->want_thread = want_thread && !s->connected;
-  if (s->rx && s->rx->started) {
+  if (rx_active(s)) {
     rx_pause(s, 0);
     s->polling = 1;
     return NULL;
@@ -1446,7 +1444,7 @@ static napi_value js_pause(napi_env env, napi_callback_info info) {
   sock_t *s = sock_args(env, info, 1, argv);
   if (!s) return NULL;
   if (s->handle_open && s->polling && !s->closed) uv_poll_stop(&s->poll);
-  if (s->rx && s->rx->started && !s->closed) rx_pause(s, 1);
+  if (rx_active(s) && !s->closed) rx_pause(s, 1);
   s->polling = 0;
   return NULL;
 }
@@ -1821,7 +1819,9 @@ static napi_value js_fast_enable(napi_env env, napi_callback_info info) {
 static napi_value js_fast_put(napi_env env, napi_callback_info info) {
   napi_value argv[8];
   size_t argc = 8;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok) return NULL;
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  sock_t *s = unwrap(env, argv[0]);
+  if (!s) return NULL;
   const uint16_t *ttl_at = NULL;
   size_t nttl = 0;
   uint32_t ttl_base = 0, steps = 0;
@@ -1841,8 +1841,6 @@ static napi_value js_fast_put(napi_env env, napi_callback_info info) {
       nttl = olen;
     }
   }
-  sock_t *s = sock_args(env, info, 5, argv);
-  if (!s) return NULL;
   int32_t slot = -1;
   uint32_t stat = 0;
   double valid = 0;
@@ -1865,7 +1863,7 @@ static napi_value js_fast_put(napi_env env, napi_callback_info info) {
       pthread_mutex_lock(&s->mu);
       kept = fast_put(s->fast, q + 2, len - 2, (const uint8_t *)ans, alen, valid, stat, ttl_at, nttl, ttl_base, steps);
       pthread_mutex_unlock(&s->mu);
-      if (kept && !s->rx) maybe_hand_to_thread(s);
+      if (kept) maybe_hand_to_thread(s);
     }
   }
   napi_value r;
@@ -1898,7 +1896,7 @@ static napi_value js_fast_stats(napi_env env, napi_callback_info info) {
   napi_set_element(env, arr, 0, v);
   napi_create_double(env, bytes, &v);
   napi_set_element(env, arr, 1, v);
-  napi_create_double(env, s->rx && s->rx->started ? 1 : 0, &v);
+  napi_create_double(env, rx_active(s) ? 1 : 0, &v);
   napi_set_element(env, arr, 2, v);
   return arr;
 }
