@@ -222,6 +222,66 @@ test(
   },
 );
 
+test(
+  'TTL steps are not taken where they would be wrong: offsets past the answer, a TTL of 1, a wrong array',
+  { skip, timeout: 10_000 },
+  async () => {
+    const a = addon();
+    const s = a.open({ address: '127.0.0.1', port: 0, ipv6: false });
+    const meta = new Int32Array(s.meta);
+    const inBuf = Buffer.from(s.in);
+    const out = Buffer.from(s.out);
+    const ometa = new Int32Array(s.outMeta);
+    a.fastEnable!(s, new Float64Array(8));
+    let calls = 0;
+    let thrown: unknown = null;
+    // The query's first label picks the case: "past" gives an offset 4 octets past the answer's end,
+    // "one" a TTL of 1, "f64" a Float64Array for the offsets. Kept 150 ms, asked for 2 steps.
+    a.start(s, (n, done, doneBytes) => {
+      calls++;
+      let k = done;
+      let off = doneBytes;
+      for (let i = 0; i < n; i++) {
+        const m = i * META_INTS;
+        if ((meta[m + 1]! & 2) !== 0) continue;
+        const len = meta[m]!;
+        const ans = Buffer.alloc(len + 4);
+        inBuf.copy(ans, 0, i * s.slotSize, i * s.slotSize + len);
+        ans[2] = ans[2]! | 0x80;
+        const label = ans.toString('latin1', 13, 13 + ans[12]!);
+        ans.writeUInt32BE(label === 'one' ? 1 : 10, len);
+        try {
+          if (label === 'f64') a.fastPut!(s, i, ans, 150, 3, new Float64Array([0]) as unknown as Uint16Array, len, 2);
+          else a.fastPut!(s, i, ans, 150, 3, new Uint16Array([label === 'past' ? 4 : 0]), len, 2);
+        } catch (e) {
+          thrown = e;
+        }
+        off = reply(out, ometa, k++, off, ans, i);
+      }
+      return k;
+    });
+    const c = await client();
+    try {
+      for (const label of ['past', 'one']) {
+        const q = buildQuery(`${label}.example.`, QType.A, { id: 9 });
+        const before = calls;
+        await ask(c, s.port, q);
+        await ask(c, s.port, q);
+        assert.equal(calls, before + 1, `${label}: kept for its lifetime`);
+        await sleep(400);
+        await ask(c, s.port, q);
+        assert.equal(calls, before + 2, `${label}: no step taken, JS answered after the lifetime`);
+      }
+      await ask(c, s.port, buildQuery('f64.example.', QType.A, { id: 9 }));
+      assert.ok(thrown instanceof TypeError, 'a wrong offsets array is a TypeError');
+      assert.match(String(thrown), /Uint16Array/);
+    } finally {
+      c.close();
+      a.close(s);
+    }
+  },
+);
+
 test('random names only churn a bounded table; over-long queries and answers are not kept', { skip }, async () => {
   const a = addon();
   const s = a.open({ address: '127.0.0.1', port: 0, ipv6: false });
