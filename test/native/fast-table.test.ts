@@ -38,23 +38,30 @@ function reply(out: Buffer, ometa: Int32Array, k: number, off: number, ans: Buff
 }
 
 /**
- * A server on the addon that answers every query it is called for with the query's bytes and
- * QR set plus a marker octet (the JS call number), and keeps that answer (validMs, stat 3).
+ * A server on the addon: for every query JS is called for, the answer is the query's bytes with QR
+ * set and `extra` octets after them, which `answer(ans, slot, len)` fills (and keeps with fastPut
+ * if it wants). `st.calls` counts the JS calls; `st.stallMs` holds the loop's thread once, at the
+ * next call, as a long JS turn or a GC pause would.
  */
-function server(a: UdpBatchAddon, s: UdpBatchSocket, validMs: number, keep = true, thread = false) {
+function serve(
+  a: UdpBatchAddon,
+  s: UdpBatchSocket,
+  extra: number,
+  answer: (ans: Buffer, slot: number, len: number) => void,
+  thread = false,
+) {
   const meta = new Int32Array(s.meta);
   const inBuf = Buffer.from(s.in);
   const out = Buffer.from(s.out);
   const ometa = new Int32Array(s.outMeta);
   const hits = new Float64Array(8);
   a.fastEnable!(s, hits);
-  const st = { calls: 0, jsQueries: 0, kept: 0, hits, stallMs: 0, keep };
+  const st = { calls: 0, hits, stallMs: 0 };
   a.start(
     s,
     (n, done, doneBytes) => {
       st.calls++;
       if (st.stallMs > 0) {
-        // Holds the loop's thread as a long JS turn or a GC pause would.
         const until = Date.now() + st.stallMs;
         st.stallMs = 0;
         while (Date.now() < until);
@@ -64,18 +71,39 @@ function server(a: UdpBatchAddon, s: UdpBatchSocket, validMs: number, keep = tru
       for (let i = 0; i < n; i++) {
         const m = i * META_INTS;
         if ((meta[m + 1]! & 2) !== 0) continue;
-        st.jsQueries++;
         const len = meta[m]!;
-        const ans = Buffer.alloc(len + 1);
+        const ans = Buffer.alloc(len + extra);
         inBuf.copy(ans, 0, i * s.slotSize, i * s.slotSize + len);
         ans[2] = ans[2]! | 0x80;
-        ans[len] = st.calls & 0xff;
-        if (st.keep && a.fastPut!(s, i, ans, validMs, 3)) st.kept++;
+        answer(ans, i, len);
         off = reply(out, ometa, k++, off, ans, i);
       }
       return k;
     },
     thread,
+  );
+  return st;
+}
+
+/**
+ * A server whose answer is the query with QR set plus a marker octet (the JS call number), kept
+ * (validMs, stat 3) unless `keep` is turned off.
+ */
+function server(a: UdpBatchAddon, s: UdpBatchSocket, validMs: number, keep = true, thread = false) {
+  // The callback runs only once queries arrive, after st is assigned.
+  const st = Object.assign(
+    serve(
+      a,
+      s,
+      1,
+      (ans, i, len) => {
+        st.jsQueries++;
+        ans[len] = st.calls & 0xff;
+        if (st.keep && a.fastPut!(s, i, ans, validMs, 3)) st.kept++;
+      },
+      thread,
+    ),
+    { jsQueries: 0, kept: 0, keep },
   );
   return st;
 }
@@ -166,32 +194,13 @@ test(
   async () => {
     const a = addon();
     const s = a.open({ address: '127.0.0.1', port: 0, ipv6: false });
-    const meta = new Int32Array(s.meta);
-    const inBuf = Buffer.from(s.in);
-    const out = Buffer.from(s.out);
-    const ometa = new Int32Array(s.outMeta);
-    a.fastEnable!(s, new Float64Array(8));
-    let calls = 0;
     // The answer: the query with QR set, then two "TTL" fields of 10 (all of a reply's TTLs are
     // equal when the cache writes it); kept 150 ms, then 2 one-second steps.
-    a.start(s, (n, done, doneBytes) => {
-      calls++;
-      let k = done;
-      let off = doneBytes;
-      for (let i = 0; i < n; i++) {
-        const m = i * META_INTS;
-        if ((meta[m + 1]! & 2) !== 0) continue;
-        const len = meta[m]!;
-        const ans = Buffer.alloc(len + 8);
-        inBuf.copy(ans, 0, i * s.slotSize, i * s.slotSize + len);
-        ans[2] = ans[2]! | 0x80;
-        ans.writeUInt32BE(10, len);
-        ans.writeUInt32BE(10, len + 4);
-        // Offsets count from a base, as a reply's count from the end of its question.
-        a.fastPut!(s, i, ans, 150, 3, new Uint16Array([0, 4]), len, 2);
-        off = reply(out, ometa, k++, off, ans, i);
-      }
-      return k;
+    const st = serve(a, s, 8, (ans, i, len) => {
+      ans.writeUInt32BE(10, len);
+      ans.writeUInt32BE(10, len + 4);
+      // Offsets count from a base, as a reply's count from the end of its question.
+      a.fastPut!(s, i, ans, 150, 3, new Uint16Array([0, 4]), len, 2);
     });
     const c = await client();
     const ttls = (m: Buffer) => [m.readUInt32BE(m.length - 8), m.readUInt32BE(m.length - 4)];
@@ -200,21 +209,21 @@ test(
       const t0 = Date.now();
       assert.deepEqual(ttls(await ask(c, s.port, q)), [10, 10]);
       assert.deepEqual(ttls(await ask(c, s.port, q)), [10, 10]);
-      assert.equal(calls, 1, 'the repeat within its lifetime');
+      assert.equal(st.calls, 1, 'the repeat within its lifetime');
       await sleep(400 - (Date.now() - t0));
       assert.deepEqual(ttls(await ask(c, s.port, q)), [9, 9], 'the first step: one lower');
-      assert.equal(calls, 1, 'still not JS');
+      assert.equal(st.calls, 1, 'still not JS');
       await sleep(1500 - (Date.now() - t0));
       assert.deepEqual(ttls(await ask(c, s.port, q)), [8, 8], 'the second step');
       assert.deepEqual(ttls(await ask(c, s.port, q)), [8, 8]);
-      assert.equal(calls, 1);
+      assert.equal(st.calls, 1);
       await sleep(2500 - (Date.now() - t0));
       assert.deepEqual(ttls(await ask(c, s.port, q)), [10, 10], 'no steps left: JS answered afresh');
-      assert.equal(calls, 2);
+      assert.equal(st.calls, 2);
       // A flush retires a stepping entry like any other.
       a.fastFlush!();
       await ask(c, s.port, q);
-      assert.equal(calls, 3);
+      assert.equal(st.calls, 3);
     } finally {
       c.close();
       a.close(s);
@@ -228,49 +237,30 @@ test(
   async () => {
     const a = addon();
     const s = a.open({ address: '127.0.0.1', port: 0, ipv6: false });
-    const meta = new Int32Array(s.meta);
-    const inBuf = Buffer.from(s.in);
-    const out = Buffer.from(s.out);
-    const ometa = new Int32Array(s.outMeta);
-    a.fastEnable!(s, new Float64Array(8));
-    let calls = 0;
     let thrown: unknown = null;
     // The query's first label picks the case: "past" gives an offset 4 octets past the answer's end,
     // "one" a TTL of 1, "f64" a Float64Array for the offsets. Kept 150 ms, asked for 2 steps.
-    a.start(s, (n, done, doneBytes) => {
-      calls++;
-      let k = done;
-      let off = doneBytes;
-      for (let i = 0; i < n; i++) {
-        const m = i * META_INTS;
-        if ((meta[m + 1]! & 2) !== 0) continue;
-        const len = meta[m]!;
-        const ans = Buffer.alloc(len + 4);
-        inBuf.copy(ans, 0, i * s.slotSize, i * s.slotSize + len);
-        ans[2] = ans[2]! | 0x80;
-        const label = ans.toString('latin1', 13, 13 + ans[12]!);
-        ans.writeUInt32BE(label === 'one' ? 1 : 10, len);
-        try {
-          if (label === 'f64') a.fastPut!(s, i, ans, 150, 3, new Float64Array([0]) as unknown as Uint16Array, len, 2);
-          else a.fastPut!(s, i, ans, 150, 3, new Uint16Array([label === 'past' ? 4 : 0]), len, 2);
-        } catch (e) {
-          thrown = e;
-        }
-        off = reply(out, ometa, k++, off, ans, i);
+    const st = serve(a, s, 4, (ans, i, len) => {
+      const label = ans.toString('latin1', 13, 13 + ans[12]!);
+      ans.writeUInt32BE(label === 'one' ? 1 : 10, len);
+      try {
+        if (label === 'f64') a.fastPut!(s, i, ans, 150, 3, new Float64Array([0]) as unknown as Uint16Array, len, 2);
+        else a.fastPut!(s, i, ans, 150, 3, new Uint16Array([label === 'past' ? 4 : 0]), len, 2);
+      } catch (e) {
+        thrown = e;
       }
-      return k;
     });
     const c = await client();
     try {
       for (const label of ['past', 'one']) {
         const q = buildQuery(`${label}.example.`, QType.A, { id: 9 });
-        const before = calls;
+        const before = st.calls;
         await ask(c, s.port, q);
         await ask(c, s.port, q);
-        assert.equal(calls, before + 1, `${label}: kept for its lifetime`);
+        assert.equal(st.calls, before + 1, `${label}: kept for its lifetime`);
         await sleep(400);
         await ask(c, s.port, q);
-        assert.equal(calls, before + 2, `${label}: no step taken, JS answered after the lifetime`);
+        assert.equal(st.calls, before + 2, `${label}: no step taken, JS answered after the lifetime`);
       }
       await ask(c, s.port, buildQuery('f64.example.', QType.A, { id: 9 }));
       assert.ok(thrown instanceof TypeError, 'a wrong offsets array is a TypeError');
