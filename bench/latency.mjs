@@ -61,6 +61,13 @@
 // but the serving one: V8's GC and compiler helpers, libuv's pool; Knot's other workers), shown
 // per round beside its p99 and the serving thread's run-queue wait: pinned with the server, they
 // take its core while they run (BENCHMARKS.md, "V8's helpers on the server's core").
+// Every run also looks for a frozen core (lib/tail-causes.mjs sampleFrozenCore, every ~1 ms):
+// ≥ 30 ms in which datagrams waited in the server's socket, its serving thread was in a wait
+// for data (asleep, or woken by them and not yet run), none of its threads ran and CPU 1 was
+// idle. No server causes that (a woken thread runs at once on an idle core); per run in the log,
+// and per scenario each server's count and its p99 / p99.9 without the queries in flight during
+// one (BENCHMARKS.md, "A frozen core"). With --keep, every stretch ≥ 30 ms of datagrams waiting,
+// frozen or not, is written with its samples (TAG.long-waits.json). BENCH_NO_FROZEN=1: no sampler.
 // --settle S: clusterdns goes on at the rate S more seconds before round 1 (5 s turns among
 // variants): past the first minute's first-time deoptimizations and recompiles (same section).
 // Writes bench/results/latency-latest.md.
@@ -82,6 +89,7 @@ import {
   ranSince,
   readLoopLog,
   sampleCoreWait,
+  sampleFrozenCore,
   subtract,
   threadsRunMs,
 } from './lib/tail-causes.mjs';
@@ -392,6 +400,11 @@ async function measure(name, proc, ctx, queryFile, rate, tag, clientKind) {
   const wait0 = runQueueWaitMs(proc.pid, tid);
   const others0 = otherThreadsRunMs(proc.pid, tid);
   const stopCoreWait = sampleCoreWait(proc.pid, tid);
+  // The server's core asleep while datagrams wait in its socket: no server's doing.
+  const longWaits = [];
+  const stopFrozen = process.env.BENCH_NO_FROZEN
+    ? () => []
+    : sampleFrozenCore(proc.pid, tid, ctx.port, 1, 1, 30, (samples) => longWaits.push(samples));
   // The host taking CPU 1 away (a VM's steal): invisible to the guest's own accounting.
   const stopSteal = sampleSteal(1);
   const traceFile = join(tmp, `${tag}.perf`);
@@ -432,6 +445,8 @@ async function measure(name, proc, ctx, queryFile, rate, tag, clientKind) {
   const [res, dp] = await Promise.all([client, perf]);
   clearInterval(dropWatch);
   const coreWait = stopCoreWait();
+  const frozen = stopFrozen();
+  if (longWaits.length) writeFileSync(join(tmp, `${tag}.long-waits.json`), JSON.stringify(longWaits));
   const steal = stopSteal();
   const traced = stopTrace ? await stopTrace() : null;
   const after = cpuSnapshot(proc.pid);
@@ -461,6 +476,7 @@ async function measure(name, proc, ctx, queryFile, rate, tag, clientKind) {
     serverRunQueueWaitMs,
     otherThreadsMs,
     coreWait,
+    frozen,
     steal,
     // --trace-returns: the serving thread's stalls after its wakeups (lib/return-stalls.mjs).
     returnStalls: traced ? returnStalls(traceFile, traced) : undefined,
@@ -475,7 +491,7 @@ async function measure(name, proc, ctx, queryFile, rate, tag, clientKind) {
     `  ${name.padEnd(20)} ${cfg.clients.length > 1 ? `[${clientKind} client] ` : ''}${rate} QPS: p50 ${L.p50} p90 ${L.p90} p99 ${L.p99} p99.9 ${L.p999} max ${L.max} ms, lost ${c.lost}/${c.sent}` +
       `${dp ? ` (dnsperf: ${dp.sent} sent, ${dp.lost} lost, ${Math.round(dp.qps)} QPS)` : ''}; server CPU ${m.serverCpu.toFixed(0)}%, ` +
       `client CPU ${c.clientCpuPercent}% (work ${c.clientWorkPercent ?? '?'}%)${dp ? `, client + dnsperf ${loadGenCpu.toFixed(0)}%` : ''}, send lag p99 ${c.sendLagMs.p99} ms, ` +
-      `client stalls ${c.stalls.count} (${c.stalls.totalMs} ms)${c.readLagMs ? `, answers read p99 ${c.readLagMs.p99} / max ${c.readLagMs.max} ms after they arrived (not counted)` : ''}, other work ${m.otherCpu.toFixed(0)}%, CPU 1 stolen by the host ${f1(stealPercent(m))}%, server waited ${serverRunQueueWaitMs.toFixed(0)} ms for its CPU, its other threads ran ${otherThreadsMs.toFixed(0)} ms, ` +
+      `client stalls ${c.stalls.count} (${c.stalls.totalMs} ms)${c.readLagMs ? `, answers read p99 ${c.readLagMs.p99} / max ${c.readLagMs.max} ms after they arrived (not counted)` : ''}, other work ${m.otherCpu.toFixed(0)}%, CPU 1 stolen by the host ${f1(stealPercent(m))}%, server waited ${serverRunQueueWaitMs.toFixed(0)} ms for its CPU, its core frozen ${frozen.length ? frozen.map(([a, b]) => `${((b - a) / 1e6).toFixed(0)} ms`).join(' + ') : 'never'}, its other threads ran ${otherThreadsMs.toFixed(0)} ms, ` +
       `UDP receive-buffer drops: server socket ${serverDrops}, client sockets ${clientDrops} (whole machine ${m.udpRcvbufErrors})`,
   );
   return m;
@@ -888,11 +904,17 @@ function pooled(ms, inWindow = null) {
   // inWindow(m, w), when given, keeps only the queries of the windows it says yes to.
   const lat = [];
   const clean = [];
+  const thawed = []; // the queries not in flight while the server's core was frozen
   let lost = 0;
   let sent = 0;
   for (const m of ms) {
     const r = readRaw(m.raw);
     const stalled = overlapping(r, r.stalls, cfg.timeoutMs * 1e6);
+    const frozen = overlapping(
+      r,
+      (m.frozen ?? []).map(([a, b]) => [a - r.startNs, b - r.startNs]),
+      cfg.timeoutMs * 1e6,
+    );
     for (let i = Math.ceil(r.skipS * r.rate); i < r.send.length; i++) {
       if (inWindow && !inWindow(m, windowOf(r, i))) continue;
       sent++;
@@ -900,6 +922,7 @@ function pooled(ms, inWindow = null) {
       else {
         lat.push(r.lat[i]);
         if (!stalled[i]) clean.push(r.lat[i]);
+        if (!frozen[i]) thawed.push(r.lat[i]);
       }
     }
   }
@@ -913,6 +936,7 @@ function pooled(ms, inWindow = null) {
     lost,
     ...pcts(lat),
     clean: { ...pcts(clean), excludedPercent: lat.length ? (100 * (lat.length - clean.length)) / lat.length : 0 },
+    thawed: { ...pcts(thawed), excludedPercent: lat.length ? (100 * (lat.length - thawed.length)) / lat.length : 0 },
   };
 }
 
@@ -922,6 +946,28 @@ const med = (xs) => {
   const v = xs.filter(Number.isFinite).sort((a, b) => a - b);
   return v.length ? (v.length % 2 ? v[v.length >> 1] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2) : NaN;
 };
+
+/**
+ * Per server: the stretches in which its core was frozen (lib/tail-causes.mjs sampleFrozenCore:
+ * datagrams waiting in its socket, its serving thread in a wait for data, asleep or woken and
+ * not run, none of its threads running, the core idle, ≥ 30 ms), and its pooled percentiles
+ * without the queries in flight during one.
+ */
+function frozenLine(r) {
+  const parts = Object.keys(r.runs)
+    .filter((w) => r.runs[w].length)
+    .map((w) => {
+      const ms = r.runs[w];
+      const iv = ms.flatMap((m) => m.frozen ?? []);
+      const lens = iv.map(([a, b]) => (b - a) / 1e6);
+      const p = pooled(ms);
+      return (
+        `${label(ms[0])} ${iv.length}${iv.length ? ` (${lens.map((x) => x.toFixed(0)).join(', ')} ms)` : ''}, ` +
+        `p99 / p99.9 without them ${f2(p.thawed.p99)} / ${f2(p.thawed.p999)} ms (${p.thawed.excludedPercent.toFixed(1)}% set aside)`
+      );
+    });
+  return `frozen core (≥ 30 ms: datagrams waiting in the server's socket, its serving thread in a wait for data (asleep, or woken and not run), none of its threads running, CPU 1 idle): ${parts.join('; ')}`;
+}
 
 function render(machine, results, elapsedS) {
   const out = [];
@@ -984,6 +1030,7 @@ function render(machine, results, elapsedS) {
           .join('; '),
     );
     L(`${r.scenario}: ${stealLine(r)}`);
+    L(`${r.scenario}: ${frozenLine(r)}`);
     L(`${r.scenario}: ${otherThreadsLine(r)}`);
     const q = Object.keys(r.runs)
       .filter((w) => r.runs[w].length)

@@ -254,3 +254,147 @@ export function loopSummary(loop, t0, t1) {
       .map(([name, e]) => ({ name, calls: e.calls, totalMs: r2(e.totalMs), cpuMs: r2(e.cpuMs), maxMs: r2(e.maxMs) })),
   };
 }
+
+/** Bytes waiting in the receive queue of the UDP socket bound to `port` (/proc/net/udp), or NaN. */
+export function udpRxQueue(text, port) {
+  const hex = `:${port.toString(16).toUpperCase().padStart(4, '0')}`;
+  let most = NaN;
+  for (const line of text.split('\n')) {
+    const f = line.trim().split(/\s+/);
+    if (f.length < 5 || !f[1].endsWith(hex) || !f[2].endsWith(':0000')) continue;
+    const rx = parseInt(f[4].split(':')[1], 16);
+    if (!(rx <= most)) most = rx;
+  }
+  return most;
+}
+
+/** CPU `cpu`'s idle time in /proc/stat's text, in ticks (10 ms), or NaN. */
+export function idleTicks(text, cpu) {
+  const m = new RegExp(`^cpu${cpu} (.*)$`, 'm').exec(text);
+  return m ? Number(m[1].trim().split(/\s+/)[3]) : NaN;
+}
+
+/** Syscalls a thread sleeps in to wait for a socket's data (x86-64 numbers). */
+export const WAITS_FOR_DATA = new Set([
+  7, // poll
+  23, // select
+  45, // recvfrom
+  47, // recvmsg
+  232, // epoll_wait
+  270, // pselect6
+  271, // ppoll
+  281, // epoll_pwait
+  299, // recvmmsg
+  441, // epoll_pwait2
+]);
+
+/** A thread asleep ('S'), or woken by the data and not yet run ('R'), in one of those syscalls. */
+const WAITING = new Set(['S', 'R']);
+
+/**
+ * Stretches of a frozen core in samples `[{ t (ns), rx (bytes waiting in the server's socket),
+ * ran (ns, all the server's threads), state (the serving thread's, /proc stat), syscall (the
+ * number it is in, or -1), idle (the core's idle ticks, 10 ms) }]`: from a sample to the next,
+ * datagrams waited in the socket, not one of the server's threads ran, and the serving thread was
+ * in a wait for data (WAITS_FOR_DATA), asleep or woken and not yet run (a stopped thread, 'T', or
+ * one in the kernel's uninterruptible wait, 'D', does not count); kept when ≥ minMs and the core
+ * was idle throughout (its idle ticks grew by the stretch's length, less one tick).
+ * → [[startNs, endNs]].
+ */
+export function frozenStretches(samples, minMs = 30) {
+  const out = [];
+  let start = -1;
+  const close = (k) => {
+    if (start < 0) return;
+    const a = samples[start];
+    const b = samples[k];
+    const ms = (b.t - a.t) / 1e6;
+    if (ms >= minMs && (b.idle - a.idle) * 10 >= ms - 10) out.push([a.t, b.t]);
+    start = -1;
+  };
+  for (let k = 1; k < samples.length; k++) {
+    const p = samples[k - 1];
+    const c = samples[k];
+    const frozen =
+      p.rx > 0 &&
+      c.rx > 0 &&
+      c.ran === p.ran &&
+      WAITING.has(p.state) &&
+      WAITING.has(c.state) &&
+      WAITS_FOR_DATA.has(c.syscall);
+    if (frozen && start < 0) start = k - 1;
+    else if (!frozen) close(k - 1);
+  }
+  close(samples.length - 1);
+  return out;
+}
+
+/**
+ * The server's core asleep while queries wait in its socket (issue 23 point 3, BENCHMARKS.md
+ * "A frozen core"): sampled every `everyMs`, the bytes waiting in the server's socket on `port`
+ * (/proc/net/udp), the run time of all its threads (/proc/PID/task/*\/schedstat), its serving
+ * thread's state and syscall (/proc/PID/task/TID/stat, syscall) and CPU `cpu`'s idle ticks
+ * (/proc/stat); frozenStretches() picks the stretches. A sleeping thread is woken as soon as a
+ * datagram reaches the socket it waits on, and a woken thread runs at once on an idle core: a
+ * stretch with all of that true is no server's doing (its core, idle to the guest, was not
+ * running; on this VM, the host's: in the stalls caught here the thread was woken, 'R', and
+ * waited 74 ms for a core the guest counted as idle). stop() → [[startNs, endNs]] on process.hrtime's clock
+ * (the latency client's).
+ */
+export function sampleFrozenCore(pid, tid, port, cpu = 1, everyMs = 1, minMs = 30, onLongWait = null) {
+  const read = (path) => {
+    try {
+      return readFileSync(path, 'latin1');
+    } catch {
+      return '';
+    }
+  };
+  // The rest is read only while datagrams wait (a few reads of /proc per ms on the clients' core).
+  const sample = () => {
+    const t = Number(process.hrtime.bigint());
+    const rx = udpRxQueue(read('/proc/net/udp'), port);
+    if (!(rx > 0)) return { t, rx: 0, ran: NaN, state: '', syscall: -1, idle: NaN };
+    let ran = 0;
+    for (const ms of threadsRunMs(pid).values()) ran += ms;
+    const st = read(`/proc/${pid}/task/${tid}/stat`);
+    const sc = read(`/proc/${pid}/task/${tid}/syscall`);
+    return {
+      t,
+      rx,
+      ran,
+      state: st.slice(st.lastIndexOf(')') + 2, st.lastIndexOf(')') + 3),
+      syscall: /^\d+/.test(sc) ? Number(sc.split(' ')[0]) : -1,
+      idle: idleTicks(read('/proc/stat'), cpu),
+    };
+  };
+  // Only the samples of a stretch with datagrams waiting are kept, so a long run holds little.
+  const kept = [];
+  const out = [];
+  let last = sample();
+  const flush = () => {
+    if (kept.length > 1) {
+      out.push(...frozenStretches(kept, minMs));
+      // onLongWait: every stretch ≥ minMs of datagrams waiting (any server drains its socket in
+      // far less), frozen or not, with its samples: what --keep writes down, to see which test failed.
+      if (onLongWait && (kept[kept.length - 1].t - kept[0].t) / 1e6 >= minMs) onLongWait(kept.slice());
+    }
+    kept.length = 0;
+  };
+  const timer = setInterval(() => {
+    const s = sample();
+    const candidate = last.rx > 0 && s.rx > 0; // datagrams waiting from one sample to the next
+    if (candidate) {
+      if (kept.length === 0) kept.push(last);
+      kept.push(s);
+    } else if (kept.length) {
+      kept.push(s);
+      flush();
+    }
+    last = s;
+  }, everyMs);
+  return () => {
+    clearInterval(timer);
+    flush();
+    return out;
+  };
+}

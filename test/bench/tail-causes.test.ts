@@ -183,3 +183,85 @@ test("other threads' run time: a process's threads but the serving one, from /pr
     child.kill('SIGKILL');
   }
 });
+
+test("frozen core: the server's socket's queue and a CPU's idle ticks, parsed from /proc's text", async () => {
+  const { udpRxQueue, idleTicks } = await load('bench/lib/tail-causes.mjs');
+  const udp = [
+    '   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops',
+    '  101: 0100007F:D2A4 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 1 2 0 0',
+    '  102: 0100007F:D2A4 0100007F:9C40 01 00000000:00000900 00:00000000 00000000     0        0 2 2 0 0', // connected: not the server's
+    '  103: 0100007F:1D2A4 00000000:0000 07 00000000:00000F00 00:00000000 00000000     0        0 3 2 0 0',
+    '  104: 0100007F:D2A4 00000000:0000 07 00000000:00000A00 00:00000000 00000000     0        0 4 2 0 0', // a second (reuseport) socket
+  ].join('\n');
+  assert.equal(udpRxQueue(udp, 0xd2a4), 0xa00, 'the fullest of the sockets bound to the port, unconnected');
+  assert.ok(Number.isNaN(udpRxQueue(udp, 53)), 'no socket on that port');
+  const stat = 'cpu  10 0 5 900 0 0 0 0 0 0\ncpu1 4 0 2 450 1 0 0 0 0 0\ncpu11 9 9 9 777 0 0 0 0 0 0\n';
+  assert.equal(idleTicks(stat, 1), 450);
+  assert.equal(idleTicks(stat, 11), 777);
+  assert.ok(Number.isNaN(idleTicks(stat, 2)));
+});
+
+test('frozen core: only a stretch the server could not have caused, on an idle core, long enough', async () => {
+  const { frozenStretches } = await load('bench/lib/tail-causes.mjs');
+  // Samples 1 ms apart over 60 ms: datagrams waiting, no thread running, the serving thread
+  // asleep in epoll_wait (232), the core idle (a tick every 10 ms).
+  const base = (over: (k: number) => Record<string, unknown> = () => ({})) =>
+    Array.from({ length: 61 }, (_, k) => ({
+      t: 1e9 + k * ms,
+      rx: 768,
+      ran: 5000,
+      state: 'S',
+      syscall: 232,
+      idle: 100 + Math.floor(k / 10),
+      ...over(k),
+    }));
+  assert.deepEqual(frozenStretches(base()), [[1e9, 1e9 + 60 * ms]], 'all true: one stretch, its whole length');
+  // As caught on this machine: the thread woken by the data ('R', still in poll) and not run,
+  // for 74 ms, on a core the guest counted as idle.
+  const woken = base((k) => (k >= 3 ? { state: 'R', syscall: 7 } : {}));
+  assert.deepEqual(frozenStretches(woken), [[1e9, 1e9 + 60 * ms]], 'woken and not run');
+  // Each condition broken halfway: no stretch of 30 ms or more is left on either side.
+  const half = (k: number) => k >= 25 && k <= 35;
+  const cases: Record<string, (k: number) => Record<string, unknown>> = {
+    'a thread of the server ran': (k) => (half(k) ? { ran: 5000 + k } : {}),
+    'stopped (SIGSTOP), not asleep': (k) => (half(k) ? { state: 'T' } : {}),
+    "in the kernel's uninterruptible wait (I/O, a page)": (k) => (half(k) ? { state: 'D' } : {}),
+    'waiting on a lock (futex), not for data': (k) => (half(k) ? { syscall: 202 } : {}),
+    'the socket emptied': (k) => (half(k) ? { rx: 0 } : {}),
+  };
+  for (const [why, over] of Object.entries(cases)) assert.deepEqual(frozenStretches(base(over)), [], why);
+  // The core busy (with something else) for most of it: no idle ticks.
+  assert.deepEqual(frozenStretches(base(() => ({ idle: 100 }))), [], 'core busy');
+  // Too short: 25 ms.
+  assert.deepEqual(frozenStretches(base().slice(0, 26)), [], 'shorter than 30 ms');
+});
+
+test("frozen core: a stopped server's waiting datagrams are seen, and are its own doing", async (t) => {
+  if (!existsSync('/proc/net/udp') || !existsSync('/proc/self/task')) return t.skip('no /proc');
+  const { sampleFrozenCore, udpRxQueue } = await load('bench/lib/tail-causes.mjs');
+  const { readFileSync } = await import('node:fs');
+  // A child with a bound UDP socket (it reads whatever comes), stopped while datagrams arrive.
+  const src = `const s = require('node:dgram').createSocket('udp4'); s.on('message', () => {});
+    s.bind(0, '127.0.0.1', () => console.log(s.address().port));`;
+  const child = spawn(process.execPath, ['-e', src], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const sender = createSocket('udp4');
+  try {
+    const port = Number(
+      await new Promise<string>((done) => child.stdout.once('data', (b: Buffer) => done(b.toString().trim()))),
+    );
+    const pid = child.pid as number;
+    const stop = sampleFrozenCore(pid, pid, port, 0);
+    process.kill(pid, 'SIGSTOP');
+    for (let i = 0; i < 20; i++) sender.send(buildQuery('a.example.', QType.A), port, '127.0.0.1');
+    await new Promise((r) => setTimeout(r, 80));
+    const waiting = udpRxQueue(readFileSync('/proc/net/udp', 'latin1'), port);
+    await new Promise((r) => setTimeout(r, 20));
+    process.kill(pid, 'SIGCONT');
+    await new Promise((r) => setTimeout(r, 30));
+    assert.ok(waiting > 0, `datagrams waiting in the stopped child's socket: ${waiting} bytes`);
+    assert.deepEqual(stop(), [], 'a stopped server is not a frozen core');
+  } finally {
+    sender.close();
+    child.kill('SIGKILL');
+  }
+});
