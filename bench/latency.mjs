@@ -92,6 +92,7 @@ import {
   sampleFrozenCore,
   subtract,
   threadsRunMs,
+  udpSockets,
 } from './lib/tail-causes.mjs';
 import { sampleSteal, spearman, stealIn } from './lib/steal.mjs';
 import { shieldCpu, shieldLine } from './lib/shield.mjs';
@@ -254,15 +255,11 @@ function udpCounters() {
  * socket (bound to it, not connected) and the client's (connected to it), to tell who dropped.
  */
 function udpDrops(port) {
-  const hex = port.toString(16).toUpperCase().padStart(4, '0');
   const out = { server: 0, client: 0 };
   try {
-    for (const line of readFileSync('/proc/net/udp', 'latin1').split('\n').slice(1)) {
-      const f = line.trim().split(/\s+/);
-      if (f.length < 13) continue;
-      const drops = Number(f[f.length - 1]);
-      if (f[1].endsWith(`:${hex}`) && f[2].endsWith(':0000')) out.server += drops;
-      else if (f[2].endsWith(`:${hex}`)) out.client += drops;
+    for (const u of udpSockets(readFileSync('/proc/net/udp', 'latin1'))) {
+      if (u.localPort === port && u.remotePort === 0) out.server += u.drops;
+      else if (u.remotePort === port) out.client += u.drops;
     }
   } catch {
     /* not Linux */
@@ -404,7 +401,7 @@ async function measure(name, proc, ctx, queryFile, rate, tag, clientKind) {
   const longWaits = [];
   const stopFrozen = process.env.BENCH_NO_FROZEN
     ? () => []
-    : sampleFrozenCore(proc.pid, tid, ctx.port, 1, 1, 30, (samples) => longWaits.push(samples));
+    : sampleFrozenCore(proc.pid, tid, ctx.port, { onLongWait: (samples) => longWaits.push(samples) });
   // The host taking CPU 1 away (a VM's steal): invisible to the guest's own accounting.
   const stopSteal = sampleSteal(1);
   const traceFile = join(tmp, `${tag}.perf`);

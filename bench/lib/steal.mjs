@@ -12,12 +12,17 @@ import { readFileSync } from 'node:fs';
 /** ms per /proc/stat tick (USER_HZ is 100 on every Linux x86-64 and arm64 build). */
 export const TICK_MS = 10;
 
-/** The steal ticks of CPU `cpu` in /proc/stat's text, or NaN when that CPU or its steal field is not there. */
-export function parseSteal(text, cpu) {
+/** Value `i` (0: user, 3: idle, 7: steal) of CPU `cpu`'s line in /proc/stat's text, in ticks, or NaN when not there. */
+export function cpuStatField(text, cpu, i) {
   const m = new RegExp(`^cpu${cpu} (.*)$`, 'm').exec(text);
   if (!m) return NaN;
   const f = m[1].trim().split(/\s+/);
-  return f.length >= 8 ? Number(f[7]) : NaN;
+  return f.length > i ? Number(f[i]) : NaN;
+}
+
+/** The steal ticks of CPU `cpu` in /proc/stat's text, or NaN when that CPU or its steal field is not there. */
+export function parseSteal(text, cpu) {
+  return cpuStatField(text, cpu, 7);
 }
 
 function readSteal(cpu) {

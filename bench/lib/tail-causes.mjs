@@ -6,6 +6,7 @@
 // (the batching delay), and the loop's other work (timers, other sockets, V8 tasks).
 
 import { readFileSync, readdirSync } from 'node:fs';
+import { cpuStatField } from './steal.mjs';
 
 const r2 = (x) => Math.round(x * 100) / 100;
 
@@ -255,23 +256,35 @@ export function loopSummary(loop, t0, t1) {
   };
 }
 
-/** Bytes waiting in the receive queue of the UDP socket bound to `port` (/proc/net/udp), or NaN. */
-export function udpRxQueue(text, port) {
-  const hex = `:${port.toString(16).toUpperCase().padStart(4, '0')}`;
-  let most = NaN;
+/**
+ * The UDP sockets in /proc/net/udp's text: { localPort, remotePort (0: not connected), rx (bytes
+ * waiting in its receive queue), drops (receive-buffer drops) }.
+ */
+export function udpSockets(text) {
+  const out = [];
   for (const line of text.split('\n')) {
     const f = line.trim().split(/\s+/);
-    if (f.length < 5 || !f[1].endsWith(hex) || !f[2].endsWith(':0000')) continue;
-    const rx = parseInt(f[4].split(':')[1], 16);
-    if (!(rx <= most)) most = rx;
+    if (f.length < 13 || !/^\d+:$/.test(f[0])) continue;
+    out.push({
+      localPort: parseInt(f[1].split(':')[1], 16),
+      remotePort: parseInt(f[2].split(':')[1], 16),
+      rx: parseInt(f[4].split(':')[1], 16),
+      drops: Number(f[f.length - 1]),
+    });
   }
+  return out;
+}
+
+/** Bytes waiting in the receive queue of the UDP socket bound to `port` (/proc/net/udp), or NaN. */
+export function udpRxQueue(text, port) {
+  let most = NaN;
+  for (const u of udpSockets(text)) if (u.localPort === port && u.remotePort === 0 && !(u.rx <= most)) most = u.rx;
   return most;
 }
 
 /** CPU `cpu`'s idle time in /proc/stat's text, in ticks (10 ms), or NaN. */
 export function idleTicks(text, cpu) {
-  const m = new RegExp(`^cpu${cpu} (.*)$`, 'm').exec(text);
-  return m ? Number(m[1].trim().split(/\s+/)[3]) : NaN;
+  return cpuStatField(text, cpu, 3);
 }
 
 /** Syscalls a thread sleeps in to wait for a socket's data (x86-64 numbers). */
@@ -339,9 +352,10 @@ export function frozenStretches(samples, minMs = 30) {
  * stretch with all of that true is no server's doing (its core, idle to the guest, was not
  * running; on this VM, the host's: in the stalls caught here the thread was woken, 'R', and
  * waited 74 ms for a core the guest counted as idle). stop() → [[startNs, endNs]] on process.hrtime's clock
- * (the latency client's).
+ * (the latency client's). onLongWait(samples): called with every stretch ≥ minMs of datagrams
+ * waiting, frozen or not.
  */
-export function sampleFrozenCore(pid, tid, port, cpu = 1, everyMs = 1, minMs = 30, onLongWait = null) {
+export function sampleFrozenCore(pid, tid, port, { cpu = 1, everyMs = 1, minMs = 30, onLongWait = null } = {}) {
   const read = (path) => {
     try {
       return readFileSync(path, 'latin1');

@@ -250,7 +250,7 @@ test("frozen core: a stopped server's waiting datagrams are seen, and are its ow
       await new Promise<string>((done) => child.stdout.once('data', (b: Buffer) => done(b.toString().trim()))),
     );
     const pid = child.pid as number;
-    const stop = sampleFrozenCore(pid, pid, port, 0);
+    const stop = sampleFrozenCore(pid, pid, port, { cpu: 0 });
     process.kill(pid, 'SIGSTOP');
     for (let i = 0; i < 20; i++) sender.send(buildQuery('a.example.', QType.A), port, '127.0.0.1');
     await new Promise((r) => setTimeout(r, 80));
