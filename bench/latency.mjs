@@ -86,6 +86,7 @@ import {
   attribute,
   loopSummary,
   otherThreadsRunMs,
+  ranSinceByName,
   ranSince,
   readLoopLog,
   sampleCoreWait,
@@ -450,7 +451,9 @@ async function measure(name, proc, ctx, queryFile, rate, tag, clientKind) {
   const loadGenCpu = (100 * (childrenCpuS() - children0)) / (Number(after.at - before.at) / 1e9);
   // Other work on the server's core shows as time its threads waited to run.
   const serverRunQueueWaitMs = runQueueWaitMs(proc.pid, tid) - wait0;
-  const otherThreadsMs = ranSince(others0, otherThreadsRunMs(proc.pid, tid));
+  const others1 = otherThreadsRunMs(proc.pid, tid);
+  const otherThreadsMs = ranSince(others0, others1);
+  const otherThreadsByName = ranSinceByName(proc.pid, others0, others1);
   const serverRssMB = rssMB(proc.pid);
   const udp1 = udpCounters();
   const serverDrops = udpDrops(ctx.port).server - serverDrops0;
@@ -472,6 +475,7 @@ async function measure(name, proc, ctx, queryFile, rate, tag, clientKind) {
     loadGenCpu, // client + dnsperf, % of one core (CPU 0)
     serverRunQueueWaitMs,
     otherThreadsMs,
+    otherThreadsByName,
     coreWait,
     frozen,
     steal,
@@ -488,7 +492,7 @@ async function measure(name, proc, ctx, queryFile, rate, tag, clientKind) {
     `  ${name.padEnd(20)} ${cfg.clients.length > 1 ? `[${clientKind} client] ` : ''}${rate} QPS: p50 ${L.p50} p90 ${L.p90} p99 ${L.p99} p99.9 ${L.p999} max ${L.max} ms, lost ${c.lost}/${c.sent}` +
       `${dp ? ` (dnsperf: ${dp.sent} sent, ${dp.lost} lost, ${Math.round(dp.qps)} QPS)` : ''}; server CPU ${m.serverCpu.toFixed(0)}%, ` +
       `client CPU ${c.clientCpuPercent}% (work ${c.clientWorkPercent ?? '?'}%)${dp ? `, client + dnsperf ${loadGenCpu.toFixed(0)}%` : ''}, send lag p99 ${c.sendLagMs.p99} ms, ` +
-      `client stalls ${c.stalls.count} (${c.stalls.totalMs} ms)${c.readLagMs ? `, answers read p99 ${c.readLagMs.p99} / max ${c.readLagMs.max} ms after they arrived (not counted)` : ''}, other work ${m.otherCpu.toFixed(0)}%, CPU 1 stolen by the host ${f1(stealPercent(m))}%, server waited ${serverRunQueueWaitMs.toFixed(0)} ms for its CPU, its core frozen ${frozen.length ? frozen.map(([a, b]) => `${((b - a) / 1e6).toFixed(0)} ms`).join(' + ') : 'never'}, its other threads ran ${otherThreadsMs.toFixed(0)} ms, ` +
+      `client stalls ${c.stalls.count} (${c.stalls.totalMs} ms)${c.readLagMs ? `, answers read p99 ${c.readLagMs.p99} / max ${c.readLagMs.max} ms after they arrived (not counted)` : ''}, other work ${m.otherCpu.toFixed(0)}%, CPU 1 stolen by the host ${f1(stealPercent(m))}%, server waited ${serverRunQueueWaitMs.toFixed(0)} ms for its CPU, its core frozen ${frozen.length ? frozen.map(([a, b]) => `${((b - a) / 1e6).toFixed(0)} ms`).join(' + ') : 'never'}, its other threads ran ${otherThreadsMs.toFixed(0)} ms${otherThreadsByName.length ? ` (${otherThreadsByName.map(([n, ms]) => `${n} ${ms.toFixed(0)}`).join(', ')})` : ''}, ` +
       `UDP receive-buffer drops: server socket ${serverDrops}, client sockets ${clientDrops} (whole machine ${m.udpRcvbufErrors})`,
   );
   return m;
@@ -565,15 +569,21 @@ const windowOf = (r, i, seconds = WINDOW_S) => Math.floor((i - Math.ceil(r.skipS
 function otherThreadsLine(r) {
   const ws = Object.keys(r.runs).filter((w) => r.runs[w].length);
   return (
-    "p99 ms / serving thread's run-queue wait ms / the server's other threads' run ms, per round: " +
+    "p99 ms / serving thread's run-queue wait ms / the server's other threads' run ms (of which the event loop's, where another thread serves, e.g. clusterdns's answer thread), per round: " +
     ws
       .map(
         (w) =>
-          `${label(r.runs[w][0])} ${r.runs[w].map((m) => `${f2(m.client.latencyMs.p99)}/${m.serverRunQueueWaitMs.toFixed(0)}/${Number.isFinite(m.otherThreadsMs) ? m.otherThreadsMs.toFixed(0) : '—'}`).join(' ')}`,
+          `${label(r.runs[w][0])} ${r.runs[w].map((m) => `${f2(m.client.latencyMs.p99)}/${m.serverRunQueueWaitMs.toFixed(0)}/${Number.isFinite(m.otherThreadsMs) ? m.otherThreadsMs.toFixed(0) : '—'}${loopOf(m)}`).join(' ')}`,
       )
       .join('; ')
   );
 }
+
+/** " (main N)" when the event loop is among a run's other threads (the answer thread served). */
+const loopOf = (m) => {
+  const main = m.otherThreadsByName?.find(([n]) => n === 'main');
+  return main ? ` (main ${main[1].toFixed(0)})` : '';
+};
 
 /** p99 and max per 5 s window (of the schedule), from the raw file, and CPU 1's steal in each (ms). */
 function windows(rawFile, steal, seconds = WINDOW_S) {

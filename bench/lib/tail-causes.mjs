@@ -97,6 +97,25 @@ export function ranSince(before, after) {
   return ms;
 }
 
+/**
+ * ranSince() by thread name: "main" for the process's first thread (Node's event loop), else
+ * /proc/PID/task/TID/comm (the addon's "udp-answers"; Node leaves V8's and libuv's helpers
+ * "node"); largest first; names read at the end (threads gone by then count under their id).
+ */
+export function ranSinceByName(pid, before, after) {
+  const by = new Map();
+  for (const [t, v] of after) {
+    let name = t;
+    try {
+      name = t === String(pid) ? 'main' : readFileSync(`/proc/${pid}/task/${t}/comm`, 'latin1').trim();
+    } catch {
+      /* the thread ended */
+    }
+    by.set(name, (by.get(name) ?? 0) + v - (before.get(t) ?? 0));
+  }
+  return [...by].filter(([, ms]) => ms >= 0.5).sort((a, b) => b[1] - a[1]);
+}
+
 /** `intervals` ([start, end, ...], sorted by start) with the parts inside `cuts` (sorted, disjoint) removed. */
 export function subtract(intervals, cuts) {
   const out = [];

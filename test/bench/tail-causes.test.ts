@@ -142,7 +142,7 @@ test(
 
 test("other threads' run time: a process's threads but the serving one, from /proc schedstat", async (t) => {
   if (!existsSync('/proc/self/task')) return t.skip('no /proc');
-  const { otherThreadsRunMs, ranSince } = await load('bench/lib/tail-causes.mjs');
+  const { otherThreadsRunMs, ranSince, ranSinceByName } = await load('bench/lib/tail-causes.mjs');
   // ranSince: threads present before count their growth, threads new since count in whole.
   assert.equal(
     ranSince(
@@ -173,8 +173,24 @@ test("other threads' run time: a process's threads but the serving one, from /pr
     const all0 = otherThreadsRunMs(pid, -1);
     const others0 = otherThreadsRunMs(pid, pid);
     await new Promise<void>((done) => child.stdout.on('data', (b: Buffer) => b.toString().includes('done') && done()));
-    const all = ranSince(all0, otherThreadsRunMs(pid, -1));
+    const all1 = otherThreadsRunMs(pid, -1);
+    const all = ranSince(all0, all1);
     const others = ranSince(others0, otherThreadsRunMs(pid, pid));
+    // By name: the main thread as "main" (the event loop), the worker under its comm ("node"
+    // unless named), largest first, together the whole.
+    const byName: [string, number][] = ranSinceByName(pid, all0, all1);
+    const main = byName.find(([n]) => n === 'main');
+    assert.ok(main && main[1] >= 100, `main ${JSON.stringify(byName)}`);
+    assert.ok(
+      byName.some(([n, ms]) => n !== 'main' && ms >= 100),
+      `a worker ${JSON.stringify(byName)}`,
+    );
+    assert.ok(
+      byName.every(([, ms], i) => i === 0 || ms <= (byName[i - 1]?.[1] ?? ms)),
+      'largest first',
+    );
+    const summed = byName.reduce((a, [, ms]) => a + ms, 0);
+    assert.ok(Math.abs(summed - all) <= 0.5 * byName.length + 1, `by name ${summed} vs all ${all}`);
     // The worker's spin is among the others; the main thread's is not. (CPU time, not wall:
     // on a loaded machine each spin gets less than its 300 ms, hence the 100 ms bounds.)
     assert.ok(others >= 100, `others ${others.toFixed(1)} ms`);
