@@ -58,9 +58,11 @@
 // stolen*), per 5 s window beside its p99 and max, the rank correlation of the two, and each
 // server's p99 / p99.9 over the windows where the host took ≤ 50 ms (1%) of CPU 1.
 // Every run also reads how long the server's other threads ran (/proc schedstat of every thread
-// but the serving one: V8's GC and compiler helpers, libuv's pool; Knot's other workers), shown
-// per round beside its p99 and the serving thread's run-queue wait: pinned with the server, they
-// take its core while they run (BENCHMARKS.md, "V8's helpers on the server's core").
+// but the serving one: V8's GC and compiler helpers, libuv's pool; Knot's other workers; and
+// clusterdns's event loop, "main", where its answer thread serves, as in the cache rows), by
+// thread name in the log and per round beside its p99 and the serving thread's run-queue wait:
+// pinned with the server, they take its core while they run (BENCHMARKS.md, "V8's helpers on
+// the server's core", "The loop, not V8's helpers").
 // Every run also looks for a frozen core (lib/tail-causes.mjs sampleFrozenCore, every ~1 ms):
 // ≥ 30 ms in which datagrams waited in the server's socket, its serving thread was in a wait
 // for data (asleep, or woken by them and not yet run), none of its threads ran and CPU 1 was

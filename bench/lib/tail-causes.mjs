@@ -81,8 +81,9 @@ export function threadsRunMs(pid) {
 
 /**
  * threadsRunMs() of every thread but `tid`: for clusterdns V8's helpers (parallel scavenges,
- * concurrent marking and sweeping, TurboFan compiling) and libuv's pool; for Knot its other
- * workers. Pinned with the server, they take CPU 1 from its serving thread while they run.
+ * concurrent marking and sweeping, TurboFan compiling), libuv's pool, and the event loop when
+ * the addon's answer thread is the serving one; for Knot its other workers. Pinned with the
+ * server, they take CPU 1 from its serving thread while they run.
  */
 export function otherThreadsRunMs(pid, tid) {
   const out = threadsRunMs(pid);
