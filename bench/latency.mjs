@@ -583,7 +583,7 @@ function otherThreadsLine(r) {
 
 /** " (main N)" when the event loop is among a run's other threads (the answer thread served). */
 const loopOf = (m) => {
-  const main = m.otherThreadsByName?.find(([n]) => n === 'main');
+  const main = m.otherThreadsByName.find(([n]) => n === 'main');
   return main ? ` (main ${main[1].toFixed(0)})` : '';
 };
 
