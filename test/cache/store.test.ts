@@ -86,6 +86,19 @@ describe('cache store', () => {
     assert.equal(evictions, 900);
   });
 
+  test('room: under half of the queue and under half of the bytes; the other queue does not count', () => {
+    const s = new CacheStore({ successCapacity: 8, denialCapacity: 8, maxBytes: 1_000_000 }, new AnswerStore());
+    for (let i = 0; i < 3; i++) s.insert(entry(`r${i}.example.`), -1, noEviction);
+    assert.equal(s.hasRoom(EntryKind.Success), true, '3 of 8');
+    s.insert(entry('r3.example.'), -1, noEviction);
+    assert.equal(s.hasRoom(EntryKind.Success), false, '4 of 8 is half');
+    assert.equal(s.hasRoom(EntryKind.Denial), true, 'the denial queue is empty');
+    const b = new CacheStore({ successCapacity: 1000, denialCapacity: 1000, maxBytes: 100_000 }, new AnswerStore());
+    b.insert(entry('big.example.', 16, EntryKind.Denial, 60_000, 0, Buffer.alloc(50_000)), -1, noEviction);
+    assert.ok(b.bytes * 2 >= 100_000, `${b.bytes} bytes`);
+    assert.equal(b.hasRoom(EntryKind.Success), false, 'half the bytes, whichever queue holds them');
+  });
+
   test('SIEVE keeps entries that were hit over entries that were not', () => {
     const s = new CacheStore({ successCapacity: 10, denialCapacity: 10, maxBytes: Infinity }, new AnswerStore());
     const hot: CacheEntry[] = [];

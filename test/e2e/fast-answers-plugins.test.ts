@@ -7,14 +7,18 @@ import { after, before, describe, test } from 'node:test';
 import { QType } from '../../src/dns/constants.js';
 import { decodeMessage } from '../../src/dns/message.js';
 import { answerTo, rr, startUpstream, type Upstream } from '../cache/harness.js';
+import { freePort } from '../helpers/ports.js';
+import { retryWhilePortTaken, startServer } from '../helpers/server.js';
 import {
   assertTableUsed,
   Client,
   describeReply,
   fastHits,
   q,
+  scrape,
   sleep,
   startPair,
+  sumOf,
   type Mode,
   type Pair,
 } from './fast-answers-harness.js';
@@ -216,5 +220,82 @@ describe('fast answers: loadbalance, log and acl still act on every query', { ti
     );
     // The pure block's repeats are the table's to answer.
     await assertTableUsed(acl, 10);
+  });
+});
+
+describe('fast answers: a hot cached answer stays in the table while the cache has room', { timeout: 60_000 }, () => {
+  let up: Upstream;
+  let roomy: Mode;
+  let half: Mode;
+  let client: Client;
+
+  const start = (corefile: string): Promise<Mode> =>
+    // The metrics port, like the DNS port, may be taken by a parallel test before the server binds it.
+    retryWhilePortTaken(async () => {
+      const metricsPort = await freePort();
+      const s = await startServer({ corefile: corefile.replaceAll('METRICS', String(metricsPort)) });
+      return { name: 'on' as const, s, port: s.port, metricsPort };
+    });
+
+  before(async () => {
+    delete process.env.CLUSTERDNS_FAST_ANSWERS;
+    up = await startUpstream((query) => {
+      const m = answerTo(query);
+      m.answers.push(rr(query.questions[0]!.name, QType.A, 30, { address: '198.51.100.8' }));
+      return m;
+    });
+    const block = (cache: string) =>
+      `.:PORT {\n    bind 127.0.0.1\n    prometheus 127.0.0.1:METRICS\n${cache}    forward . 127.0.0.1:${up.port}\n}\n`;
+    // `success 1` holds 1,024 entries (CoreDNS's 256 shards of at least 4): 600 names fill it past half.
+    [roomy, half] = await Promise.all([
+      start(block('    cache 60\n')),
+      start(block('    cache 60 {\n        success 1\n    }\n')),
+    ]);
+    client = await Client.open();
+  });
+
+  after(async () => {
+    client?.close();
+    await Promise.all([roomy?.s.stop(), half?.s.stop()]);
+    await up?.close();
+  });
+
+  test('to the end of its TTL; once the cache is half full, back to JS every 5 s', async () => {
+    if ((await fastHits(roomy)) === null) return; // no native table in this build: nothing to keep
+    for (let i = 0; i < 600; i += 50)
+      await Promise.all(
+        Array.from({ length: 50 }, (_, j) => client.ask(half.port, q(`fill-${i + j}.example.net`, QType.A))),
+      );
+    const entries = sumOf(await scrape(half.metricsPort), 'coredns_cache_entries', 'type="success"');
+    assert.ok(entries > 512 && entries <= 1024, `the half-full cache holds ${entries} success entries`);
+    const run = async (m: Mode) => {
+      const before = (await fastHits(m))!;
+      const ttls: number[] = [];
+      const t0 = Date.now();
+      while (Date.now() - t0 < 10_500) {
+        const a = decodeMessage(await client.ask(m.port, q('hot.example.net', QType.A))).answers[0];
+        assert.ok(a, `${m.port}: no answer`);
+        ttls.push(a.ttl);
+        await sleep(50);
+      }
+      await sleep(300); // hits are folded into the counter every 250 ms
+      return { ttls, js: ttls.length - ((await fastHits(m))! - before) };
+    };
+    const [r, h] = await Promise.all([run(roomy), run(half)]);
+    for (const [name, x] of [
+      ['room', r],
+      ['half full', h],
+    ] as const) {
+      for (let i = 1; i < x.ttls.length; i++)
+        assert.ok(x.ttls[i]! <= x.ttls[i - 1]!, `${name}: TTL rose: ${x.ttls.join(',')}`);
+      // 10.5 s of asking: the TTL went from 30 to 20 or 19, in the table as in JS.
+      assert.ok(x.ttls[0]! >= 29 && x.ttls.at(-1)! <= 20 && x.ttls.at(-1)! >= 18, `${name}: TTLs ${x.ttls.join(',')}`);
+    }
+    // Room: the miss and the first hit, then the table alone (one more is slack: a first hit within
+    // a few ms of a TTL tick is not kept). Back every 5 s it would be 4 or more.
+    assert.ok(r.js <= 3, `with room JS answered ${r.js} of ${r.ttls.length} queries`);
+    // Half full: the miss, the first hit, and a renewal at most every 5 s after it.
+    assert.ok(h.js >= 4, `half full, JS answered only ${h.js} of ${h.ttls.length} queries`);
+    assert.equal(up.count('hot.example.net.'), 2, 'one upstream query per server');
   });
 });

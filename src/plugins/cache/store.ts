@@ -207,6 +207,15 @@ export class CacheStore implements AnswerHolder {
     return this.queues[0].bytes + this.queues[1].bytes;
   }
 
+  /**
+   * True while `kind`'s queue holds under half its capacity and the store under half its bytes:
+   * an eviction is then a long way off, and with it the hand that reads the second-chance marks.
+   */
+  hasRoom(kind: EntryKind): boolean {
+    const q = this.queues[kind];
+    return q.size * 2 < q.capacity && this.bytes * 2 < this.maxBytes;
+  }
+
   /** The hit path: one Map lookup by the lowercase name, then the name's few entries. */
   find(name: string, qtype: number, qclass: number, bits: number): CacheEntry | null {
     const node = this.names.get(name);
