@@ -2,6 +2,8 @@
 // answer's TTL counts down as with the table off, loadbalance keeps shuffling, log writes one line
 // a query, acl keeps refusing the address it blocks however often another address was answered.
 // The real binary twice (CLUSTERDNS_FAST_ANSWERS=0 and the default), each scenario run in parallel.
+// And how long the table repeats a cache hit: to its expiry while the cache has room, 5 s at most
+// once it is half full (two servers with the table on, one filled past half).
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { QType } from '../../src/dns/constants.js';
