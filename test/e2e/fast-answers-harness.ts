@@ -35,18 +35,9 @@ export interface Pair {
  * off in the first, on (the default) in the second.
  */
 export async function startPair(corefile: string, o: Omit<StartOptions, 'corefile'> = {}): Promise<Pair> {
-  const one = async (name: 'off' | 'on'): Promise<Mode> => {
-    const env = { ...o.env, ...(name === 'off' ? { CLUSTERDNS_FAST_ANSWERS: '0' } : {}) };
-    // The metrics port, like the DNS port, may be taken by a parallel test before the server binds it.
-    return retryWhilePortTaken(async () => {
-      const metricsPort = await freePort();
-      const s = await startServer({ ...o, env, corefile: corefile.replaceAll('METRICS', String(metricsPort)) });
-      return { name, s, port: s.port, metricsPort };
-    });
-  };
   // A CLUSTERDNS_FAST_ANSWERS in the test's own environment would make both runs alike.
   delete process.env.CLUSTERDNS_FAST_ANSWERS;
-  const started = await Promise.allSettled([one('off'), one('on')]);
+  const started = await Promise.allSettled([startMode('off', corefile, o), startMode('on', corefile, o)]);
   if (started[0].status === 'rejected' || started[1].status === 'rejected') {
     // Stop the one that did start, or its process keeps the test file alive until its timeout.
     await Promise.all(started.map((r) => (r.status === 'fulfilled' ? r.value.s.stop() : undefined)));
@@ -61,6 +52,20 @@ export async function startPair(corefile: string, o: Omit<StartOptions, 'corefil
       await Promise.all([off.s.stop(), on.s.stop()]);
     },
   };
+}
+
+/**
+ * Starts `corefile` once (PORT: the DNS port, METRICS: a free port for `prometheus`), the table
+ * off (CLUSTERDNS_FAST_ANSWERS=0) or on as configured by the caller's environment.
+ */
+export function startMode(name: 'off' | 'on', corefile: string, o: Omit<StartOptions, 'corefile'> = {}): Promise<Mode> {
+  const env = { ...o.env, ...(name === 'off' ? { CLUSTERDNS_FAST_ANSWERS: '0' } : {}) };
+  // The metrics port, like the DNS port, may be taken by a parallel test before the server binds it.
+  return retryWhilePortTaken(async () => {
+    const metricsPort = await freePort();
+    const s = await startServer({ ...o, env, corefile: corefile.replaceAll('METRICS', String(metricsPort)) });
+    return { name, s, port: s.port, metricsPort };
+  });
 }
 
 /** One UDP socket (bound to `host`) sending many queries, replies matched by ID, bytes kept. */

@@ -9,8 +9,6 @@ import { after, before, describe, test } from 'node:test';
 import { QType } from '../../src/dns/constants.js';
 import { decodeMessage } from '../../src/dns/message.js';
 import { answerTo, rr, startUpstream, type Upstream } from '../cache/harness.js';
-import { freePort } from '../helpers/ports.js';
-import { retryWhilePortTaken, startServer } from '../helpers/server.js';
 import {
   assertTableUsed,
   Client,
@@ -19,6 +17,7 @@ import {
   q,
   scrape,
   sleep,
+  startMode,
   startPair,
   sumOf,
   type Mode,
@@ -231,14 +230,6 @@ describe('fast answers: a hot cached answer stays in the table while the cache h
   let half: Mode;
   let client: Client;
 
-  const start = (corefile: string): Promise<Mode> =>
-    // The metrics port, like the DNS port, may be taken by a parallel test before the server binds it.
-    retryWhilePortTaken(async () => {
-      const metricsPort = await freePort();
-      const s = await startServer({ corefile: corefile.replaceAll('METRICS', String(metricsPort)) });
-      return { name: 'on' as const, s, port: s.port, metricsPort };
-    });
-
   before(async () => {
     delete process.env.CLUSTERDNS_FAST_ANSWERS;
     up = await startUpstream((query) => {
@@ -250,8 +241,8 @@ describe('fast answers: a hot cached answer stays in the table while the cache h
       `.:PORT {\n    bind 127.0.0.1\n    prometheus 127.0.0.1:METRICS\n${cache}    forward . 127.0.0.1:${up.port}\n}\n`;
     // `success 1` holds 1,024 entries (CoreDNS's 256 shards of at least 4): 600 names fill it past half.
     [roomy, half] = await Promise.all([
-      start(block('    cache 60\n')),
-      start(block('    cache 60 {\n        success 1\n    }\n')),
+      startMode('on', block('    cache 60\n')),
+      startMode('on', block('    cache 60 {\n        success 1\n    }\n')),
     ]);
     client = await Client.open();
   });
