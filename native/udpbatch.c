@@ -1812,6 +1812,63 @@ static napi_value js_fast_enable(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+/* What fastPut and fastPutQuery take after their second argument. 0 (with a TypeError thrown) when malformed. */
+typedef struct {
+  const uint8_t *ans;
+  size_t alen;
+  double valid;
+  uint32_t stat;
+  const uint16_t *ttl_at;
+  size_t nttl;
+  uint32_t ttl_base, steps;
+} fast_args_t;
+
+static int fast_args(napi_env env, napi_value *argv, size_t argc, const char *usage, fast_args_t *a) {
+  memset(a, 0, sizeof *a);
+  if (argc >= 8) {
+    napi_valuetype vt;
+    if (napi_typeof(env, argv[5], &vt) == napi_ok && vt == napi_object) {
+      napi_typedarray_type ot;
+      size_t olen = 0, ooff = 0;
+      void *od = NULL;
+      napi_value oab;
+      if (napi_get_typedarray_info(env, argv[5], &ot, &olen, &od, &oab, &ooff) != napi_ok || ot != napi_uint16_array ||
+          napi_get_value_uint32(env, argv[6], &a->ttl_base) != napi_ok || napi_get_value_uint32(env, argv[7], &a->steps) != napi_ok) {
+        napi_throw_type_error(env, NULL, usage);
+        return 0;
+      }
+      a->ttl_at = (const uint16_t *)od;
+      a->nttl = olen;
+    }
+  }
+  napi_typedarray_type tt;
+  size_t off = 0;
+  void *ans = NULL;
+  napi_value ab;
+  if (argc < 5 || napi_get_typedarray_info(env, argv[2], &tt, &a->alen, &ans, &ab, &off) != napi_ok || tt != napi_uint8_array ||
+      napi_get_value_double(env, argv[3], &a->valid) != napi_ok || napi_get_value_uint32(env, argv[4], &a->stat) != napi_ok) {
+    napi_throw_type_error(env, NULL, usage);
+    return 0;
+  }
+  a->ans = (const uint8_t *)ans;
+  return 1;
+}
+
+/* Keeps the answer to the query `q` (len octets, from its ID on) in the socket's table. */
+static int fast_put_locked(sock_t *s, const uint8_t *q, uint32_t len, const fast_args_t *a) {
+  pthread_mutex_lock(&s->mu);
+  int kept = fast_put(s->fast, q + 2, len - 2, a->ans, a->alen, a->valid, a->stat, a->ttl_at, a->nttl, a->ttl_base, a->steps);
+  pthread_mutex_unlock(&s->mu);
+  if (kept) maybe_hand_to_thread(s);
+  return kept;
+}
+
+static napi_value js_bool(napi_env env, int v) {
+  napi_value r;
+  CHECK(napi_get_boolean(env, v != 0, &r));
+  return r;
+}
+
 /* fastPut(sock, slot, answer, validMs, stat[, ttlOffsets, ttlBase, steps]): keeps `answer` (its ID
  * is patched per asker) for the query in datagram `slot` of the batch being handled; with a
  * Uint16Array of TTL offsets (plus ttlBase) and steps > 0, it goes on `steps` more seconds with
@@ -1822,34 +1879,10 @@ static napi_value js_fast_put(napi_env env, napi_callback_info info) {
   CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   sock_t *s = unwrap(env, argv[0]);
   if (!s) return NULL;
-  const uint16_t *ttl_at = NULL;
-  size_t nttl = 0;
-  uint32_t ttl_base = 0, steps = 0;
-  if (argc >= 8) {
-    napi_valuetype vt;
-    if (napi_typeof(env, argv[5], &vt) == napi_ok && vt == napi_object) {
-      napi_typedarray_type ot;
-      size_t olen = 0, ooff = 0;
-      void *od = NULL;
-      napi_value oab;
-      if (napi_get_typedarray_info(env, argv[5], &ot, &olen, &od, &oab, &ooff) != napi_ok || ot != napi_uint16_array ||
-          napi_get_value_uint32(env, argv[6], &ttl_base) != napi_ok || napi_get_value_uint32(env, argv[7], &steps) != napi_ok) {
-        napi_throw_type_error(env, NULL, "fastPut(sock, slot, Uint8Array, validMs, stat, Uint16Array, ttlBase, steps)");
-        return NULL;
-      }
-      ttl_at = (const uint16_t *)od;
-      nttl = olen;
-    }
-  }
+  fast_args_t a;
+  if (!fast_args(env, argv, argc, "fastPut(sock, slot, Uint8Array, validMs, stat[, Uint16Array, ttlBase, steps])", &a)) return NULL;
   int32_t slot = -1;
-  uint32_t stat = 0;
-  double valid = 0;
-  napi_typedarray_type tt;
-  size_t alen = 0, off = 0;
-  void *ans = NULL;
-  napi_value ab;
-  if (napi_get_value_int32(env, argv[1], &slot) != napi_ok || napi_get_typedarray_info(env, argv[2], &tt, &alen, &ans, &ab, &off) != napi_ok ||
-      tt != napi_uint8_array || napi_get_value_double(env, argv[3], &valid) != napi_ok || napi_get_value_uint32(env, argv[4], &stat) != napi_ok) {
+  if (napi_get_value_int32(env, argv[1], &slot) != napi_ok) {
     napi_throw_type_error(env, NULL, "fastPut(sock, slot, Uint8Array, validMs, stat)");
     return NULL;
   }
@@ -1858,17 +1891,35 @@ static napi_value js_fast_put(napi_env env, napi_callback_info info) {
   if (s->fast && s->fast->hits && s->in_batch && !s->closed && slot >= 0 && (unsigned)slot < s->slots) {
     const int32_t *m = s->meta + (size_t)slot * META_INTS;
     uint32_t len = (uint32_t)m[0];
-    if (m[1] == 0 && len >= 12 && len <= s->slot_size) {
-      const uint8_t *q = s->in + (size_t)slot * s->slot_size;
-      pthread_mutex_lock(&s->mu);
-      kept = fast_put(s->fast, q + 2, len - 2, (const uint8_t *)ans, alen, valid, stat, ttl_at, nttl, ttl_base, steps);
-      pthread_mutex_unlock(&s->mu);
-      if (kept) maybe_hand_to_thread(s);
-    }
+    if (m[1] == 0 && len >= 12 && len <= s->slot_size) kept = fast_put_locked(s, s->in + (size_t)slot * s->slot_size, len, &a);
   }
-  napi_value r;
-  CHECK(napi_get_boolean(env, kept != 0, &r));
-  return r;
+  return js_bool(env, kept);
+}
+
+/* fastPutQuery(sock, query, answer, validMs, stat[, ttlOffsets, ttlBase, steps]): as fastPut, for
+ * a query given whole (from its ID on) instead of by its slot: an answer made after its batch
+ * (a cache miss's, when the upstream replied) for a later repeat of that query. True when kept. */
+static napi_value js_fast_put_query(napi_env env, napi_callback_info info) {
+  napi_value argv[8];
+  size_t argc = 8;
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  sock_t *s = unwrap(env, argv[0]);
+  if (!s) return NULL;
+  const char *usage = "fastPutQuery(sock, Uint8Array, Uint8Array, validMs, stat[, Uint16Array, ttlBase, steps])";
+  fast_args_t a;
+  if (!fast_args(env, argv, argc, usage, &a)) return NULL;
+  napi_typedarray_type qt;
+  size_t qlen = 0, qoff = 0;
+  void *q = NULL;
+  napi_value qab;
+  if (napi_get_typedarray_info(env, argv[1], &qt, &qlen, &q, &qab, &qoff) != napi_ok || qt != napi_uint8_array) {
+    napi_throw_type_error(env, NULL, usage);
+    return NULL;
+  }
+  int kept = 0;
+  if (s->fast && s->fast->hits && !s->closed && qlen >= 12 && qlen <= s->slot_size)
+    kept = fast_put_locked(s, (const uint8_t *)q, (uint32_t)qlen, &a);
+  return js_bool(env, kept);
 }
 
 /* fastFlush(): every entry of every table of the process is retired (O(1)). */
@@ -1950,6 +2001,7 @@ static napi_value init(napi_env env, napi_value exports) {
       {"sendMany", NULL, js_send_many, NULL, NULL, NULL, napi_default, NULL},
       {"fastEnable", NULL, js_fast_enable, NULL, NULL, NULL, napi_default, NULL},
       {"fastPut", NULL, js_fast_put, NULL, NULL, NULL, napi_default, NULL},
+      {"fastPutQuery", NULL, js_fast_put_query, NULL, NULL, NULL, napi_default, NULL},
       {"fastFlush", NULL, js_fast_flush, NULL, NULL, NULL, napi_default, NULL},
       {"fastStats", NULL, js_fast_stats, NULL, NULL, NULL, napi_default, NULL},
       {"fastCollect", NULL, js_fast_collect, NULL, NULL, NULL, napi_default, NULL},

@@ -117,8 +117,10 @@ export class Dispatcher {
     if (result.more !== null && client.sendMore) for (const m of result.more) client.sendMore(m);
     if (counting && block.stats) this.count(block.stats, req, out, result.plugin, start);
     // A repeat of this exact query may be answered by the native table (fast-answers.ts).
-    if (result.fastMs > 0 && client.keep !== undefined && block.fast === true && router!.views === false)
-      client.keep(req, result, out, block.stats);
+    if (client.keep !== undefined && block.fast === true && router!.views === false) {
+      if (result.fastMs > 0) client.keep(req, result, out, block.stats);
+      else if (result.fastRepeat !== null) keepRepeat(req, result.fastRepeat, block);
+    }
   }
 
   /** The answer of a direct handler (`start` -1: not counted); once per query it was given. */
@@ -146,6 +148,8 @@ export class Dispatcher {
     send(out, client);
     if (res.more !== null && client.sendMore) for (const m of res.more) client.sendMore(m);
     if (start >= 0 && b.stats) this.count(b.stats, req, out, res.plugin, start);
+    // A cache miss's answer, stored: its next repeat need not come back to JS (the client checks the views).
+    if (res.fastRepeat !== null && client.keep !== undefined && b.fast === true) keepRepeat(req, res.fastRepeat, b);
     this.done();
   }
 
@@ -208,4 +212,12 @@ export function headerOnlyReply(buf: Buffer, rcode: number, at = 0): Buffer {
   const flags = buf.readUInt16BE(at + 2);
   out.writeUInt16BE(0x8000 | (flags & 0x7900) | (rcode & 0xf), 2);
   return out;
+}
+
+/**
+ * Offers the native table `rep`, the hit a cache would now give `req` (Response.fastRepeat),
+ * written as a reply to it exactly as the hit's own would be.
+ */
+function keepRepeat(req: Request, rep: Response, block: RoutedBlock): void {
+  req.client.keep!(req, rep, finalizeReply(req, rep), block.stats);
 }

@@ -64,11 +64,18 @@ const MAX_ANSWER = 4096;
 let flushAddon: UdpBatchAddon | null = null;
 
 /**
+ * How many flushes the process has made: an answer worked out after its query's batch is kept
+ * only if none came in between (it may have been made from what the flush retired).
+ */
+export let fastFlushes = 0;
+
+/**
  * Retires every native answer of the process at once (O(1)): called whenever an answer JS gave
  * may no longer be the one it would give (watched data changed, a hosts file reloaded, a new
  * configuration, invalidation of kept or cached answers).
  */
 export function fastFlush(): void {
+  fastFlushes++;
   flushAddon?.fastFlush?.();
 }
 
@@ -133,13 +140,7 @@ export class FastTable {
    * checked the chain (every plugin pure, no view) and that the answering plugin set fastMs.
    */
   keep(slot: number, req: Request, res: Response, out: Buffer, zone: ZoneStats | undefined): void {
-    if (req.fastVeto || res.error !== undefined || res.dropped || res.more !== null) return;
-    const len = out.length;
-    if (len < 12 || len > MAX_ANSWER) return;
-    const rcode = out[3]! & 0xf;
-    // NOERROR or NXDOMAIN, not truncated (TC), and no per-client server cookie in it.
-    if ((rcode !== 0 && rcode !== 3) || (out[2]! & 0x02) !== 0 || hasCookie(req)) return;
-    const id = this.kindOf(req, res, out, this.stats.enabled && zone !== undefined ? zone : null, rcode);
+    const id = this.kindFor(req, res, out, zone);
     if (id < 0) return;
     this.addon.fastPut!(
       this.sock,
@@ -151,6 +152,39 @@ export class FastTable {
       res.fastTtlBase,
       res.fastSteps,
     );
+  }
+
+  /**
+   * Offers `out` for repeats of `req`, answered after its batch (a cache miss once the upstream
+   * replied: `res` is the hit the cache would now give it, Response.fastRepeat). Keyed by the
+   * query's own bytes. The caller checked the chain, the views, and that nothing was flushed since
+   * the query came.
+   */
+  keepQuery(req: Request, res: Response, out: Buffer, zone: ZoneStats | undefined): void {
+    if (this.addon.fastPutQuery === undefined) return;
+    const id = this.kindFor(req, res, out, zone);
+    if (id < 0) return;
+    this.addon.fastPutQuery(
+      this.sock,
+      req.raw,
+      out,
+      Math.min(res.fastMs, FAST_MAX_MS),
+      id,
+      res.fastTtls,
+      res.fastTtlBase,
+      res.fastSteps,
+    );
+  }
+
+  /** The kind a repeat of this answer counts as; -1 when the answer may not be repeated at all. */
+  private kindFor(req: Request, res: Response, out: Buffer, zone: ZoneStats | undefined): number {
+    if (req.fastVeto || res.error !== undefined || res.dropped || res.more !== null) return -1;
+    const len = out.length;
+    if (len < 12 || len > MAX_ANSWER) return -1;
+    const rcode = out[3]! & 0xf;
+    // NOERROR or NXDOMAIN, not truncated (TC), and no per-client server cookie in it.
+    if ((rcode !== 0 && rcode !== 3) || (out[2]! & 0x02) !== 0 || hasCookie(req)) return -1;
+    return this.kindOf(req, res, out, this.stats.enabled && zone !== undefined ? zone : null, rcode);
   }
 
   private kindOf(req: Request, res: Response, out: Buffer, zone: ZoneStats | null, rcode: number): number {

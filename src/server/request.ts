@@ -53,8 +53,9 @@ export interface ClientInfo {
   /** True once a TCP client's connection closed: its answers are no longer built. */
   readonly gone?: boolean;
   /**
-   * Present on a client of the native UDP path: offers the answer just sent to the socket's
-   * native answer table (the dispatcher calls it only for eligible answers).
+   * Present on a client of the native UDP path: offers the answer just sent (or the hit the
+   * cache would give next, Response.fastRepeat) to the socket's native answer table (the
+   * dispatcher calls it only for eligible answers).
    */
   keep?(req: Request, res: Response, out: Buffer, zone: ZoneStats | undefined): void;
   /** Clients that can leave before their deadline (TCP): `l.clientLeft()` when they do, until `unfollow(l)`. */
@@ -354,6 +355,13 @@ export class Response {
   fastTtls: Uint16Array | null = null;
   fastTtlBase = 0;
   fastSteps = 0;
+  /**
+   * Set by the cache on a miss's answer it stored: the reply a hit would give this very query
+   * now, its fast fields set. The native table may repeat that one (not this reply, which went
+   * out as the next plugin wrote it) to the query's repeats, so the next one does not come back
+   * to JS only to find the hit (fast-answers.ts).
+   */
+  fastRepeat: Response | null = null;
   private msg: Message | null;
   private bytes: Buffer | null;
 

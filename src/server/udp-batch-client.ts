@@ -1,5 +1,6 @@
 // The client of a datagram on the native batched UDP path.
 
+import { fastFlushes } from './fast-answers.js';
 import type { ClientInfo, Request, Response } from './request.js';
 import type { ZoneStats } from './stats.js';
 import type { NativeUdp } from './udp-batch.js';
@@ -12,6 +13,8 @@ import type { NativeUdp } from './udp-batch.js';
 export class BatchClient implements ClientInfo {
   remotePort: number;
   family: 1 | 2;
+  /** The native table's flushes when the datagram came: an answer made later is kept only if none followed. */
+  readonly flushes = fastFlushes;
   private text: string | undefined;
 
   constructor(

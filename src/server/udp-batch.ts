@@ -14,7 +14,7 @@ import {
   type UdpBatchAddon,
   type UdpBatchSocket,
 } from './udp-native.js';
-import { ANSWER_THREAD_ENABLED, FAST_ANSWERS_ENABLED, FastTable } from './fast-answers.js';
+import { ANSWER_THREAD_ENABLED, FAST_ANSWERS_ENABLED, FastTable, fastFlushes } from './fast-answers.js';
 import { atBatchEnd, enterBatch, leaveBatch } from './batch-end.js';
 import type { Request, Response } from './request.js';
 import type { ZoneStats } from './stats.js';
@@ -85,9 +85,18 @@ export class NativeUdp {
     this.addon.close(this.sock);
   }
 
-  /** Offers an answer made in this batch to the native table (BatchClient.keep). */
+  /**
+   * Offers an answer to the native table (BatchClient.keep): one made in the query's batch by
+   * its slot; one made later (the hit a cache miss's answer became) by the query's own bytes,
+   * unless the table was flushed since the query came (new data or configuration: the answer
+   * may predate it) or the configuration has views.
+   */
   keep(c: BatchClient, req: Request, res: Response, out: Buffer, zone: ZoneStats | undefined): void {
-    if (this.fast !== null && this.inBatch && c.gen === this.gen) this.fast.keep(c.slot, req, res, out, zone);
+    const fast = this.fast;
+    if (fast === null) return;
+    if (this.inBatch && c.gen === this.gen) fast.keep(c.slot, req, res, out, zone);
+    else if (c.flushes === fastFlushes && this.listener.routerForUdp()?.views === false)
+      fast.keepQuery(req, res, out, zone);
   }
 
   ntop(c: BatchClient): string {

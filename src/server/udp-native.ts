@@ -107,6 +107,20 @@ export interface UdpBatchAddon {
     ttlBase?: number,
     steps?: number,
   ): boolean;
+  /**
+   * As fastPut, for a query given whole (from its ID on) instead of by its slot: an answer made
+   * after the query's batch, for its repeats. Absent from an older build.
+   */
+  fastPutQuery?(
+    s: UdpBatchSocket,
+    query: Uint8Array,
+    answer: Uint8Array,
+    validMs: number,
+    stat: number,
+    ttlOffsets?: Uint16Array | null,
+    ttlBase?: number,
+    steps?: number,
+  ): boolean;
   /** Retires every entry of every table of the process. */
   fastFlush?(): void;
   /** [entries, bytes] of a socket's table, and 1 when the answer thread reads the socket. */
