@@ -419,3 +419,40 @@ test('the thread hands misses to JS without dropping any while JS is slow; pause
     a.close(s);
   }
 });
+
+test(
+  'fastPutQuery keeps an answer made after its batch, keyed on the query given whole; bad queries are not kept',
+  { skip },
+  async () => {
+    const a = addon();
+    const s = a.open({ address: '127.0.0.1', port: 0, ipv6: false });
+    // JS answers every query itself and keeps nothing while the batch is handled.
+    const st = serve(a, s, 0, () => {});
+    const c = await client();
+    try {
+      const q = buildQuery('later.example.', QType.A, { id: 7 });
+      const first = await ask(c, s.port, q);
+      assert.equal(st.calls, 1);
+      // Outside any batch (as a cache miss's answer once the upstream replied): a slot means nothing
+      // now, the query's own bytes are the key.
+      await new Promise((r) => setImmediate(r));
+      const kept = Buffer.from(first);
+      kept[3] = 0x80; // RA: tells the kept answer from JS's
+      assert.equal(a.fastPut!(s, 0, kept, 1000, 3), false, 'fastPut by slot outside a batch keeps nothing');
+      assert.equal(a.fastPutQuery!(s, q, kept, 1000, 3), true);
+      const again = await ask(c, s.port, buildQuery('later.example.', QType.A, { id: 0x1234 }));
+      assert.equal(st.calls, 1, 'JS was not called for the repeat');
+      assert.equal(again.readUInt16BE(0), 0x1234, 'the asker ID is patched in');
+      assert.deepEqual(again.subarray(2), kept.subarray(2));
+      assert.equal(st.hits[3], 1);
+      // Bad input: not kept, or a TypeError; the table is unchanged.
+      assert.equal(a.fastPutQuery!(s, q.subarray(0, 11), kept, 1000, 3), false, 'shorter than a header');
+      assert.equal(a.fastPutQuery!(s, Buffer.alloc(70_000), kept, 1000, 3), false, 'longer than a slot');
+      assert.throws(() => a.fastPutQuery!(s, 'later' as unknown as Uint8Array, kept, 1000, 3), TypeError);
+      assert.equal(a.fastStats!(s)[0], 1, 'one entry');
+    } finally {
+      c.close();
+      a.close(s);
+    }
+  },
+);
