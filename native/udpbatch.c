@@ -1812,7 +1812,7 @@ static napi_value js_fast_enable(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-/* What fastPut and fastPutQuery take after their second argument. 0 (with a TypeError thrown) when malformed. */
+/* What fastPut and fastPutQuery take after their second argument. */
 typedef struct {
   const uint8_t *ans;
   size_t alen;
@@ -1823,7 +1823,13 @@ typedef struct {
   uint32_t ttl_base, steps;
 } fast_args_t;
 
-static int fast_args(napi_env env, napi_value *argv, size_t argc, const char *usage, fast_args_t *a) {
+/* The socket of a fastPut or fastPutQuery call (argv: its 8 arguments) and what follows its
+ * second argument; NULL, with a TypeError thrown, when they are malformed. */
+static sock_t *fast_call(napi_env env, napi_callback_info info, napi_value *argv, const char *usage, fast_args_t *a) {
+  size_t argc = 8;
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  sock_t *s = unwrap(env, argv[0]);
+  if (!s) return NULL;
   memset(a, 0, sizeof *a);
   if (argc >= 8) {
     napi_valuetype vt;
@@ -1835,7 +1841,7 @@ static int fast_args(napi_env env, napi_value *argv, size_t argc, const char *us
       if (napi_get_typedarray_info(env, argv[5], &ot, &olen, &od, &oab, &ooff) != napi_ok || ot != napi_uint16_array ||
           napi_get_value_uint32(env, argv[6], &a->ttl_base) != napi_ok || napi_get_value_uint32(env, argv[7], &a->steps) != napi_ok) {
         napi_throw_type_error(env, NULL, usage);
-        return 0;
+        return NULL;
       }
       a->ttl_at = (const uint16_t *)od;
       a->nttl = olen;
@@ -1848,10 +1854,10 @@ static int fast_args(napi_env env, napi_value *argv, size_t argc, const char *us
   if (argc < 5 || napi_get_typedarray_info(env, argv[2], &tt, &a->alen, &ans, &ab, &off) != napi_ok || tt != napi_uint8_array ||
       napi_get_value_double(env, argv[3], &a->valid) != napi_ok || napi_get_value_uint32(env, argv[4], &a->stat) != napi_ok) {
     napi_throw_type_error(env, NULL, usage);
-    return 0;
+    return NULL;
   }
   a->ans = (const uint8_t *)ans;
-  return 1;
+  return s;
 }
 
 /* Keeps the answer to the query `q` (len octets, from its ID on) in the socket's table. */
@@ -1874,16 +1880,14 @@ static napi_value js_bool(napi_env env, int v) {
  * Uint16Array of TTL offsets (plus ttlBase) and steps > 0, it goes on `steps` more seconds with
  * those TTLs one lower each second. True when kept. */
 static napi_value js_fast_put(napi_env env, napi_callback_info info) {
+  const char *usage = "fastPut(sock, slot, Uint8Array, validMs, stat[, Uint16Array, ttlBase, steps])";
   napi_value argv[8];
-  size_t argc = 8;
-  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  sock_t *s = unwrap(env, argv[0]);
-  if (!s) return NULL;
   fast_args_t a;
-  if (!fast_args(env, argv, argc, "fastPut(sock, slot, Uint8Array, validMs, stat[, Uint16Array, ttlBase, steps])", &a)) return NULL;
+  sock_t *s = fast_call(env, info, argv, usage, &a);
+  if (!s) return NULL;
   int32_t slot = -1;
   if (napi_get_value_int32(env, argv[1], &slot) != napi_ok) {
-    napi_throw_type_error(env, NULL, "fastPut(sock, slot, Uint8Array, validMs, stat)");
+    napi_throw_type_error(env, NULL, usage);
     return NULL;
   }
   int kept = 0;
@@ -1900,14 +1904,11 @@ static napi_value js_fast_put(napi_env env, napi_callback_info info) {
  * a query given whole (from its ID on) instead of by its slot: an answer made after its batch
  * (a cache miss's, when the upstream replied) for a later repeat of that query. True when kept. */
 static napi_value js_fast_put_query(napi_env env, napi_callback_info info) {
-  napi_value argv[8];
-  size_t argc = 8;
-  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  sock_t *s = unwrap(env, argv[0]);
-  if (!s) return NULL;
   const char *usage = "fastPutQuery(sock, Uint8Array, Uint8Array, validMs, stat[, Uint16Array, ttlBase, steps])";
+  napi_value argv[8];
   fast_args_t a;
-  if (!fast_args(env, argv, argc, usage, &a)) return NULL;
+  sock_t *s = fast_call(env, info, argv, usage, &a);
+  if (!s) return NULL;
   napi_typedarray_type qt;
   size_t qlen = 0, qoff = 0;
   void *q = NULL;

@@ -136,55 +136,24 @@ export class FastTable {
   }
 
   /**
-   * Offers the answer JS just sent for the query in `slot` of the batch being handled. The caller
-   * checked the chain (every plugin pure, no view) and that the answering plugin set fastMs.
-   */
-  keep(slot: number, req: Request, res: Response, out: Buffer, zone: ZoneStats | undefined): void {
-    const id = this.kindFor(req, res, out, zone);
-    if (id < 0) return;
-    this.addon.fastPut!(
-      this.sock,
-      slot,
-      out,
-      Math.min(res.fastMs, FAST_MAX_MS),
-      id,
-      res.fastTtls,
-      res.fastTtlBase,
-      res.fastSteps,
-    );
-  }
-
-  /**
-   * Offers `out` for repeats of `req`, answered after its batch (a cache miss once the upstream
-   * replied: `res` is the hit the cache would now give it, Response.fastRepeat). Keyed by the
-   * query's own bytes. The caller checked the chain, the views, and that nothing was flushed since
+   * Offers the answer JS just sent for the query in `slot` of the batch being handled; with `slot`
+   * -1, one made after that batch (the hit a cache miss's stored answer makes, Response.fastRepeat),
+   * keyed by the query's own bytes (fastPutQuery). The caller checked the chain (every plugin pure,
+   * no view), that the answer has its fast fields set, and for -1 that nothing was flushed since
    * the query came.
    */
-  keepQuery(req: Request, res: Response, out: Buffer, zone: ZoneStats | undefined): void {
-    if (this.addon.fastPutQuery === undefined) return;
-    const id = this.kindFor(req, res, out, zone);
-    if (id < 0) return;
-    this.addon.fastPutQuery(
-      this.sock,
-      req.raw,
-      out,
-      Math.min(res.fastMs, FAST_MAX_MS),
-      id,
-      res.fastTtls,
-      res.fastTtlBase,
-      res.fastSteps,
-    );
-  }
-
-  /** The kind a repeat of this answer counts as; -1 when the answer may not be repeated at all. */
-  private kindFor(req: Request, res: Response, out: Buffer, zone: ZoneStats | undefined): number {
-    if (req.fastVeto || res.error !== undefined || res.dropped || res.more !== null) return -1;
+  keep(slot: number, req: Request, res: Response, out: Buffer, zone: ZoneStats | undefined): void {
+    if (req.fastVeto || res.error !== undefined || res.dropped || res.more !== null) return;
     const len = out.length;
-    if (len < 12 || len > MAX_ANSWER) return -1;
+    if (len < 12 || len > MAX_ANSWER) return;
     const rcode = out[3]! & 0xf;
     // NOERROR or NXDOMAIN, not truncated (TC), and no per-client server cookie in it.
-    if ((rcode !== 0 && rcode !== 3) || (out[2]! & 0x02) !== 0 || hasCookie(req)) return -1;
-    return this.kindOf(req, res, out, this.stats.enabled && zone !== undefined ? zone : null, rcode);
+    if ((rcode !== 0 && rcode !== 3) || (out[2]! & 0x02) !== 0 || hasCookie(req)) return;
+    const id = this.kindOf(req, res, out, this.stats.enabled && zone !== undefined ? zone : null, rcode);
+    if (id < 0) return;
+    const ms = Math.min(res.fastMs, FAST_MAX_MS);
+    if (slot >= 0) this.addon.fastPut!(this.sock, slot, out, ms, id, res.fastTtls, res.fastTtlBase, res.fastSteps);
+    else this.addon.fastPutQuery?.(this.sock, req.raw, out, ms, id, res.fastTtls, res.fastTtlBase, res.fastSteps);
   }
 
   private kindOf(req: Request, res: Response, out: Buffer, zone: ZoneStats | null, rcode: number): number {

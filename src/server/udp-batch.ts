@@ -96,7 +96,7 @@ export class NativeUdp {
     if (fast === null) return;
     if (this.inBatch && c.gen === this.gen) fast.keep(c.slot, req, res, out, zone);
     else if (c.flushes === fastFlushes && this.listener.routerForUdp()?.views === false)
-      fast.keepQuery(req, res, out, zone);
+      fast.keep(-1, req, res, out, zone);
   }
 
   ntop(c: BatchClient): string {

@@ -187,6 +187,8 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
   private detach: (() => void) | null = null;
   /** Drops entries when what they were built from changes: the configuration's (start), else the handler's own. */
   invalidation = new Invalidation();
+  /** The native table may repeat hits: not with prefetch or serve_stale, whose decisions need each hit. */
+  private readonly tableHits: boolean;
   private readonly countEviction = (kind: EntryKind): void => {
     if (kind === EntryKind.Success) this.counters.evictionsSuccess++;
     else this.counters.evictionsDenial++;
@@ -209,6 +211,7 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
     );
     this.allZones = opts.zones.includes('.');
     this.bypassBoth = opts.disableSuccess.length > 0 && opts.disableDenial.length > 0;
+    this.tableHits = opts.prefetch === null && opts.staleMs === 0;
     this.metricLabels = metricLabels(opts.server, opts.zones);
   }
 
@@ -270,10 +273,10 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
         e.visited = true;
         if (e.kind === EntryKind.Success) c.hitsSuccess++;
         else c.hitsDenial++;
-        const ttl = this.opts.keepTtl ? e.ttl : e.ttl - (((now - e.storedMs) / 1000) | 0);
+        const ttl = this.ttlAt(e, now);
         if (this.opts.prefetch !== null && this.shouldPrefetch(e, now, ttl)) this.refreshInBackground(req, next, e);
-        const res = Response.wire(writeReply(req, a, ttl, replyFlags(req, a, FLAG_AA), e.serial), NAME);
-        if (this.opts.prefetch === null && this.opts.staleMs === 0) this.fastHit(res, e, now);
+        const res = this.hitReply(req, e, ttl);
+        if (this.tableHits) this.fastHit(res, e, now);
         return res;
       }
       e.visited = true;
@@ -425,14 +428,22 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
    * spelled with a compression pointer.
    */
   private repeatable(req: Request, res: Response, e: CacheEntry): void {
-    if (this.opts.prefetch !== null || this.opts.staleMs !== 0) return;
-    const a = e.answer;
     const now = clock.ms;
-    if (a.questionEnd !== req.questionEnd || now >= e.expiresMs) return;
-    const ttl = this.opts.keepTtl ? e.ttl : e.ttl - (((now - e.storedMs) / 1000) | 0);
-    const hit = Response.wire(writeReply(req, a, ttl, replyFlags(req, a, FLAG_AA), e.serial), NAME);
+    if (!this.tableHits || e.answer.questionEnd !== req.questionEnd || now >= e.expiresMs) return;
+    const hit = this.hitReply(req, e, this.ttlAt(e, now));
     this.fastHit(hit, e, now);
     if (hit.fastMs > 0) res.fastRepeat = hit;
+  }
+
+  /** The TTL a hit on `e` carries at `now`. */
+  private ttlAt(e: CacheEntry, now: number): number {
+    return this.opts.keepTtl ? e.ttl : e.ttl - (((now - e.storedMs) / 1000) | 0);
+  }
+
+  /** A reply from `e` to `req` with every TTL `ttl`, AA set: a hit's (and a stale entry's, at 0). */
+  private hitReply(req: Request, e: CacheEntry, ttl: number): Response {
+    const a = e.answer;
+    return Response.wire(writeReply(req, a, ttl, replyFlags(req, a, FLAG_AA), e.serial), NAME);
   }
 
   /** Prepares the next plugin's response and stores it when the rules allow. */
@@ -646,7 +657,7 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
 
   private staleReply(req: Request, e: CacheEntry): Response {
     this.counters.servedStale++;
-    return Response.wire(writeReply(req, e.answer, 0, replyFlags(req, e.answer, FLAG_AA), e.serial), NAME);
+    return this.hitReply(req, e, 0);
   }
 
   private serveStale(req: Request, next: Next, e: CacheEntry): HandlerResult {
