@@ -586,9 +586,21 @@ static void on_readable(uv_poll_t *h, int status, int events) {
  * the JS heap (the loop's every turn does: see BENCHMARKS.md, "The answer thread").
  * The queue holds RX_QUEUE_BATCHES receive batches; when it has no room for one more the thread
  * stops reading, so datagrams wait in the kernel's buffer as they do without the thread: none is
- * dropped here. */
+ * dropped here, but the hits wait there too, behind the misses. With 4 batches a cache starting
+ * cold under load (every name a miss at first) held every datagram for up to 0.1 s at a time in
+ * its first second and the kernel's buffer overflowed; with 32 the thread goes on answering hits
+ * through such a burst (BENCHMARKS.md, "A cold start's hits"). JS gets the queue one batch per
+ * loop turn (on_async), so that between batches the loop reads the other sockets: the upstream's
+ * replies to the misses already sent, whose answers then make their names hits; with 8 batches a
+ * turn a deep queue held those replies for tens of ms. The queue's memory is mapped, not
+ * committed: a slot's first page becomes resident when a datagram lands in it. The queue starts
+ * again at slot 0 whenever JS empties it, so a trickle of misses keeps only its first slots
+ * resident, and the pages a burst reached past the first RX_QUEUE_KEPT batches are given back
+ * then (MADV_DONTNEED). */
 
-#define RX_QUEUE_BATCHES 4
+#define RX_QUEUE_BATCHES 32
+#define RX_QUEUE_KEPT 4 /* batches whose pages stay resident once touched */
+#define RX_TURN_BATCHES 1 /* batches on_async hands to JS per loop turn */
 #define RX_OUT_MAX (256u * 1024u) /* the answers of one batch the thread sends */
 
 typedef struct rx_s {
@@ -598,6 +610,7 @@ typedef struct rx_s {
   /* under s->mu */
   int stop, paused, want_room;
   unsigned cap, head, count; /* the queue of datagrams for JS */
+  unsigned used;             /* slots [0, used) may be resident: the deepest a burst reached */
   double st[ST_COUNT];
   /* the thread's own */
   uint8_t *in;  /* slots × slot_size, mapped */
@@ -675,6 +688,7 @@ static int rx_batch(sock_t *s, rx_t *r) {
     }
     /* The rx_main loop reads only with room for a whole batch, so this always fits. */
     unsigned k = (r->head + r->count) % r->cap;
+    if (k >= r->used) r->used = k + 1;
     memcpy(r->qdata + (size_t)k * s->slot_size, q, len);
     r->qlen[k] = len;
     r->qtrunc[k] = (uint8_t)trunc;
@@ -778,6 +792,18 @@ static void *rx_main(void *arg) {
   return NULL;
 }
 
+/* Under s->mu, when JS has taken the last queued datagram: the queue refills from slot 0, and the
+ * pages a burst touched past the first RX_QUEUE_KEPT batches go back to the kernel (the thread
+ * writes slots only under the mutex, so none is being written meanwhile). */
+static void rx_queue_emptied(sock_t *s, rx_t *r) {
+  r->head = 0;
+  unsigned kept = s->slots * RX_QUEUE_KEPT;
+  if (r->used > kept) {
+    madvise(r->qdata + (size_t)kept * s->slot_size, (size_t)(r->used - kept) * s->slot_size, MADV_DONTNEED);
+    r->used = kept;
+  }
+}
+
 /* On the loop: the datagrams the thread queued go to JS as batches of up to `slots`, exactly as
  * on_readable hands them over (in, meta, onBatch, send_batch). */
 static void on_async(uv_async_t *h) {
@@ -785,7 +811,7 @@ static void on_async(uv_async_t *h) {
   rx_t *r = s->rx;
   if (!r) return;
   int left = 0;
-  for (int round = 0; round < MAX_BATCHES_PER_WAKEUP && !s->closed; round++) {
+  for (int round = 0; round < RX_TURN_BATCHES && !s->closed; round++) {
     pthread_mutex_lock(&s->mu);
     unsigned n = r->count < s->slots ? r->count : s->slots;
     for (unsigned i = 0; i < n; i++) {
@@ -798,6 +824,7 @@ static void on_async(uv_async_t *h) {
     }
     r->head = (r->head + n) % r->cap;
     r->count -= n;
+    if (r->count == 0) rx_queue_emptied(s, r);
     left = r->count > 0;
     int wake = r->want_room && r->cap - r->count >= s->slots;
     if (wake) r->want_room = 0;
@@ -813,7 +840,7 @@ static void on_async(uv_async_t *h) {
     }
     if (!left) break;
   }
-  if (left && !s->closed) uv_async_send(h); /* the rest next turn: timers and TCP get theirs */
+  if (left && !s->closed) uv_async_send(h); /* the rest next turn: upstream replies, timers and TCP get theirs */
 }
 
 static void on_async_closed(uv_handle_t *h) {
@@ -830,7 +857,7 @@ static void rx_close_async(sock_t *s) {
 }
 
 static void *map_zeroed(size_t len) {
-  void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   return p == MAP_FAILED ? NULL : p;
 }
 
@@ -1529,13 +1556,31 @@ static napi_value js_ntop(napi_env env, napi_callback_info info) {
   return r;
 }
 
-/* stats(sock): [received, batches, sent, sendErrors, truncated, recvErrors, wakeups] */
+/* Bytes of the answer thread's queue resident in memory (mincore); 0 without the thread. */
+static double rx_queue_resident(const sock_t *s) {
+  const rx_t *r = s->rx;
+  if (!r || !r->qdata) return 0;
+  size_t len = (size_t)r->cap * s->slot_size;
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  size_t pages = (len + page - 1) / page;
+  unsigned char *vec = malloc(pages);
+  if (!vec) return 0;
+  double bytes = 0;
+  if (mincore(r->qdata, len, vec) == 0)
+    for (size_t i = 0; i < pages; i++)
+      if (vec[i] & 1) bytes += (double)page;
+  free(vec);
+  return bytes;
+}
+
+/* stats(sock): [received, batches, sent, sendErrors, truncated, recvErrors, wakeups,
+ * queueResidentBytes] */
 static napi_value js_stats(napi_env env, napi_callback_info info) {
   napi_value argv[1];
   sock_t *s = sock_args(env, info, 1, argv);
   if (!s) return NULL;
   napi_value arr;
-  CHECK(napi_create_array_with_length(env, ST_COUNT, &arr));
+  CHECK(napi_create_array_with_length(env, ST_COUNT + 1, &arr));
   double st[ST_COUNT];
   memcpy(st, s->st, sizeof st);
   if (s->rx) {
@@ -1548,6 +1593,9 @@ static napi_value js_stats(napi_env env, napi_callback_info info) {
     napi_create_double(env, st[i], &n);
     napi_set_element(env, arr, i, n);
   }
+  napi_value q;
+  napi_create_double(env, rx_queue_resident(s), &q);
+  napi_set_element(env, arr, ST_COUNT, q);
   return arr;
 }
 

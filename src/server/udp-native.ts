@@ -127,7 +127,7 @@ export interface UdpBatchAddon {
   fastStats?(s: UdpBatchSocket): number[];
   /** Adds the answer thread's hit counts to fastEnable's array. Absent from an older build. */
   fastCollect?(s: UdpBatchSocket): void;
-  /** [received, batches, sent, sendErrors, truncated, recvErrors, wakeups] */
+  /** [received, batches, sent, sendErrors, truncated, recvErrors, wakeups, queueResidentBytes (the answer thread's queue)] */
   stats(s: UdpBatchSocket): number[];
 }
 

@@ -109,7 +109,8 @@ function server(a: UdpBatchAddon, s: UdpBatchSocket, validMs: number, keep = tru
 }
 
 async function client(): Promise<dgram.Socket> {
-  const c = dgram.createSocket('udp4');
+  // A burst's answers arrive faster than this loop reads them: room for them all in the kernel.
+  const c = dgram.createSocket({ type: 'udp4', recvBufferSize: 4 * 1024 * 1024 });
   await new Promise<void>((r) => c.bind(0, '127.0.0.1', () => r()));
   return c;
 }
@@ -382,8 +383,15 @@ test(
 
 test('the thread hands misses to JS without dropping any while JS is slow; pause stops reading', { skip }, async () => {
   const a = addon();
-  // 16 slots: the thread's queue holds 64 datagrams, far fewer than the burst below.
-  const s = a.open({ address: '127.0.0.1', port: 0, ipv6: false, slots: 16 });
+  // 16 slots: the thread's queue holds 32 batches, 512 datagrams, fewer than the burst below. The
+  // receive buffer the server gives its sockets (listeners.ts), so the kernel holds the burst.
+  const s = a.open({
+    address: '127.0.0.1',
+    port: 0,
+    ipv6: false,
+    slots: 16,
+    recvBuffer: 4 * 1024 * 1024,
+  });
   const st = server(a, s, 10_000, true, true);
   const c = await client();
   try {
@@ -394,13 +402,17 @@ test('the thread hands misses to JS without dropping any while JS is slow; pause
     const answered = new Set<number>();
     c.on('message', (m) => answered.add(m.readUInt16BE(0)));
     st.stallMs = 400; // the first batch holds JS while the rest arrive
-    const N = 200;
+    const N = 700;
     for (let i = 0; i < N; i++) c.send(buildQuery(`n${i}.example.`, QType.A, { id: i }), s.port, '127.0.0.1');
     const deadline = Date.now() + 5000;
     while (answered.size < N && Date.now() < deadline) await sleep(20);
     assert.equal(answered.size, N, `every query answered (${answered.size} of ${N})`);
     assert.equal(st.jsQueries - calls, N, 'each went to JS once');
     assert.equal(a.stats(s)[0], N + 1, 'received');
+    // The burst filled the queue (a page of each of its 512 slots became resident); once JS emptied
+    // it, all but the first 4 batches' pages went back: at most 64 pages.
+    const resident = a.stats(s)[7]!;
+    assert.ok(resident > 0 && resident <= 64 * 4096, `the queue's resident bytes after the burst: ${resident}`);
 
     a.pause(s);
     await sleep(50);
@@ -419,6 +431,83 @@ test('the thread hands misses to JS without dropping any while JS is slow; pause
     a.close(s);
   }
 });
+
+test('while JS works through a burst of misses, the thread goes on answering hits', { skip }, async () => {
+  const a = addon();
+  // 16 slots: the queue to JS holds 512 datagrams. With 4 batches (64) the thread stopped reading
+  // once the burst filled it, and a hit arriving behind the burst waited in the kernel with it.
+  // The receive buffer the server gives its sockets (listeners.ts), so the kernel holds the burst.
+  const s = a.open({ address: '127.0.0.1', port: 0, ipv6: false, slots: 16, recvBuffer: 4 * 1024 * 1024 });
+  const st = server(a, s, 10_000, true, true);
+  const c = await client();
+  try {
+    // dig's own query (its flags) is kept by JS, as a cache's answer would be.
+    const warm = digA(s.port, 'kept.example.');
+    assert.equal(await warm.exit, 0);
+    assert.match(warm.out(), /status: NOERROR/);
+    assert.equal(st.kept, 1);
+    assert.equal(a.fastStats!(s)[2], 1, 'the thread reads once an answer is kept');
+    st.keep = false;
+    const calls = st.jsQueries;
+    let answered = 0;
+    c.on('message', () => answered++);
+    // 300 misses, then the hit: JS holds its first batch for 1.5 s, so the other 284 misses queue
+    // up while it does, and dig's question arrives behind all of them.
+    st.stallMs = 1500;
+    const N = 300;
+    for (let i = 0; i < N; i++) c.send(buildQuery(`m${i}.example.`, QType.A, { id: i }), s.port, '127.0.0.1');
+    const held = digA(s.port, 'kept.example.');
+    assert.equal(await held.exit, 0);
+    const ms = Number(/Query time: (\d+) msec/.exec(held.out())?.[1]);
+    assert.ok(ms < 500, `the hit answered in ${ms} ms while JS held 1500 ms with ${N} misses before it`);
+    const deadline = Date.now() + 5000;
+    while (answered < N && Date.now() < deadline) await sleep(20);
+    assert.equal(answered, N, 'and every miss answered by JS after');
+    assert.equal(st.jsQueries - calls, N, 'each miss went to JS once; the hit did not');
+  } finally {
+    c.close();
+    a.close(s);
+  }
+});
+
+test(
+  'the queue goes to JS one batch per loop turn, so the loop reads its other sockets in between',
+  { skip },
+  async () => {
+    const a = addon();
+    const s = a.open({ address: '127.0.0.1', port: 0, ipv6: false, slots: 16, recvBuffer: 4 * 1024 * 1024 });
+    server(a, s, 10_000, true, true);
+    const c = await client();
+    try {
+      await ask(c, s.port, buildQuery('kept.example.', QType.A, { id: 60000 }));
+      assert.equal(a.fastStats!(s)[2], 1, 'the thread reads once an answer is kept');
+      a.pause(s);
+      // Three batches of misses wait in the kernel; once resumed the thread queues all three while
+      // this thread is held, so the loop finds them queued together.
+      for (let i = 0; i < 48; i++) c.send(buildQuery(`t${i}.example.`, QType.A, { id: i }), s.port, '127.0.0.1');
+      await sleep(50);
+      const order: string[] = [];
+      a.start(
+        s,
+        (n) => {
+          order.push(`batch ${n}`);
+          setImmediate(() => order.push('loop'));
+          return 0;
+        },
+        true,
+      );
+      const until = Date.now() + 300;
+      while (Date.now() < until);
+      const deadline = Date.now() + 2000;
+      while (order.filter((x) => x.startsWith('batch')).length < 3 && Date.now() < deadline) await sleep(20);
+      await sleep(20);
+      assert.deepEqual(order, ['batch 16', 'loop', 'batch 16', 'loop', 'batch 16', 'loop']);
+    } finally {
+      c.close();
+      a.close(s);
+    }
+  },
+);
 
 test(
   'fastPutQuery keeps an answer made after its batch, keyed on the query given whole; bad queries are not kept',
