@@ -381,18 +381,20 @@ test(
   },
 );
 
+/**
+ * A socket of 16 slots, so the thread's queue to JS holds 32 batches, 512 datagrams, and the receive
+ * buffer the server gives its sockets (listeners.ts), so the kernel holds a test's whole burst; a
+ * server on it whose answers the thread repeats once one is kept.
+ */
+function burstServer(a: UdpBatchAddon) {
+  const s = a.open({ address: '127.0.0.1', port: 0, ipv6: false, slots: 16, recvBuffer: 4 * 1024 * 1024 });
+  return { s, st: server(a, s, 10_000, true, true) };
+}
+
 test('the thread hands misses to JS without dropping any while JS is slow; pause stops reading', { skip }, async () => {
   const a = addon();
-  // 16 slots: the thread's queue holds 32 batches, 512 datagrams, fewer than the burst below. The
-  // receive buffer the server gives its sockets (listeners.ts), so the kernel holds the burst.
-  const s = a.open({
-    address: '127.0.0.1',
-    port: 0,
-    ipv6: false,
-    slots: 16,
-    recvBuffer: 4 * 1024 * 1024,
-  });
-  const st = server(a, s, 10_000, true, true);
+  // The queue holds 512 datagrams, fewer than the burst below.
+  const { s, st } = burstServer(a);
   const c = await client();
   try {
     await ask(c, s.port, buildQuery('kept.example.', QType.A, { id: 60000 }));
@@ -434,11 +436,9 @@ test('the thread hands misses to JS without dropping any while JS is slow; pause
 
 test('while JS works through a burst of misses, the thread goes on answering hits', { skip }, async () => {
   const a = addon();
-  // 16 slots: the queue to JS holds 512 datagrams. With 4 batches (64) the thread stopped reading
-  // once the burst filled it, and a hit arriving behind the burst waited in the kernel with it.
-  // The receive buffer the server gives its sockets (listeners.ts), so the kernel holds the burst.
-  const s = a.open({ address: '127.0.0.1', port: 0, ipv6: false, slots: 16, recvBuffer: 4 * 1024 * 1024 });
-  const st = server(a, s, 10_000, true, true);
+  // The queue to JS holds 512 datagrams. With 4 batches (64) the thread stopped reading once the
+  // burst filled it, and a hit arriving behind the burst waited in the kernel with it.
+  const { s, st } = burstServer(a);
   const c = await client();
   try {
     // dig's own query (its flags) is kept by JS, as a cache's answer would be.
@@ -475,8 +475,7 @@ test(
   { skip },
   async () => {
     const a = addon();
-    const s = a.open({ address: '127.0.0.1', port: 0, ipv6: false, slots: 16, recvBuffer: 4 * 1024 * 1024 });
-    server(a, s, 10_000, true, true);
+    const { s } = burstServer(a);
     const c = await client();
     try {
       await ask(c, s.port, buildQuery('kept.example.', QType.A, { id: 60000 }));
