@@ -162,6 +162,44 @@ test(
   },
 );
 
+for (const workers of ['1', '2']) {
+  test(
+    `-workers ${workers}: an answer still in flight across a reload reaches its client, and the next queries get the new configuration's answer`,
+    { timeout: 30000 },
+    async () => {
+      // The old configuration's upstream answers after 800 ms, so the query is inside `forward`
+      // (and its cache's flight) while SIGUSR1 switches to a Corefile with another upstream.
+      const old = await slowUpstream('192.0.2.7', 800);
+      const fresh = await slowUpstream('192.0.2.8', 0);
+      const corefile = (port: number | string, up: number) =>
+        `.:${port} {\n    bind 127.0.0.1\n    cache 300\n    forward . 127.0.0.1:${up}\n}\n`;
+      const s = await startServer({ corefile: corefile('PORT', old.port), args: ['-workers', workers] });
+      try {
+        const pending = [0, 1, 2].map(() => query(s.port, 'late.example.', QType.A, { timeoutMs: 4000 }));
+        await sleep(200);
+        writeFileSync(s.corefile, corefile(s.port, fresh.port));
+        s.proc.kill('SIGUSR1');
+        await s.waitFor(/Reloading complete/, 5000);
+        for (const r of await Promise.all(pending)) {
+          assert.equal(r.rcode, Rcode.NOERROR, s.output());
+          assert.deepEqual(r.answers[0]?.data, { address: '192.0.2.7' }, 'the late answer goes to its asker');
+        }
+        // The late answer came after the switch: neither the new cache nor the native answer
+        // table (kept across the reload with the socket) may hand it out now.
+        await sleep(300);
+        for (let i = 0; i < 20; i++) {
+          const r = await query(s.port, 'late.example.', QType.A);
+          assert.deepEqual(r.answers[0]?.data, { address: '192.0.2.8' }, `query ${i} after the reload`);
+        }
+      } finally {
+        await s.stop();
+        old.close();
+        fresh.close();
+      }
+    },
+  );
+}
+
 test(
   '-workers auto starts as many workers as the cgroup CPU quota and affinity allow',
   { timeout: 40000 },
