@@ -10,7 +10,12 @@ import { advanceClock, freezeClock } from '../../src/server/clock.js';
 import { buildQuery, query, sendTcp, sendUdp } from '../helpers/dns.js';
 import { dependenciesOnly } from '../../src/server/prepared-reply.js';
 import type { Request, Response } from '../../src/server/request.js';
-import { SWEEP_GRACE_MS, SWEEP_SLICE } from '../../src/plugins/cache/handler.js';
+import {
+  EXPIRY_SPREAD_BURST,
+  EXPIRY_SPREAD_MOST_MS,
+  SWEEP_GRACE_MS,
+  SWEEP_SLICE,
+} from '../../src/plugins/cache/handler.js';
 import { SWEEP_REMOVAL_COST } from '../../src/plugins/cache/store.js';
 import {
   answerTo,
@@ -269,6 +274,39 @@ describe('cache over sockets', () => {
       advanceClock(100); // 300 s: gone
       assert.equal((await query(c.port, 'www.example.org.', QType.A)).answers[0]?.ttl, 300);
       assert.equal(up.count(), 2);
+    });
+
+    test('past 64 entries stored within a second, each ends at random in the last tenth of its TTL, its hits still at CoreDNS TTLs', async () => {
+      const c = await rig('cache 30');
+      const names = Array.from({ length: 300 }, (_, i) => `n${i}.example.org.`);
+      for (const n of names) await query(c.port, n, QType.A);
+      assert.equal(up.count(), 300);
+      const ask = async () => {
+        const ttls: number[] = [];
+        for (const n of names) ttls.push((await query(c.port, n, QType.A)).answers[0]!.ttl);
+        return ttls;
+      };
+      // 27 s less a ms: nothing has ended yet (3 s at most early), every TTL is CoreDNS's.
+      advanceClock(30_000 - EXPIRY_SPREAD_MOST_MS - 1);
+      assert.deepEqual(new Set(await ask()), new Set([4]));
+      assert.equal(up.count(), 300);
+      // 28.5 s: the first 64 are hits at TTL 2 (their exact 30 s), about half the others were
+      // fetched again (a fresh TTL 30), the rest are hits at TTL 2.
+      advanceClock(1_501);
+      const mid = await ask();
+      assert.deepEqual(new Set(mid.slice(0, EXPIRY_SPREAD_BURST)), new Set([2]));
+      const refetched = mid.slice(EXPIRY_SPREAD_BURST).filter((t) => t === 30).length;
+      assert.equal(refetched + mid.slice(EXPIRY_SPREAD_BURST).filter((t) => t === 2).length, 300 - EXPIRY_SPREAD_BURST);
+      assert.equal(up.count(), 300 + refetched);
+      const share = refetched / (300 - EXPIRY_SPREAD_BURST);
+      assert.ok(share > 0.25 && share < 0.75, `${refetched} of ${300 - EXPIRY_SPREAD_BURST} ended by 28.5 s`);
+      // 29.9 s: the first 64 still hits at TTL 1; 30 s: gone, exactly as in CoreDNS.
+      advanceClock(1_400);
+      assert.equal((await query(c.port, names[0]!, QType.A)).answers[0]?.ttl, 1);
+      advanceClock(100);
+      const before = up.count();
+      assert.equal((await query(c.port, names[0]!, QType.A)).answers[0]?.ttl, 30);
+      assert.equal(up.count(), before + 1);
     });
 
     test('an expired entry refetched with records of the same size is refilled in place; another size gets a new entry', async () => {
@@ -611,13 +649,14 @@ describe('cache over sockets', () => {
     });
 
     test('expired entries are swept away, not left to pile up', async () => {
+      // No more than a second's burst: these live exactly their TTL.
       const c = await rig('cache 30');
-      for (let i = 0; i < 200; i++) await query(c.port, `n${i}.example.org.`, QType.A);
-      assert.equal(c.handler.entries('success'), 200);
+      for (let i = 0; i < EXPIRY_SPREAD_BURST; i++) await query(c.port, `n${i}.example.org.`, QType.A);
+      assert.equal(c.handler.entries('success'), EXPIRY_SPREAD_BURST);
       // Within the grace after their TTL they stay (a name asked again refills its entry); then they go.
       advanceClock(30_000 + SWEEP_GRACE_MS - 1);
       c.handler.sweep();
-      assert.equal(c.handler.entries('success'), 200);
+      assert.equal(c.handler.entries('success'), EXPIRY_SPREAD_BURST);
       advanceClock(1);
       c.handler.sweep();
       assert.equal(c.handler.entries('success'), 0);

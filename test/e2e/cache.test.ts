@@ -124,6 +124,43 @@ describe('cache in front of forward', () => {
   });
 });
 
+describe('names stored in a burst expire spread out, each hit at its CoreDNS TTL', () => {
+  it(
+    'of 200 names stored within 0.4 s with TTL 10, at 9.45 s the first 64 are hits at TTL 1 and only some of the rest were fetched again',
+    { timeout: 30_000 },
+    async () => {
+      const up = await startUpstream(upstreamZone);
+      const s = await startServer({
+        corefile: `.:PORT {\n    bind 127.0.0.1\n    cache 10\n    forward . 127.0.0.1:${up.port}\n}\n`,
+      });
+      try {
+        const names = Array.from({ length: 200 }, (_, i) => `spread${i}.example.org.`);
+        const t0 = Date.now();
+        for (const n of names) assert.equal((await query(s.port, n, QType.A)).answers[0]?.ttl, 10);
+        const span = Date.now() - t0;
+        assert.ok(span < 400, `storing took ${span} ms`);
+        await sleep(t0 + 9450 - Date.now());
+        const ttls: number[] = [];
+        for (const n of names) ttls.push((await query(s.port, n, QType.A)).answers[0]!.ttl);
+        // The first 64 stored in that second live exactly their 10 s, as in CoreDNS.
+        assert.deepEqual(new Set(ttls.slice(0, 64)), new Set([1]));
+        for (const n of names.slice(0, 64)) assert.equal(up.count(n), 1, n);
+        // The others end at random in their last second: by 9.05-9.45 s some have, not all.
+        const rest = names.slice(64);
+        const refetched = rest.filter((n) => up.count(n) === 2);
+        for (const [i, n] of rest.entries()) assert.equal(ttls[64 + i], up.count(n) === 2 ? 10 : 1, n);
+        assert.ok(
+          refetched.length >= 3 && refetched.length <= rest.length - 3,
+          `${refetched.length} of ${rest.length} fetched again`,
+        );
+      } finally {
+        await s.stop();
+        await up.close();
+      }
+    },
+  );
+});
+
 describe("kubeadm's default cache block", () => {
   let up: Upstream;
   let s: RunningServer;
