@@ -149,6 +149,8 @@ const FAST_STEPS_ROOMY = 30;
  * Below the burst size every entry lives exactly as in CoreDNS.
  */
 export const EXPIRY_SPREAD_BURST = 64;
+/** `CLUSTERDNS_CACHE_SPREAD=0`: every entry lives exactly its TTL, as in CoreDNS. */
+const EXPIRY_SPREAD_ON = process.env.CLUSTERDNS_CACHE_SPREAD !== '0';
 const EXPIRY_SPREAD_FROM_MS = 5000;
 export const EXPIRY_SPREAD_MOST_MS = 3000;
 
@@ -580,7 +582,8 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
 
   /** How much sooner than its lifetime says an entry stored now ends (EXPIRY_SPREAD_BURST), ms. */
   private spreadMs(lifetimeMs: number): number {
-    if (lifetimeMs < EXPIRY_SPREAD_FROM_MS || this.opts.prefetch !== null || this.opts.staleMs > 0) return 0;
+    if (!EXPIRY_SPREAD_ON || lifetimeMs < EXPIRY_SPREAD_FROM_MS) return 0;
+    if (this.opts.prefetch !== null || this.opts.staleMs > 0) return 0;
     const now = clock.ms;
     if (now - this.burstFromMs >= 1000) {
       this.burstFromMs = now;
