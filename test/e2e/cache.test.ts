@@ -125,7 +125,11 @@ describe('cache in front of forward', () => {
 });
 
 describe('names stored in a burst expire spread out, each hit at its CoreDNS TTL', () => {
-  /** Stores 200 names with TTL 10 within 0.4 s, asks them all again at 9.45 s: each one's TTL then, and which were fetched again. */
+  /**
+   * Stores 200 names with TTL 10 one after another, asks them all again at once 9.45 s after the
+   * first: which were fetched again, and which answers came back before that name's own 10 s
+   * could have ended (a slow machine answers some later; those prove nothing either way).
+   */
   async function burst(env: Record<string, string>) {
     const up = await startUpstream(upstreamZone);
     const s = await startServer({
@@ -134,17 +138,30 @@ describe('names stored in a burst expire spread out, each hit at its CoreDNS TTL
     });
     try {
       const names = Array.from({ length: 200 }, (_, i) => `spread${i}.example.org.`);
-      const t0 = Date.now();
-      for (const n of names) assert.equal((await query(s.port, n, QType.A)).answers[0]?.ttl, 10);
-      const span = Date.now() - t0;
-      assert.ok(span < 400, `storing took ${span} ms`);
-      await sleep(t0 + 9450 - Date.now());
-      const ttls: number[] = [];
-      for (const n of names) ttls.push((await query(s.port, n, QType.A)).answers[0]!.ttl);
+      const sent: number[] = [];
+      for (const n of names) {
+        sent.push(Date.now());
+        assert.equal((await query(s.port, n, QType.A)).answers[0]?.ttl, 10);
+      }
+      await sleep(sent[0]! + 9450 - Date.now());
+      const again = await Promise.all(
+        names.map(async (n) => {
+          const ttl = (await query(s.port, n, QType.A, { timeoutMs: 3000 })).answers[0]!.ttl;
+          return { ttl, done: Date.now() };
+        }),
+      );
       const counts = names.map((n) => up.count(n));
-      // A name is a hit at TTL 1 asked upstream once, or was fetched again (TTL 10).
-      for (const [i, n] of names.entries()) assert.equal(ttls[i], counts[i] === 2 ? 10 : 1, n);
-      return { ttls, counts };
+      const inTime = again.map((a, i) => a.done < sent[i]! + 10_000 - 20);
+      // A name is a hit (TTL 1, or 2 if stored late) asked upstream once, or was fetched again (TTL 10).
+      for (const [i, n] of names.entries()) {
+        if (counts[i] === 2) assert.equal(again[i]!.ttl, 10, n);
+        else
+          assert.ok(
+            counts[i] === 1 && again[i]!.ttl >= 1 && again[i]!.ttl <= 2,
+            `${n}: ${counts[i]}, TTL ${again[i]!.ttl}`,
+          );
+      }
+      return { counts, inTime };
     } finally {
       await s.stop();
       await up.close();
@@ -152,24 +169,29 @@ describe('names stored in a burst expire spread out, each hit at its CoreDNS TTL
   }
 
   it(
-    'of 200 names stored within 0.4 s with TTL 10, at 9.45 s the first 64 are hits at TTL 1 and only some of the rest were fetched again',
+    'of 200 names stored one after another with TTL 10, at 9.45 s the first 64 are hits and only some of the rest were fetched again',
     { timeout: 30_000 },
     async () => {
-      const { counts } = await burst({});
+      const { counts, inTime } = await burst({});
       // The first 64 stored in that second live exactly their 10 s, as in CoreDNS.
-      assert.deepEqual(new Set(counts.slice(0, 64)), new Set([1]));
-      // The others end at random in their last second: by 9.05-9.45 s some have, not all.
-      const refetched = counts.slice(64).filter((c) => c === 2).length;
-      assert.ok(refetched >= 3 && refetched <= 136 - 3, `${refetched} of 136 fetched again`);
+      const first = counts.slice(0, 64).filter((c, i) => inTime[i]);
+      assert.ok(first.length >= 60, `only ${first.length} of the first 64 answered within their 10 s`);
+      assert.deepEqual(new Set(first), new Set([1]));
+      // The others end at random in their last second: by then some have, not all.
+      const rest = counts.slice(64).filter((c, i) => inTime[64 + i]);
+      const refetched = rest.filter((c) => c === 2).length;
+      assert.ok(refetched >= 3 && refetched <= rest.length - 3, `${refetched} of ${rest.length} fetched again`);
     },
   );
 
   it(
-    'with CLUSTERDNS_CACHE_SPREAD=0 all 200 live exactly their TTL: at 9.45 s every one is a hit at TTL 1',
+    'with CLUSTERDNS_CACHE_SPREAD=0 all 200 live exactly their TTL: at 9.45 s every one is a hit',
     { timeout: 30_000 },
     async () => {
-      const { counts } = await burst({ CLUSTERDNS_CACHE_SPREAD: '0' });
-      assert.deepEqual(new Set(counts), new Set([1]));
+      const { counts, inTime } = await burst({ CLUSTERDNS_CACHE_SPREAD: '0' });
+      const judged = counts.filter((c, i) => inTime[i]);
+      assert.ok(judged.length >= 150, `only ${judged.length} of 200 answered within their 10 s`);
+      assert.deepEqual(new Set(judged), new Set([1]));
     },
   );
 });
