@@ -202,6 +202,8 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
   private sweepTimer: NodeJS.Timeout | null = null;
   private sweepSlice: NodeJS.Immediate | null = null;
   private detach: (() => void) | null = null;
+  /** Entries stored in a burst end spread out (spreadMs): not with prefetch or serve_stale, nor CLUSTERDNS_CACHE_SPREAD=0. */
+  private readonly spreads: boolean;
   /** Entries stored in the second from burstFromMs (spreadMs). */
   private burstFromMs = Number.NEGATIVE_INFINITY;
   private burstStores = 0;
@@ -232,6 +234,7 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
     this.allZones = opts.zones.includes('.');
     this.bypassBoth = opts.disableSuccess.length > 0 && opts.disableDenial.length > 0;
     this.tableHits = opts.prefetch === null && opts.staleMs === 0;
+    this.spreads = EXPIRY_SPREAD_ON && opts.prefetch === null && opts.staleMs === 0;
     this.metricLabels = metricLabels(opts.server, opts.zones);
   }
 
@@ -582,8 +585,7 @@ export class CacheHandler implements Handler, InvalidationTarget, CacheMetricSou
 
   /** How much sooner than its lifetime says an entry stored now ends (EXPIRY_SPREAD_BURST), ms. */
   private spreadMs(lifetimeMs: number): number {
-    if (!EXPIRY_SPREAD_ON || lifetimeMs < EXPIRY_SPREAD_FROM_MS) return 0;
-    if (this.opts.prefetch !== null || this.opts.staleMs > 0) return 0;
+    if (!this.spreads || lifetimeMs < EXPIRY_SPREAD_FROM_MS) return 0;
     const now = clock.ms;
     if (now - this.burstFromMs >= 1000) {
       this.burstFromMs = now;
