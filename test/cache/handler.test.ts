@@ -309,6 +309,17 @@ describe('cache over sockets', () => {
       assert.equal(up.count(), before + 1);
     });
 
+    test('with serve_stale a burst of entries is not spread: all 300 are hits up to their exact TTL', async () => {
+      const c = await rig('cache 30 {\n serve_stale 1h\n}');
+      const names = Array.from({ length: 300 }, (_, i) => `n${i}.example.org.`);
+      for (const n of names) await query(c.port, n, QType.A);
+      advanceClock(29_900);
+      const ttls: number[] = [];
+      for (const n of names) ttls.push((await query(c.port, n, QType.A)).answers[0]!.ttl);
+      assert.deepEqual(new Set(ttls), new Set([1]));
+      assert.equal(up.count(), 300);
+    });
+
     test('an expired entry refetched with records of the same size is refilled in place; another size gets a new entry', async () => {
       const c = await rig('cache');
       await query(c.port, 'www.example.org.', QType.A);
