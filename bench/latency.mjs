@@ -18,6 +18,9 @@
 // --peers (default auto): the servers measured at the same rate, interleaved with clusterdns:
 //   unbound and Knot DNS; for `forward` the upstream itself and unbound forwarding (cache
 //   off) asking that same upstream; for `cache` unbound forwarding with its cache, and Knot.
+//   A name given twice is measured twice, by two processes (`--peers knot,knot`: `knot` and
+//   `knot#2`), a control: the same server against itself in the same run. Where Knot is a peer
+//   each scenario ends with every server's p99 / p99.9 × Knot's (issue 23's point 3).
 //   node bench/latency.mjs --scenario cache --seconds 60 --gc      # GC pauses over 60 s
 //
 // --load dnsperf (default): `dnsperf -Q <rate - sample-qps> -q 1000` sends the load (paced per
@@ -100,7 +103,7 @@ import {
 import { sampleSteal, spearman, stealIn } from './lib/steal.mjs';
 import { shieldCpu, shieldLine } from './lib/shield.mjs';
 import { killAllSync, pinThreads, runCommand, startProcess, stopAll, stopProcess } from './lib/procs.mjs';
-import { machineInfo, machineLine } from './lib/report.mjs';
+import { machineInfo, machineLine, median, peerInstances, tailMarks } from './lib/report.mjs';
 import { damonLine, pauseDamon, perfUnavailable, readReturnStalls, startReturnTrace } from './lib/return-stalls.mjs';
 import { clusterdnsServer, freePort, peers } from './lib/servers.mjs';
 import { buildCClient } from './lib/latency-client-build.mjs';
@@ -661,7 +664,7 @@ async function runScenario(sc, workload) {
 
   // The peer answers the same query file: unbound-mix for `mix`, unbound otherwise.
   const others = []; // { who, def, proc, ctx }
-  for (const pname of peerNames(sc)) {
+  for (const { peer: pname, name: pinst } of peerInstances(peerNames(sc))) {
     if (pname === 'upstream') {
       if (!cctx.upstream) throw new Error(`--peers upstream: scenario ${sc.name} has no upstream`);
       const u = cctx.upstream;
@@ -676,6 +679,7 @@ async function runScenario(sc, workload) {
       log(`${pname}: skipped, ${why}`);
       continue;
     }
+    if (pinst !== pname) def = { ...def, name: pinst };
     // unbound's receive buffer as clusterdns's (Knot has no such option).
     if (def.extraLines || pname === 'unbound')
       def = { ...def, extraLines: [...(def.extraLines ?? []), '  so-rcvbuf: 4m'] };
@@ -978,6 +982,38 @@ function frozenLine(r) {
   return `frozen core (≥ 30 ms: datagrams waiting in the server's socket, its serving thread in a wait for data (asleep, or woken and not run), none of its threads running, CPU 1 idle): ${parts.join('; ')}`;
 }
 
+/**
+ * Issue 23's point 3 read off a scenario: every other server's p99 and p99.9 (frozen cores set
+ * aside, as frozenLine) over Knot's, against the marks 2 × and 1.5 ×. With `--peers knot,knot`
+ * the line also reads Knot's second process against the first: what the same server scores
+ * against itself in the same run, i.e. how far this machine's noise alone moves the ratio.
+ */
+function knotMarks(r) {
+  const knot = r.runs.knot;
+  if (!knot?.length) return null;
+  const whos = Object.keys(r.runs).filter((w) => w !== 'knot' && r.runs[w].length);
+  // Pooled over every round (what the tables show), and the median of the rounds' own figures,
+  // which one noisy round of twelve does not decide.
+  const pooledOf = (ms) => pooled(ms).thawed;
+  const roundsOf = (ms) => {
+    const each = ms.map((m) => pooled([m]).thawed);
+    return { p99: median(each.map((p) => p.p99)), p999: median(each.map((p) => p.p999)) };
+  };
+  const x = (v) => (Number.isFinite(v) ? `${v.toFixed(2)} ×` : '—');
+  const read = (of) => {
+    const k = of(knot);
+    const marks = tailMarks(
+      k,
+      whos.map((w) => ({ name: label(r.runs[w][0]), ...of(r.runs[w]) })),
+    );
+    return `Knot's ${f2(k.p99)} / ${f2(k.p999)} ms: ${marks.map((m) => `${m.name} ${x(m.p99x)} / ${x(m.p999x)} (${m.met ? 'met' : 'not met'})`).join(', ')}`;
+  };
+  return (
+    `p99 / p99.9 × Knot's, frozen cores set aside, marks 2 × / 1.5 ×: pooled, ${read(pooledOf)}; ` +
+    `median of the ${knot.length} rounds, ${read(roundsOf)}`
+  );
+}
+
 function render(machine, results, elapsedS) {
   const out = [];
   const L = (s) => out.push(s);
@@ -1040,6 +1076,8 @@ function render(machine, results, elapsedS) {
     );
     L(`${r.scenario}: ${stealLine(r)}`);
     L(`${r.scenario}: ${frozenLine(r)}`);
+    const marks = knotMarks(r);
+    if (marks) L(`${r.scenario}: ${marks}`);
     L(`${r.scenario}: ${otherThreadsLine(r)}`);
     const q = Object.keys(r.runs)
       .filter((w) => r.runs[w].length)

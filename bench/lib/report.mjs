@@ -118,3 +118,33 @@ export function replaceMarked(file, body) {
   if (a < 0 || b < a) throw new Error(`${file}: markers ${BEGIN} … ${END} not found`);
   writeFileSync(file, text.slice(0, a + BEGIN.length) + '\n' + body.trim() + '\n' + text.slice(b));
 }
+
+/**
+ * The processes a peer list starts: a name given twice is a second process of the same server,
+ * `knot#2` (`--peers knot,knot`), a control measuring the server against itself in the same run.
+ * @param {string[]} names
+ * @returns {{ peer: string, name: string }[]}
+ */
+export function peerInstances(names) {
+  const seen = new Map();
+  return names.map((peer) => {
+    const nth = (seen.get(peer) ?? 0) + 1;
+    seen.set(peer, nth);
+    return { peer, name: nth > 1 ? `${peer}#${nth}` : peer };
+  });
+}
+
+/**
+ * Issue 23's point 3 for one scenario: each server's p99 and p99.9 over the reference's (Knot's),
+ * met when p99 ≤ 2 × and p99.9 ≤ 1.5 × the reference's.
+ * @param {{ p99: number, p999: number }} ref
+ * @param {{ name: string, p99: number, p999: number }[]} servers
+ */
+export function tailMarks(ref, servers) {
+  const over = (a, b) => (b > 0 ? a / b : NaN);
+  return servers.map(({ name, p99, p999 }) => {
+    const p99x = over(p99, ref.p99);
+    const p999x = over(p999, ref.p999);
+    return { name, p99x, p999x, met: p99x <= 2 && p999x <= 1.5 };
+  });
+}
