@@ -667,6 +667,7 @@ async function runScenario(sc, workload) {
   for (const { peer: pname, name: pinst } of peerInstances(peerNames(sc))) {
     if (pname === 'upstream') {
       if (!cctx.upstream) throw new Error(`--peers upstream: scenario ${sc.name} has no upstream`);
+      if (pinst !== pname) throw new Error('--peers upstream: name it once (the scenario has one upstream process)');
       const u = cctx.upstream;
       const def = { name: `upstream (${u.name})`, queries: cdef.queries };
       others.push({ who: def.name, def, proc: { pid: u.pid }, ctx: { ...cctx, port: u.port } });

@@ -235,9 +235,11 @@ describe(
       assert.equal(tcpAnswered, 5, 'every new TCP client is answered during the trickle');
       // What the server holds, from the kernel (not the attacker's view, late when it is short of CPU).
       assert.ok(held.samples() >= 20, `ss was read ${held.samples()} times`);
+      // Over the cap a connection is refused by accepting it and closing it at once, so for that
+      // instant `ss` can see the cap's 100 and the one being refused: 101, never more.
       assert.ok(
-        held.most() <= 100 && held.most() >= 50,
-        `the server held at most ${held.most()} connections from the attacker at once (cap 100): ${JSON.stringify(r.report)}`,
+        held.most() <= 101 && held.most() >= 50,
+        `the server held at most ${held.most()} connections from the attacker at once (cap 100, + the one being refused): ${JSON.stringify(r.report)}`,
       );
       // The attacker runs at the lowest priority: on busy cores it opens its connections late, and
       // those still inside their deadline at the end are open by right. None may be past it.
