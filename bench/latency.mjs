@@ -538,7 +538,7 @@ function stealLine(r) {
 
 /** The median of the rounds' CPU 1 steal, '—' where /proc/stat has none. */
 function stealMedian(ms) {
-  const v = med(ms.map(stealPercent));
+  const v = median(ms.map(stealPercent));
   return Number.isFinite(v) ? `${v.toFixed(1)}%` : '—';
 }
 
@@ -956,10 +956,6 @@ function pooled(ms, inWindow = null) {
 
 const f1 = (x) => (Number.isFinite(x) ? x.toFixed(1) : '—');
 const f2 = (x) => (Number.isFinite(x) ? (x >= 10 ? x.toFixed(1) : x.toFixed(2)) : '—');
-const med = (xs) => {
-  const v = xs.filter(Number.isFinite).sort((a, b) => a - b);
-  return v.length ? (v.length % 2 ? v[v.length >> 1] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2) : NaN;
-};
 
 /**
  * Per server: the stretches in which its core was frozen (lib/tail-causes.mjs sampleFrozenCore:
@@ -1057,9 +1053,9 @@ function render(machine, results, elapsedS) {
       L(
         `| ${r.scenario} | ${label(ms[0])} | ${who.startsWith('clusterdns') ? r.maxQps : ''} | ${r.rate} | ${p.sent} | ${p.lost}${cfg.load === 'dnsperf' ? ` (+${dpLost} of dnsperf's)` : ''} | ` +
           `${f2(p.p50)} | ${f2(p.p90)} | ${f2(p.p99)} | ${f2(p.p999)} | ${f2(p.max)} | ` +
-          `${f2(p.clean.p99)} / ${f2(p.clean.p999)} / ${f2(p.clean.max)} (${p.clean.excludedPercent.toFixed(1)}%) | ${med(ms.map((m) => m.serverCpu)).toFixed(0)}% | ` +
-          `${med(ms.map((m) => m.client.clientCpuPercent)).toFixed(0)}% (${med(ms.map((m) => m.client.clientWorkPercent)).toFixed(0)}%) | ${med(ms.map((m) => m.loadGenCpu)).toFixed(0)}% | ` +
-          `${f2(med(ms.map((m) => m.client.sendLagMs.p99)))} / ${f2(Math.max(...ms.map((m) => m.client.sendLagMs.max)))} | ${med(ms.map((m) => m.otherCpu)).toFixed(0)}% | ${(ms.reduce((a, m) => a + m.serverRunQueueWaitMs, 0) / ms.length / cfg.seconds / 10).toFixed(1)}% | ${stealMedian(ms)} |`,
+          `${f2(p.clean.p99)} / ${f2(p.clean.p999)} / ${f2(p.clean.max)} (${p.clean.excludedPercent.toFixed(1)}%) | ${median(ms.map((m) => m.serverCpu)).toFixed(0)}% | ` +
+          `${median(ms.map((m) => m.client.clientCpuPercent)).toFixed(0)}% (${median(ms.map((m) => m.client.clientWorkPercent)).toFixed(0)}%) | ${median(ms.map((m) => m.loadGenCpu)).toFixed(0)}% | ` +
+          `${f2(median(ms.map((m) => m.client.sendLagMs.p99)))} / ${f2(Math.max(...ms.map((m) => m.client.sendLagMs.max)))} | ${median(ms.map((m) => m.otherCpu)).toFixed(0)}% | ${(ms.reduce((a, m) => a + m.serverRunQueueWaitMs, 0) / ms.length / cfg.seconds / 10).toFixed(1)}% | ${stealMedian(ms)} |`,
       );
     }
   }
